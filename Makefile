@@ -1,0 +1,66 @@
+# Everything needs only Python 3.11+ and make: the first target that needs the environment creates it.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PACKAGES := packages/ctxbudget packages/langchain-ctxbudget packages/llamaindex-ctxbudget
+export ANONYMIZED_TELEMETRY := False
+export ORT_DISABLE_TELEMETRY := 1
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: help venv test test-fast lint typecheck demo bench docs clean
+
+help:
+	@echo "make demo    create the environment (first run) and run the ctxbudget demo"
+	@echo "make test    create the environment (first run), lint, type-check and run every test"
+	@echo "make lint    ruff and mypy"
+	@echo "make bench   run the benchmarks in benchmarks/ and print their figures"
+	@echo "make docs    build the documentation site"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt $(addsuffix /pyproject.toml,$(PACKAGES))
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (PYTHON=$(PYTHON))")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch==2.13.0 is named in the same command as sentence-transformers (a ctxbudget dependency)
+	# so pip takes the local CPU build instead of the registry's CUDA one.
+	$(BIN)/python -m pip install --quiet -c constraints.txt torch==2.13.0 \
+		-e packages/ctxbudget \
+		-e "packages/langchain-ctxbudget[agents]" \
+		-e packages/llamaindex-ctxbudget \
+		-e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check packages tests benchmarks
+	$(BIN)/ruff format --check packages tests benchmarks
+	$(BIN)/mypy packages/ctxbudget/src packages/langchain-ctxbudget/src packages/llamaindex-ctxbudget/src
+
+typecheck: $(STAMP)
+	$(BIN)/mypy packages/ctxbudget/src packages/langchain-ctxbudget/src packages/llamaindex-ctxbudget/src
+
+# The whole suite: lint, types, then every test (slow and integration included). pytest exits 5
+# when it collects nothing, which is an error here: a suite that tests nothing must not pass.
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(BIN)/ctxbudget demo
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_assemble.py
+	$(BIN)/python benchmarks/bench_knapsack_gap.py
+	$(BIN)/python benchmarks/bench_compact.py
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+clean:
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,680 @@
+"""`ContextAssembler`: the pure core that turns items and a budget into an `AssembledContext`.
+
+One path for every caller (DESIGN.md): dedupe, substitute summaries, allocate per tier, pack
+each tier, render, count. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from time import perf_counter
+
+from ctxbudget.budget import Budget
+from ctxbudget.dedupe import dedupe
+from ctxbudget.errors import BudgetExceededError, InvalidItemError
+from ctxbudget.history import HistoryPacker, iter_exchanges
+from ctxbudget.items import ContextItem, Shrink, Tier, tier_name
+from ctxbudget.packing import DEFAULT_EXACT_LIMIT, SolverReport, solve
+from ctxbudget.render import Format, Layout
+from ctxbudget.report import AssembledContext, PrunedItem, PruneReason, TierUsage
+from ctxbudget.summaries import Summarizer, truncate_to_tokens
+from ctxbudget.tokens import TokenCounter
+
+__all__ = ["ContextAssembler"]
+
+_RECENT = int(Tier.RECENT)
+
+
+@dataclass(slots=True)
+class _State:
+    """Mutable bookkeeping of one packing pass."""
+
+    layout: Layout
+    budget: Budget
+    used: int = 0
+    sections: set[str] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    included: list[ContextItem] = field(default_factory=list)
+    included_ids: set[str] = field(default_factory=set)
+    section: dict[str, str] = field(default_factory=dict)
+    tier_tokens: dict[int, int] = field(default_factory=dict)
+    capped_tokens: dict[int, int] = field(default_factory=dict)
+    pruned: list[PrunedItem] = field(default_factory=list)
+    lazy: list[tuple[Sequence[ContextItem], PruneReason, str]] = field(default_factory=list)
+    solvers: dict[int, SolverReport] = field(default_factory=dict)
+    truncated: list[str] = field(default_factory=list)
+
+    def open_cost(self, section: str) -> int:
+        cost = 0 if section in self.sections else self.layout.open_cost(section)
+        group = self.layout.group_of(section)
+        if group not in self.groups:
+            cost += self.layout.group_open_cost(group)
+        return cost
+
+    def add(self, item: ContextItem, section: str, cost: int, *, capped: bool = True) -> None:
+        opening = self.open_cost(section)
+        self.sections.add(section)
+        self.groups.add(self.layout.group_of(section))
+        self.used += cost + opening
+        tier = int(item.tier)
+        self.tier_tokens[tier] = self.tier_tokens.get(tier, 0) + cost + opening
+        if capped:
+            self.capped_tokens[tier] = self.capped_tokens.get(tier, 0) + cost + opening
+        self.included.append(item)
+        self.included_ids.add(item.id)
+        self.section[item.id] = section
+
+
+class ContextAssembler:
+    """Packs context items into a token budget and renders them; the output always fits.
+
+    Args:
+        counter: the token counter of the target model (default: ``gpt-4o``'s encoding).
+        model: a model name, used for the counter when ``counter`` is not given.
+        summarizer: makes summaries on the fly for items with ``shrink="summarize"``.
+        min_exchanges: the newest history exchanges kept before pinned facts and tools are
+            packed (a floor for the conversation's thread); 0 makes history strictly a tier.
+        near_duplicate_threshold: cosine similarity at which items with embeddings count as
+            duplicates (None turns it off).
+        exact_limit: largest ``items x capacity`` solved by the exact knapsack.
+        truncate_min_tokens: shortest truncated text worth keeping.
+        verify: count the whole rendered output again even with an additive (tiktoken) counter.
+
+    >>> from ctxbudget import ContextItem, Tier
+    >>> assembler = ContextAssembler(model="gpt-4o")
+    >>> ctx = assembler.assemble(
+    ...     [ContextItem("sys", "You are terse.", tier=Tier.SYSTEM),
+    ...      ContextItem("q", "Hi!", tier=Tier.QUERY)], budget=100)
+    >>> ctx.tokens_used <= ctx.tokens_available, ctx.included_ids
+    (True, ['sys', 'q'])
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter | None = None,
+        *,
+        model: str | None = None,
+        summarizer: Summarizer | None = None,
+        min_exchanges: int = 1,
+        near_duplicate_threshold: float | None = 0.95,
+        exact_limit: int = DEFAULT_EXACT_LIMIT,
+        truncate_min_tokens: int = 16,
+        verify: bool = False,
+    ) -> None:
+        if counter is None:
+            counter = TokenCounter.for_model(model or "gpt-4o")
+        if min_exchanges < 0:
+            msg = f"min_exchanges must be 0 or more, got {min_exchanges}"
+            raise ValueError(msg)
+        self.counter = counter
+        self.summarizer = summarizer
+        self.min_exchanges = min_exchanges
+        self.near_duplicate_threshold = near_duplicate_threshold
+        self.exact_limit = exact_limit
+        self.truncate_min_tokens = truncate_min_tokens
+        self.verify = verify
+        self._layouts: dict[str, Layout] = {}
+
+    def layout(self, fmt: Format) -> Layout:
+        """The (cached) rendering rules of ``fmt`` for this assembler's counter."""
+        layout = self._layouts.get(fmt)
+        if layout is None:
+            layout = self._layouts[fmt] = Layout(fmt, self.counter)
+        return layout
+
+    def assemble(
+        self,
+        items: Iterable[ContextItem],
+        *,
+        budget: Budget | int,
+        format: Format = "messages",  # noqa: A002 - the public name the issue asks for
+    ) -> AssembledContext:
+        """Choose, order and render ``items`` within ``budget``.
+
+        Raises:
+            InvalidBudgetError: the budget is zero, negative, or all reserve.
+            BudgetExceededError: the never-pruned items alone do not fit.
+            InvalidItemError: something other than a `ContextItem` was given.
+        """
+        start = perf_counter()
+        budget = Budget.coerce(budget)
+        layout = self.layout(format)
+        offered = _checked(items)
+        kept, duplicates = dedupe(offered, near_threshold=self.near_duplicate_threshold)
+        position = {item.id: index for index, item in enumerate(kept)}
+
+        state = self._pack(kept, budget, layout, replaced={})
+        replaced = self._substitutions(kept, state)
+        if replaced:
+            state = self._pack(kept, budget, layout, replaced=replaced)
+        for dup in duplicates:
+            detail = f"same {dup.how} as {dup.kept_id}"
+            state.pruned.append(PrunedItem(dup.item, PruneReason.DUPLICATE, detail))
+
+        placed: dict[str, list[ContextItem]] = {}
+        for item in state.included:
+            placed.setdefault(state.section[item.id], []).append(item)
+        for section_items in placed.values():
+            section_items.sort(key=lambda it: (position.get(it.id, len(position)), it.id))
+        included = [it for s in _SECTION_ORDER for it in placed.get(s, ())]
+        parts = layout.render_sections(placed)
+        tokens_used = self._exact_tokens(layout, state, parts)
+        if tokens_used > budget.available:
+            # Only reachable with counters whose counts are not additive (Hugging Face,
+            # approximate): drop the least valuable items until the exact count fits.
+            included, parts, tokens_used = self._shrink_to_fit(layout, state, placed, position)
+        tiers = _usage(offered, state)
+        return AssembledContext(
+            layout=layout,
+            parts=parts,
+            included=included,
+            pruned=state.pruned,
+            pruned_lazy=state.lazy,
+            budget=budget,
+            tokens_used=tokens_used,
+            tiers=tiers,
+            solvers=state.solvers,
+            truncated=state.truncated,
+            timing_ms=(perf_counter() - start) * 1000.0,
+        )
+
+    # -- packing ---------------------------------------------------------------------------
+    def _pack(
+        self,
+        items: Sequence[ContextItem],
+        budget: Budget,
+        layout: Layout,
+        *,
+        replaced: dict[str, ContextItem],
+    ) -> _State:
+        state = _State(layout=layout, budget=budget)
+        promoted = {s.id: s for s in replaced.values()}
+        history: list[ContextItem] = []
+        required: list[ContextItem] = []
+        by_tier: dict[int, list[ContextItem]] = {}
+        for item in items:
+            if item.id in replaced:
+                continue
+            item = promoted.get(item.id, item)
+            if item.never_pruned:
+                required.append(item)
+            elif item.tier == _RECENT and item.role is not None and item.id not in promoted:
+                history.append(item)
+            else:
+                by_tier.setdefault(int(item.tier), []).append(item)
+        covered = [it for it in items if it.id in replaced]
+        if covered:
+            state.lazy.append((covered, PruneReason.REPLACED_BY_SUMMARY, "a summary covers it"))
+
+        has_query = any(it.tier == Tier.QUERY for it in required)
+        state.used = layout.base_cost(has_query)
+        for item in required:
+            section = _section(item, promoted)
+            state.add(item, section, layout.cost(item, section), capped=False)
+        if state.used > budget.available:
+            raise _too_big(state, budget)
+
+        tiers = sorted(set(by_tier) | ({_RECENT} if history else set()))
+        reserved = self._floors(tiers, by_tier, history, state, promoted)
+        orphans: list[ContextItem] = []
+        packer = HistoryPacker(
+            iter_exchanges(history, orphans),
+            cost=lambda it: layout.cost(it, "history"),
+            kept=[],
+            cut=[],
+        )
+
+        def room(tier: int) -> int:
+            others = sum(tokens for t, tokens in reserved.items() if t != tier)
+            allowance = budget.available - state.used - others
+            cap = budget.cap_tokens(tier)
+            if cap is not None:
+                allowance = min(allowance, cap - state.capped_tokens.get(tier, 0))
+            return allowance
+
+        if history and self.min_exchanges:
+            self._take_history(packer, state, room(_RECENT), self.min_exchanges)
+        for tier in tiers:
+            candidates = by_tier.get(tier, [])
+            if candidates:
+                self._pack_tier(tier, candidates, state, room(tier), promoted)
+            if tier == _RECENT and history:
+                self._take_history(packer, state, room(_RECENT), None)
+            reserved.pop(tier, None)
+        if budget.floors:
+            self._fill(by_tier, state, budget, promoted)
+
+        if orphans:
+            detail = "its tool call is not in the history"
+            state.lazy.append((orphans, PruneReason.ORPHAN_TOOL_RESULT, detail))
+        if packer.cut:
+            state.lazy.append((packer.cut, PruneReason.OVER_BUDGET, "history kept newest first"))
+        state.lazy.append((_Remaining(packer), PruneReason.OVER_BUDGET, "older than kept history"))
+        return state
+
+    def _take_history(
+        self, packer: HistoryPacker, state: _State, allowance: int, limit: int | None
+    ) -> None:
+        header = state.open_cost("history")
+        before = len(packer.kept)
+        if allowance > header:
+            packer.take(allowance - header, max_exchanges=limit)
+        for item in packer.kept[before:]:
+            state.add(item, "history", state.layout.cost(item, "history"))
+
+    def _pack_tier(
+        self,
+        tier: int,
+        candidates: list[ContextItem],
+        state: _State,
+        allowance: int,
+        promoted: dict[str, ContextItem],
+    ) -> None:
+        layout = state.layout
+        budget = state.budget
+        fresh: list[ContextItem] = []
+        for item in candidates:
+            if item.id in state.included_ids:
+                continue
+            if item.tier == Tier.SUMMARY and _redundant(item, state.included_ids, candidates):
+                detail = "everything it covers is included"
+                state.pruned.append(PrunedItem(item, PruneReason.REDUNDANT_SUMMARY, detail))
+                continue
+            fresh.append(item)
+        if not fresh:
+            return
+        sections = [_section(it, promoted) for it in fresh]
+        costs = [layout.cost(it, s) for it, s in zip(fresh, sections, strict=True)]
+        opening = max(state.open_cost(s) for s in sections)
+        capacity = allowance - opening
+        ranked = sorted(range(len(fresh)), key=lambda i: (-fresh[i].score, i))
+        values = [fresh[i].score for i in ranked]
+        weights = [costs[i] for i in ranked]
+        chosen, report = solve(values, weights, max(capacity, -1), exact_limit=self.exact_limit)
+        state.solvers[tier] = report
+        picked = {ranked[i] for i in chosen}
+        # Fill: items the objective ignored (score <= 0) still use room nobody else wants.
+        left = capacity - sum(costs[i] for i in picked)
+        for i in ranked:
+            if i not in picked and costs[i] <= left:
+                picked.add(i)
+                left -= costs[i]
+        for i in sorted(picked):
+            state.add(fresh[i], sections[i], costs[i])
+        if not picked:
+            left = allowance
+        rest = [i for i in ranked if i not in picked]
+        left = self._shrink_rest(fresh, sections, rest, state, left)
+        free = state.budget.available - state.used
+        for i in rest:
+            if fresh[i].id in state.included_ids:
+                continue
+            cap = budget.cap_tokens(tier)
+            if cap is not None and costs[i] <= free:
+                reason, detail = PruneReason.TIER_CAP, f"{tier_name(tier)} cap {cap:,} tokens"
+            else:
+                reason, detail = PruneReason.OVER_BUDGET, f"needs {costs[i]:,} tokens"
+            state.pruned.append(PrunedItem(fresh[i], reason, detail))
+
+    def _shrink_rest(
+        self,
+        items: list[ContextItem],
+        sections: list[str],
+        rest: list[int],
+        state: _State,
+        left: int,
+    ) -> int:
+        """Use what room is left for items that may be truncated or summarized."""
+        layout = state.layout
+        summarizable: list[int] = []
+        for i in rest:
+            item, section = items[i], sections[i]
+            if item.shrink is Shrink.SUMMARIZE and self.summarizer is not None:
+                summarizable.append(i)
+                continue
+            if item.shrink is not Shrink.TRUNCATE:
+                continue
+            room = left - (state.open_cost(section) if section not in state.sections else 0)
+            if room < self.truncate_min_tokens:
+                continue
+
+            def cost(text: str, item: ContextItem = item, section: str = section) -> int:
+                return layout.cost(dataclasses.replace(item, text=text, tokens=None), section)
+
+            text = truncate_to_tokens(item.text, room, cost)
+            if text is None or cost(text) < self.truncate_min_tokens:
+                continue
+            short = dataclasses.replace(item, text=text, tokens=None)
+            before = state.used
+            state.add(short, section, cost(text))
+            left -= state.used - before
+            state.truncated.append(item.id)
+        if summarizable and self.summarizer is not None:
+            left = self._summarize(items, sections, summarizable, state, left)
+        return left
+
+    def _summarize(
+        self,
+        items: list[ContextItem],
+        sections: list[str],
+        indices: list[int],
+        state: _State,
+        left: int,
+    ) -> int:
+        assert self.summarizer is not None  # noqa: S101 - checked by the caller
+        layout = state.layout
+        group = [items[i] for i in indices]
+        template = dataclasses.replace(
+            group[0],
+            id="summary:" + "+".join(sorted(it.id for it in group))[:120],
+            text="",
+            summary_of=tuple(it.id for it in group),
+            shrink=Shrink.DROP,
+            role=None,
+            name=None,
+            tokens=None,
+        )
+        section = "summaries"
+        room = left - (state.open_cost(section) if section not in state.sections else 0)
+        overhead = layout.cost(dataclasses.replace(template, text="x"), section) - 1
+        if room - overhead < self.truncate_min_tokens:
+            return left
+        text = self.summarizer.summarize([it.text for it in group], room - overhead).strip()
+        if not text:
+            return left
+        summary = dataclasses.replace(template, text=text)
+        cost = layout.cost(summary, section)
+        if cost > room:
+            shorter = truncate_to_tokens(
+                text, room, lambda t: layout.cost(dataclasses.replace(summary, text=t), section)
+            )
+            if shorter is None:
+                return left
+            summary = dataclasses.replace(summary, text=shorter)
+            cost = layout.cost(summary, section)
+        before = state.used
+        state.add(summary, section, cost)
+        for item in group:
+            detail = f"summarized into {summary.id}"
+            state.pruned.append(PrunedItem(item, PruneReason.REPLACED_BY_SUMMARY, detail))
+            state.included_ids.add(item.id)  # handled: not reported again as over budget
+        return left - (state.used - before)
+
+    def _floors(
+        self,
+        tiers: list[int],
+        by_tier: dict[int, list[ContextItem]],
+        history: list[ContextItem],
+        state: _State,
+        promoted: dict[str, ContextItem],
+    ) -> dict[int, int]:
+        """Tokens kept for each floored tier: its floor, but never more than it could use."""
+        reserved: dict[int, int] = {}
+        layout = state.layout
+        for tier in tiers:
+            floor = state.budget.floor_tokens(tier)
+            if floor <= 0:
+                continue
+            demand = 0
+            for item in by_tier.get(tier, []):
+                demand += layout.cost(item, _section(item, promoted))
+                if demand >= floor:
+                    break
+            if tier == _RECENT:
+                for item in reversed(history):
+                    if demand >= floor:
+                        break
+                    demand += layout.cost(item, "history")
+            if demand:
+                demand += max(state.open_cost(s) for s in ("history", "knowledge", "pinned"))
+            reserved[tier] = min(floor, demand)
+        return reserved
+
+    def _fill(
+        self,
+        by_tier: dict[int, list[ContextItem]],
+        state: _State,
+        budget: Budget,
+        promoted: dict[str, ContextItem],
+    ) -> None:
+        """After floors: room a floored tier left unused goes to whatever still fits."""
+        layout = state.layout
+        for tier in sorted(by_tier):
+            cap = budget.cap_tokens(tier)
+            for item in sorted(by_tier[tier], key=lambda it: -it.score):
+                if item.id in state.included_ids:
+                    continue
+                section = _section(item, promoted)
+                cost = layout.cost(item, section) + state.open_cost(section)
+                if cost > budget.available - state.used:
+                    continue
+                if cap is not None and state.capped_tokens.get(tier, 0) + cost > cap:
+                    continue
+                state.add(item, section, layout.cost(item, section))
+                state.pruned = [p for p in state.pruned if p.item.id != item.id]
+
+    def _substitutions(self, items: Sequence[ContextItem], state: _State) -> dict[str, ContextItem]:
+        """Summaries to use in place of clusters that did not fully fit, costliest first.
+
+        A summary covers the ids in its ``summary_of``, or, when that is empty, every item of
+        its ``cluster_id``. It replaces them when at least one of them was left out for want of
+        room; it then takes the highest tier and score of what it covers.
+        """
+        summaries = [
+            it for it in items if it.tier == Tier.SUMMARY and (it.summary_of or it.cluster_id)
+        ]
+        if not summaries:
+            return {}
+        left_out = {p.item.id for p in state.pruned if p.reason in _ROOM_REASONS}
+        for items_lazy, reason, _ in state.lazy:
+            if reason in _ROOM_REASONS and not isinstance(items_lazy, _Remaining):
+                left_out.update(it.id for it in items_lazy)
+        remaining = next((s for s, _, _ in state.lazy if isinstance(s, _Remaining)), None)
+        if remaining is not None:
+            left_out.update(it.id for it in remaining)
+        by_id = {it.id: it for it in items}
+        layout = state.layout
+        plans: list[tuple[int, str, ContextItem, list[ContextItem]]] = []
+        for summary in summaries:
+            if summary.summary_of:
+                members = [by_id[i] for i in summary.summary_of if i in by_id]
+            else:
+                members = [
+                    it for it in items if it.cluster_id == summary.cluster_id and it is not summary
+                ]
+            members = [m for m in members if not m.never_pruned and m.tier != Tier.SUMMARY]
+            if not members or not any(m.id in left_out for m in members):
+                continue
+            cost = sum(layout.cost(m, _section(m, {})) for m in members)
+            plans.append((cost, summary.id, summary, members))
+        replaced: dict[str, ContextItem] = {}
+        for _, _, summary, members in sorted(plans, key=lambda p: (-p[0], p[1])):
+            members = [m for m in members if m.id not in replaced]
+            if not members:
+                continue
+            promoted = dataclasses.replace(
+                summary,
+                tier=min(int(m.tier) for m in members),
+                score=max(m.score for m in members),
+            )
+            for member in members:
+                replaced[member.id] = promoted
+        return replaced
+
+    # -- counting --------------------------------------------------------------------------
+    def _exact_tokens(self, layout: Layout, state: _State, parts: Sequence[object]) -> int:
+        from ctxbudget.render import Part
+
+        typed = [p for p in parts if isinstance(p, Part)]
+        counter = layout.counter
+        if counter.additive and not self.verify:
+            if layout.format == "messages":
+                return state.used
+            has_query = "query" in state.sections
+            fragments = state.used - layout.base_cost(has_query)
+            query_header = layout.open_cost("query") if has_query else 0
+            as_messages = fragments - query_header + layout.base_cost(has_query)
+            return max(fragments, as_messages)
+        messages = counter.count_messages(layout.to_messages(typed))
+        if layout.format == "messages":
+            return messages
+        return max(messages, counter.count(layout.to_text(typed)))
+
+    def _shrink_to_fit(
+        self,
+        layout: Layout,
+        state: _State,
+        placed: dict[str, list[ContextItem]],
+        position: dict[str, int],
+    ) -> tuple[list[ContextItem], list[object], int]:
+        from ctxbudget.render import Part
+
+        budget = state.budget
+        while True:
+            victim = _least_valuable(placed, position)
+            if victim is None:
+                msg = (
+                    "the never-pruned items do not fit when counted exactly: "
+                    f"{budget.available:,} tokens available; raise the budget"
+                )
+                raise BudgetExceededError(
+                    msg, required=budget.available + 1, available=budget.available
+                )
+            section, items = victim
+            for item in items:
+                placed[section].remove(item)
+                state.pruned.append(
+                    PrunedItem(item, PruneReason.OVER_BUDGET, "exact count of the rendered output")
+                )
+                state.included_ids.discard(item.id)
+            parts = layout.render_sections(placed)
+            typed = [p for p in parts if isinstance(p, Part)]
+            tokens = self._exact_tokens_full(layout, typed)
+            if tokens <= budget.available:
+                included = [it for s in _SECTION_ORDER for it in placed.get(s, ())]
+                kept_ids = {it.id for it in included}
+                state.included = [it for it in state.included if it.id in kept_ids]
+                return included, list(parts), tokens
+
+    @staticmethod
+    def _exact_tokens_full(layout: Layout, parts: Sequence[object]) -> int:
+        from ctxbudget.render import Part
+
+        typed = [p for p in parts if isinstance(p, Part)]
+        messages = layout.counter.count_messages(layout.to_messages(typed))
+        if layout.format == "messages":
+            return messages
+        return max(messages, layout.counter.count(layout.to_text(typed)))
+
+
+_SECTION_ORDER = ("system", "pinned", "tools", "summaries", "knowledge", "history", "query")
+_ROOM_REASONS = frozenset({PruneReason.OVER_BUDGET, PruneReason.TIER_CAP})
+
+
+class _Remaining(Sequence[ContextItem]):
+    """History never reached by packing, materialized only when a report asks for it."""
+
+    def __init__(self, packer: HistoryPacker) -> None:
+        self._packer = packer
+        self._items: list[ContextItem] | None = None
+
+    def _all(self) -> list[ContextItem]:
+        if self._items is None:
+            self._items = self._packer.remaining()
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, index: int) -> ContextItem:  # type: ignore[override]
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[ContextItem]:
+        return iter(self._all())
+
+
+def _checked(items: Iterable[ContextItem]) -> list[ContextItem]:
+    if isinstance(items, ContextItem | str | bytes):
+        msg = "items must be an iterable of ContextItem, not a single item or a string"
+        raise InvalidItemError(msg)
+    out = list(items)
+    for index, item in enumerate(out):
+        if not isinstance(item, ContextItem):
+            msg = (
+                f"item {index} is a {type(item).__name__}, not a ContextItem; wrap it, e.g. "
+                "ContextItem(id=..., text=..., tier=Tier.RETRIEVED)"
+            )
+            raise InvalidItemError(msg)
+    return out
+
+
+def _section(item: ContextItem, promoted: dict[str, ContextItem]) -> str:
+    if item.id in promoted:
+        return "summaries"
+    return Layout.section_of(item)
+
+
+def _redundant(summary: ContextItem, included: set[str], _: Sequence[ContextItem]) -> bool:
+    return bool(summary.summary_of) and all(i in included for i in summary.summary_of)
+
+
+def _too_big(state: _State, budget: Budget) -> BudgetExceededError:
+    parts = ", ".join(
+        f"{tier_name(t).lower()} {n:,}" for t, n in sorted(state.tier_tokens.items()) if n
+    )
+    msg = (
+        f"the items that are never pruned need {state.used:,} tokens ({parts}, with formatting) "
+        f"but only {budget.available:,} are available (window {budget.window:,} - reserve "
+        f"{budget.reserve:,} - safety {budget.safety:,}); raise the window, lower the reserve, "
+        "or shorten the system prompt and the query"
+    )
+    return BudgetExceededError(msg, required=state.used, available=budget.available)
+
+
+def _least_valuable(
+    placed: dict[str, list[ContextItem]], position: dict[str, int]
+) -> tuple[str, list[ContextItem]] | None:
+    candidates = [
+        (section, item)
+        for section, items in placed.items()
+        for item in items
+        if not item.never_pruned and section != "history"
+    ]
+    if candidates:
+        section, item = max(
+            candidates, key=lambda c: (int(c[1].tier), -c[1].score, position.get(c[1].id, 0))
+        )
+        return section, [item]
+    history = [it for it in placed.get("history", []) if not it.never_pruned]
+    if not history:
+        return None
+    # The oldest exchange goes first: up to (not including) the next user message.
+    drop = [history[0]]
+    for item in history[1:]:
+        if (item.role or "user") == "user":
+            break
+        drop.append(item)
+    return "history", drop
+
+
+def _usage(offered: Sequence[ContextItem], state: _State) -> dict[int, TierUsage]:
+    counts: dict[int, int] = {}
+    for item in offered:
+        counts[int(item.tier)] = counts.get(int(item.tier), 0) + 1
+    kept: dict[int, int] = {}
+    for item in state.included:
+        kept[int(item.tier)] = kept.get(int(item.tier), 0) + 1
+    tiers = sorted(set(counts) | set(kept) | set(state.tier_tokens))
+    return {
+        t: TierUsage(
+            tier=t,
+            name=tier_name(t),
+            offered=counts.get(t, 0),
+            kept=kept.get(t, 0),
+            pruned=max(0, counts.get(t, 0) - kept.get(t, 0)),
+            tokens=state.tier_tokens.get(t, 0),
+        )
+        for t in tiers
+    }

@@ -1,0 +1,80 @@
+"""The errors ctxbudget raises.
+
+One root, specific leaves; each leaf also subclasses the builtin a caller would catch::
+
+    CtxBudgetError                      (Exception)
+    ├── InvalidBudgetError              (ValueError)   a budget that cannot be met by anything
+    ├── BudgetExceededError             (ValueError)   never-pruned items alone do not fit
+    ├── InvalidItemError                (ValueError)   a malformed ContextItem or message
+    ├── UnknownModelError               (KeyError)     a model the registry does not know
+    ├── TokenizerUnavailableError       (RuntimeError) an encoding or tokenizer cannot be loaded
+    ├── MissingDependencyError          (ImportError)  an optional extra is not installed
+    └── StoreError                      (RuntimeError) the memory store failed or refused input
+        └── StoreInputError             (ValueError)   bad input for the store; nothing was written
+
+Messages say what was wrong, the numbers involved and what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceededError",
+    "CtxBudgetError",
+    "InvalidBudgetError",
+    "InvalidItemError",
+    "MissingDependencyError",
+    "StoreError",
+    "StoreInputError",
+    "TokenizerUnavailableError",
+    "UnknownModelError",
+]
+
+
+class CtxBudgetError(Exception):
+    """Root of every error raised by ctxbudget."""
+
+
+class InvalidBudgetError(CtxBudgetError, ValueError):
+    """A budget that no content could meet: zero, negative, or a reserve larger than the window."""
+
+
+class BudgetExceededError(CtxBudgetError, ValueError):
+    """The items that may never be pruned (system, current query, ``shrink="never"``) do not fit.
+
+    Attributes:
+        required: tokens the never-pruned items need, as rendered.
+        available: tokens the budget allows.
+    """
+
+    def __init__(self, message: str, *, required: int, available: int) -> None:
+        super().__init__(message)
+        self.required = required
+        self.available = available
+
+
+class InvalidItemError(CtxBudgetError, ValueError):
+    """A context item or chat message that cannot be used as given."""
+
+
+class UnknownModelError(CtxBudgetError, KeyError):
+    """A model name the registry does not know."""
+
+    def __str__(self) -> str:
+        # KeyError quotes its argument; show the message as written.
+        return str(self.args[0]) if self.args else ""
+
+
+class TokenizerUnavailableError(CtxBudgetError, RuntimeError):
+    """An encoding or tokenizer that cannot be loaded here."""
+
+
+class MissingDependencyError(CtxBudgetError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+class StoreError(CtxBudgetError, RuntimeError):
+    """The memory store failed; the message says whether anything was written."""
+
+
+class StoreInputError(StoreError, ValueError):
+    """Input the store cannot keep; nothing was written."""

@@ -1,0 +1,326 @@
+r"""What the model sees, in what order, and what each piece costs.
+
+Three formats share one layout of sections, in a cache-friendly order: the stable prefix
+(system, pinned, tools) first and byte-identical across turns, then summaries, retrieved
+knowledge, recent history in chronological order, and the current query last.
+
+* ``messages``: provider chat messages. The stable prefix is one system message, summaries and
+  knowledge a second one, each history item its own message, the query a user message.
+* ``text``: one string with ``## Section`` headers; content lines are indented on continuation,
+  so content can never start a line that looks like a header.
+* ``compact``: one string, one line per item (``who|time|text`` under ``@section`` headers) with
+  newlines and backslashes escaped, so content can never forge a section or a turn.
+
+Every piece of rendered text is a *fragment* that ends with ``"\\n"`` and starts with a character
+that is neither whitespace nor ``"/"``. With tiktoken encodings this makes the count of the whole
+exactly the sum of the fragments' counts (its pre-tokenizer never joins such fragments), which is
+what lets packing count once per item and still know the exact total. Counters without that
+property are checked on the whole rendered output instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from ctxbudget.items import ContextItem, Tier
+from ctxbudget.tokens import TokenCounter
+
+__all__ = [
+    "FORMATS",
+    "Format",
+    "Layout",
+    "Part",
+    "Placed",
+    "escape_compact",
+    "message_of",
+    "unescape_compact",
+]
+
+Format = Literal["messages", "text", "compact"]
+FORMATS: tuple[Format, ...] = ("messages", "text", "compact")
+
+# Section names in render order, and which message (group) carries each in the messages format.
+SECTIONS = ("system", "pinned", "tools", "summaries", "knowledge", "history", "query")
+_GROUP = {
+    "system": "prefix",
+    "pinned": "prefix",
+    "tools": "prefix",
+    "summaries": "context",
+    "knowledge": "context",
+    "history": "history",
+    "query": "query",
+}
+_TEXT_HEADERS = {
+    "pinned": "## Pinned facts\n",
+    "tools": "## Tools\n",
+    "summaries": "## Summaries of earlier context\n",
+    "knowledge": "## Relevant context\n",
+    "history": "## Conversation\n",
+    "query": "## Current message\n",
+}
+_COMPACT_HEADERS = {
+    "pinned": "@pinned\n",
+    "tools": "@tools\n",
+    "summaries": "@summaries who|time|text\n",
+    "knowledge": "@context who|time|text\n",
+    "history": "@history who|time|text\n",
+    "query": "@query\n",
+}
+_SECTION_OF_TIER = {
+    int(Tier.SYSTEM): "system",
+    int(Tier.QUERY): "query",
+    int(Tier.PINNED): "pinned",
+    int(Tier.TOOLS): "tools",
+    int(Tier.RECENT): "history",
+    int(Tier.SUMMARY): "summaries",
+}
+# Characters a model (or a tokenizer) may read as a line break.
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_COMPACT_ESCAPES = re.compile(r"[\\|\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_COMPACT_TEXT_ESCAPES = re.compile(r"[\\\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_ESCAPE_MAP = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r"}
+_LABEL = re.compile(r"[A-Za-z0-9_][^\s|:\\]{0,63}")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group(0)
+    return _ESCAPE_MAP.get(char) or f"\\u{ord(char):04x}"
+
+
+def escape_compact(text: str, *, field: bool = False) -> str:
+    r"""Escape text for one compact line: backslash, line breaks (and ``|`` in a field).
+
+    >>> escape_compact("a\nb|c")
+    'a\\nb|c'
+    >>> escape_compact("x|y", field=True)
+    'x\\|y'
+    """
+    pattern = _COMPACT_ESCAPES if field else _COMPACT_TEXT_ESCAPES
+    return pattern.sub(_escape_char, text)
+
+
+_UNESCAPE = re.compile(r"\\(u[0-9a-f]{4}|.)")
+
+
+def unescape_compact(text: str) -> str:
+    r"""Invert `escape_compact`.
+
+    >>> unescape_compact(escape_compact("line one\nline two \\ end"))
+    'line one\nline two \\ end'
+    """
+
+    def _one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code.startswith("u") and len(code) == 5:
+            return chr(int(code[1:], 16))
+        return {"n": "\n", "r": "\r"}.get(code, code)
+
+    return _UNESCAPE.sub(_one, text)
+
+
+def _indent(text: str) -> str:
+    """One fragment body: line breaks become an indented continuation; never starts blank."""
+    return _LINE_BREAKS.sub("\n  ", text.strip())
+
+
+def _time(timestamp: float | None) -> str:
+    if timestamp is None:
+        return ""
+    try:
+        return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return ""
+
+
+def _label(item: ContextItem) -> str:
+    """Who said it: the author name when it is a plain word, else the role, else "-"."""
+    if item.name and _LABEL.fullmatch(item.name):
+        return item.name
+    return item.role or "-"
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """An item with its section and the exact text it contributes (a fragment or a message)."""
+
+    item: ContextItem
+    section: str
+    text: str
+    tokens: int
+
+
+class Layout:
+    """The rendering rules of one format with one counter: sections, fragments and their costs."""
+
+    def __init__(self, fmt: Format, counter: TokenCounter) -> None:
+        if fmt not in FORMATS:
+            msg = f"format must be one of {list(FORMATS)}, got {fmt!r}"
+            raise ValueError(msg)
+        self.format: Format = fmt
+        self.counter = counter
+        self._headers = _COMPACT_HEADERS if fmt == "compact" else _TEXT_HEADERS
+        self._header_cost = {s: counter.count(h) for s, h in self._headers.items()}
+        self._fragments: dict[tuple[Any, ...], str] = {}
+
+    # -- where things go -------------------------------------------------------------------
+    @staticmethod
+    def section_of(item: ContextItem) -> str:
+        """The section an item renders in (custom tiers go with retrieved knowledge)."""
+        return _SECTION_OF_TIER.get(int(item.tier), "knowledge")
+
+    def group_of(self, section: str) -> str:
+        """The unit that has an opening cost: a message (messages format) or the whole text."""
+        return _GROUP[section] if self.format == "messages" else "text"
+
+    # -- costs ------------------------------------------------------------------------------
+    def base_cost(self, has_query: bool) -> int:
+        """Tokens paid whatever is included: reply priming, or the messages form of the text."""
+        if self.format == "messages":
+            return self.counter.reply_priming
+        # text/compact are also guaranteed to fit when sent as [system, user] messages.
+        c = self.counter
+        overhead = c.reply_priming + c.per_message + c.count("system")
+        if has_query:
+            overhead += c.per_message + c.count("user")
+        return overhead
+
+    def open_cost(self, section: str) -> int:
+        """Tokens paid once when the first item of ``section`` is included (header)."""
+        if self.format == "messages":
+            if section in ("system", "history", "query"):
+                return 0
+            return self._header_cost[section]
+        if section == "system":
+            return 0
+        return self._header_cost[section]
+
+    def group_open_cost(self, group: str) -> int:
+        """Tokens paid once when a group (a system message) gets its first item."""
+        if self.format == "messages" and group in ("prefix", "context"):
+            return self.counter.per_message + self.counter.count("system")
+        return 0
+
+    def fragment(self, item: ContextItem, section: str) -> str:
+        """The exact text ``item`` contributes to the output (message content for messages)."""
+        key = (section, item.text, item.role, item.name, item.timestamp)
+        cached = self._fragments.get(key)
+        if cached is not None:
+            return cached
+        text = self._make_fragment(item, section)
+        if len(self._fragments) > 200_000:
+            self._fragments.clear()
+        self._fragments[key] = text
+        return text
+
+    def _make_fragment(self, item: ContextItem, section: str) -> str:
+        if self.format == "messages" and section in ("history", "query"):
+            return item.text  # a message of its own: content verbatim
+        if section == "system":
+            body = item.text.strip()
+            return body + "\n" if body else ""
+        if section == "query" and self.format != "messages":
+            return item.text.strip()  # last fragment of the text, after its header
+        if self.format == "compact":
+            text = escape_compact(item.text.strip())
+            if section in ("pinned", "tools"):
+                return f"- {text}\n"
+            who = escape_compact(_label(item), field=True)
+            return f"{who}|{_time(item.timestamp)}|{text}\n"
+        body = _indent(item.text)
+        if section == "history":
+            return f"{_label(item)}: {body}\n"
+        if section in ("knowledge", "summaries") and (item.role or item.timestamp is not None):
+            when = _time(item.timestamp)
+            prefix = f"[{when}] " if when else ""
+            who = f"{_label(item)}: " if item.role else ""
+            return f"- {prefix}{who}{body}\n"
+        return f"- {body}\n"
+
+    def cost(self, item: ContextItem, section: str) -> int:
+        """Tokens ``item`` adds when included (its message overhead for the messages format)."""
+        text = self.fragment(item, section)
+        if self.format == "messages" and section in ("history", "query"):
+            role = "user" if section == "query" else (item.role or "user")
+            if item.name or item.tool_calls or item.tool_call_id is not None:
+                message = message_of(item, role, text)
+                return self.counter.count_messages([message]) - self.counter.reply_priming
+            return self.counter.per_message + self.counter.count(role) + self.counter.count(text)
+        return self.counter.count(text)
+
+    # -- output -----------------------------------------------------------------------------
+    def render_sections(self, placed: Mapping[str, Sequence[ContextItem]]) -> list[Part]:
+        """The output as parts: ``(group, role, text, item)`` in order, headers included."""
+        parts: list[Part] = []
+        for section in SECTIONS:
+            items = placed.get(section, ())
+            if not items:
+                continue
+            header = self.open_cost(section) and self._headers.get(section)
+            if header:
+                parts.append(Part(self.group_of(section), "system", header, None))
+            for item in items:
+                role = "system"
+                if section == "history":
+                    role = item.role or "user"
+                elif section == "query":
+                    role = "user"
+                parts.append(Part(self.group_of(section), role, self.fragment(item, section), item))
+        return parts
+
+    def to_text(self, parts: Iterable[Part]) -> str:
+        """Join parts into the text output (text and compact formats)."""
+        return "".join(p.text for p in parts)
+
+    def to_messages(self, parts: Sequence[Part]) -> list[dict[str, Any]]:
+        """Provider chat messages from parts (works for every format)."""
+        if self.format != "messages":
+            queries = [p for p in parts if p.group == "text" and p.role == "user" and p.item]
+            body = [p for p in parts if p not in queries]
+            if queries and body and body[-1].item is None:
+                body = body[:-1]  # the query header: the user message stands on its own
+            out: list[dict[str, Any]] = []
+            prefix = "".join(p.text for p in body)
+            if prefix:
+                out.append({"role": "system", "content": prefix})
+            out.extend({"role": "user", "content": p.text} for p in queries)
+            return out
+        messages: list[dict[str, Any]] = []
+        open_groups: dict[str, dict[str, Any]] = {}
+        for part in parts:
+            if part.group in ("prefix", "context"):
+                message = open_groups.get(part.group)
+                if message is None:
+                    message = {"role": "system", "content": ""}
+                    open_groups[part.group] = message
+                    messages.append(message)
+                message["content"] += part.text
+            elif part.item is not None:
+                messages.append(message_of(part.item, part.role, part.text))
+        return messages
+
+
+def message_of(item: ContextItem, role: str, content: str) -> dict[str, Any]:
+    """The provider message of a history or query item."""
+    message: dict[str, Any] = {"role": role, "content": content}
+    if item.name:
+        message["name"] = item.name
+    if item.tool_call_id is not None:
+        message["tool_call_id"] = item.tool_call_id
+    raw_calls = item.metadata.get("tool_calls") if item.tool_calls else None
+    if raw_calls is not None:
+        message["tool_calls"] = raw_calls
+    return message
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One piece of output: its group (message), role, text, and the item (None for headers)."""
+
+    group: str
+    role: str
+    text: str
+    item: ContextItem | None

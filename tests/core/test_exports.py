@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import ctxbudget
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(ctxbudget.__all__) == sorted(
+        [
+            "AssembledContext",
+            "Budget",
+            "BudgetExceededError",
+            "ContextAssembler",
+            "ContextItem",
+            "CtxBudgetError",
+            "ExtractiveSummarizer",
+            "InvalidBudgetError",
+            "InvalidItemError",
+            "MissingDependencyError",
+            "ModelInfo",
+            "PruneReason",
+            "PrunedItem",
+            "Shrink",
+            "SolverReport",
+            "StoreError",
+            "StoreInputError",
+            "Summarizer",
+            "Tier",
+            "TierUsage",
+            "TokenCounter",
+            "TokenizerUnavailableError",
+            "UnknownModelError",
+            "lookup_model",
+            "register_model",
+        ]
+    )
+    for name in ctxbudget.__all__:
+        assert getattr(ctxbudget, name) is not None
+
+
+def test_errors_share_one_root_and_the_builtins_callers_catch() -> None:
+    assert issubclass(ctxbudget.BudgetExceededError, ctxbudget.CtxBudgetError)
+    assert issubclass(ctxbudget.BudgetExceededError, ValueError)
+    assert issubclass(ctxbudget.InvalidBudgetError, ValueError)
+    assert issubclass(ctxbudget.UnknownModelError, KeyError)
+    assert issubclass(ctxbudget.MissingDependencyError, ImportError)
