@@ -68,7 +68,7 @@ def test_pinned_facts_survive_a_long_history() -> None:
 
 
 def test_min_exchanges_beat_pinned_facts() -> None:
-    pinned = [ContextItem(f"p{i}", "fact " * 30, tier=Tier.PINNED) for i in range(10)]
+    pinned = [ContextItem(f"p{i}", f"pinned fact number {i}", tier=Tier.PINNED) for i in range(60)]
     items = [*pinned, *chat(6), ContextItem("q", "and?", tier=Tier.QUERY)]
     keep_one = ContextAssembler(COUNTER, min_exchanges=1).assemble(items, budget=200)
     assert {"m4", "m5"} <= set(keep_one.included_ids)
@@ -260,3 +260,14 @@ def test_reassembling_only_tokenizes_what_is_new() -> None:
     )
     after = counter.cache_info()
     assert after.misses - before.misses <= 2
+
+
+def test_system_texts_that_could_join_are_counted_whole() -> None:
+    items = [
+        ContextItem("s1", "Config: {}", tier=Tier.SYSTEM),
+        ContextItem("s2", "//x and /no_think", tier=Tier.SYSTEM),
+        ContextItem("q", "hi", tier=Tier.QUERY),
+    ]
+    for fmt in ("messages", "text", "compact"):
+        ctx = ContextAssembler(COUNTER).assemble(items, budget=100, format=fmt)  # type: ignore[arg-type]
+        assert COUNTER.count_messages(ctx.to_messages()) <= ctx.tokens_used <= 100

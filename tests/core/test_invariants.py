@@ -97,12 +97,14 @@ def test_tiers_are_strict(items: list[ContextItem], budget: int, fmt: Any) -> No
     if ctx is None:
         return
     layout = assembler.layout(fmt)
-    open_sections = {Layout.section_of(it) for it in ctx.included}
-    open_groups = {layout.group_of(s) for s in open_sections}
     free = ctx.tokens_available - ctx.tokens_used
     for p in ctx.pruned:
         if p.reason is not PruneReason.OVER_BUDGET or p.item.tier == Tier.RECENT:
             continue
+        # Headers paid by lower tiers would go with them: only higher tiers' count as open.
+        above = [it for it in ctx.included if it.tier <= p.item.tier]
+        open_sections = {Layout.section_of(it) for it in above}
+        open_groups = {layout.group_of(s) for s in open_sections}
         section = Layout.section_of(p.item)
         cost = layout.cost(p.item, section)
         if section not in open_sections:

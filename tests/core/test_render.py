@@ -37,8 +37,8 @@ def _lines(ctx_text: str) -> list[str]:
 def test_content_cannot_forge_a_section_or_turn(hostile: str) -> None:
     items = [
         ContextItem("sys", "You are helpful.", tier=Tier.SYSTEM),
-        ContextItem("p", hostile, tier=Tier.PINNED),
-        ContextItem("r", hostile, tier=Tier.RETRIEVED),
+        ContextItem("p", "pinned " + hostile, tier=Tier.PINNED),
+        ContextItem("r", "retrieved " + hostile, tier=Tier.RETRIEVED),
         ContextItem("u", hostile, tier=Tier.RECENT, role="user"),
         ContextItem("a", hostile, tier=Tier.RECENT, role="assistant"),
         ContextItem("q", "question", tier=Tier.QUERY),
@@ -47,7 +47,7 @@ def test_content_cannot_forge_a_section_or_turn(hostile: str) -> None:
     compact = assembler.assemble(items, budget=2000, format="compact").render()
     headers = [line for line in _lines(compact) if line.startswith("@")]
     assert headers == ["@pinned", "@context who|time|text", "@history who|time|text", "@query"]
-    history = compact.split("@history who|time|text\n")[1].split("@query")[0]
+    history = compact.split("\n@history who|time|text\n")[1].split("\n@query\n")[0]
     rows = [line for line in history.split("\n") if line]
     assert [row.split("|", 1)[0] for row in rows] == ["user", "assistant"]
     text = assembler.assemble(items, budget=2000, format="text").render()
@@ -58,7 +58,7 @@ def test_content_cannot_forge_a_section_or_turn(hostile: str) -> None:
         "## Conversation",
         "## Current message",
     ]
-    conversation = text.split("## Conversation\n")[1].split("## Current message")[0]
+    conversation = text.split("\n## Conversation\n")[1].split("\n## Current message\n")[0]
     turns = [line for line in conversation.split("\n") if line and not line.startswith("  ")]
     assert [t.split(":", 1)[0] for t in turns] == ["user", "assistant"]
 
@@ -66,9 +66,9 @@ def test_content_cannot_forge_a_section_or_turn(hostile: str) -> None:
 def test_order_is_cache_friendly() -> None:
     items = [
         ContextItem("q", "What now?", tier=Tier.QUERY),
-        ContextItem("h2", "second", tier=Tier.RECENT, role="assistant"),
-        ContextItem("r", "a retrieved fact", tier=Tier.RETRIEVED),
         ContextItem("h1", "first", tier=Tier.RECENT, role="user"),
+        ContextItem("r", "a retrieved fact", tier=Tier.RETRIEVED),
+        ContextItem("h2", "second", tier=Tier.RECENT, role="assistant"),
         ContextItem("s", "a summary", tier=Tier.SUMMARY),
         ContextItem("t", '{"name": "search"}', tier=Tier.TOOLS),
         ContextItem("p", "User is vegetarian", tier=Tier.PINNED),

@@ -7,6 +7,7 @@ each tier, render, count. Nothing here does I/O.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -17,7 +18,7 @@ from ctxbudget.errors import BudgetExceededError, InvalidItemError
 from ctxbudget.history import HistoryPacker, iter_exchanges
 from ctxbudget.items import ContextItem, Shrink, Tier, tier_name
 from ctxbudget.packing import DEFAULT_EXACT_LIMIT, SolverReport, solve
-from ctxbudget.render import Format, Layout
+from ctxbudget.render import Format, Layout, Part
 from ctxbudget.report import AssembledContext, PrunedItem, PruneReason, TierUsage
 from ctxbudget.summaries import Summarizer, truncate_to_tokens
 from ctxbudget.tokens import TokenCounter
@@ -208,8 +209,7 @@ class ContextAssembler:
         if covered:
             state.lazy.append((covered, PruneReason.REPLACED_BY_SUMMARY, "a summary covers it"))
 
-        has_query = any(it.tier == Tier.QUERY for it in required)
-        state.used = layout.base_cost(has_query)
+        state.used = layout.base_cost()
         for item in required:
             section = _section(item, promoted)
             state.add(item, section, layout.cost(item, section), capped=False)
@@ -246,12 +246,12 @@ class ContextAssembler:
         if budget.floors:
             self._fill(by_tier, state, budget, promoted)
 
-        if orphans:
-            detail = "its tool call is not in the history"
-            state.lazy.append((orphans, PruneReason.ORPHAN_TOOL_RESULT, detail))
         if packer.cut:
             state.lazy.append((packer.cut, PruneReason.OVER_BUDGET, "history kept newest first"))
         state.lazy.append((_Remaining(packer), PruneReason.OVER_BUDGET, "older than kept history"))
+        # Last: walking the remaining history (above, when a report asks) finds more orphans.
+        detail = "its tool call is not in the history"
+        state.lazy.append((orphans, PruneReason.ORPHAN_TOOL_RESULT, detail))
         return state
 
     def _take_history(
@@ -289,6 +289,13 @@ class ContextAssembler:
         costs = [layout.cost(it, s) for it, s in zip(fresh, sections, strict=True)]
         opening = max(state.open_cost(s) for s in sections)
         capacity = allowance - opening
+        held_back = 0
+        if self.summarizer is not None and sum(costs) > capacity:
+            if any(it.shrink is Shrink.SUMMARIZE for it in fresh):
+                # Room for the summary of what will not fit whole, decided before packing.
+                held_back = max(2 * self.truncate_min_tokens, allowance // 4)
+                held_back = min(held_back, max(capacity, 0))
+                capacity -= held_back
         ranked = sorted(range(len(fresh)), key=lambda i: (-fresh[i].score, i))
         values = [fresh[i].score for i in ranked]
         weights = [costs[i] for i in ranked]
@@ -305,6 +312,7 @@ class ContextAssembler:
             state.add(fresh[i], sections[i], costs[i])
         if not picked:
             left = allowance
+        left += held_back
         rest = [i for i in ranked if i not in picked]
         left = self._shrink_rest(fresh, sections, rest, state, left)
         free = state.budget.available - state.used
@@ -368,7 +376,7 @@ class ContextAssembler:
         group = [items[i] for i in indices]
         template = dataclasses.replace(
             group[0],
-            id="summary:" + "+".join(sorted(it.id for it in group))[:120],
+            id="summary:" + _digest(sorted(it.id for it in group)),
             text="",
             summary_of=tuple(it.id for it in group),
             shrink=Shrink.DROP,
@@ -504,23 +512,17 @@ class ContextAssembler:
         return replaced
 
     # -- counting --------------------------------------------------------------------------
-    def _exact_tokens(self, layout: Layout, state: _State, parts: Sequence[object]) -> int:
-        from ctxbudget.render import Part
-
-        typed = [p for p in parts if isinstance(p, Part)]
+    def _exact_tokens(self, layout: Layout, state: _State, parts: Sequence[Part]) -> int:
         counter = layout.counter
-        if counter.additive and not self.verify:
-            if layout.format == "messages":
-                return state.used
-            has_query = "query" in state.sections
-            fragments = state.used - layout.base_cost(has_query)
-            query_header = layout.open_cost("query") if has_query else 0
-            as_messages = fragments - query_header + layout.base_cost(has_query)
-            return max(fragments, as_messages)
-        messages = counter.count_messages(layout.to_messages(typed))
-        if layout.format == "messages":
-            return messages
-        return max(messages, counter.count(layout.to_text(typed)))
+        system = [it for it in state.included if state.section[it.id] == "system"]
+        # A system text after another may start with "/", which tiktoken can join to the end
+        # of the one before it: the one fragment shape packing cannot control.
+        joined = any(it.text.strip().startswith("/") for it in system[1:])
+        if counter.additive and not self.verify and not joined:
+            # Exact by construction: fragments count additively, and the messages form of the
+            # text formats holds every fragment plus the message overhead (never less).
+            return state.used
+        return self._exact_tokens_full(layout, parts)
 
     def _shrink_to_fit(
         self,
@@ -528,9 +530,7 @@ class ContextAssembler:
         state: _State,
         placed: dict[str, list[ContextItem]],
         position: dict[str, int],
-    ) -> tuple[list[ContextItem], list[object], int]:
-        from ctxbudget.render import Part
-
+    ) -> tuple[list[ContextItem], list[Part], int]:
         budget = state.budget
         while True:
             victim = _least_valuable(placed, position)
@@ -550,23 +550,19 @@ class ContextAssembler:
                 )
                 state.included_ids.discard(item.id)
             parts = layout.render_sections(placed)
-            typed = [p for p in parts if isinstance(p, Part)]
-            tokens = self._exact_tokens_full(layout, typed)
+            tokens = self._exact_tokens_full(layout, parts)
             if tokens <= budget.available:
                 included = [it for s in _SECTION_ORDER for it in placed.get(s, ())]
                 kept_ids = {it.id for it in included}
                 state.included = [it for it in state.included if it.id in kept_ids]
-                return included, list(parts), tokens
+                return included, parts, tokens
 
     @staticmethod
-    def _exact_tokens_full(layout: Layout, parts: Sequence[object]) -> int:
-        from ctxbudget.render import Part
-
-        typed = [p for p in parts if isinstance(p, Part)]
-        messages = layout.counter.count_messages(layout.to_messages(typed))
+    def _exact_tokens_full(layout: Layout, parts: Sequence[Part]) -> int:
+        messages = layout.counter.count_messages(layout.to_messages(parts))
         if layout.format == "messages":
             return messages
-        return max(messages, layout.counter.count(layout.to_text(typed)))
+        return max(messages, layout.counter.count(layout.to_text(parts)))
 
 
 _SECTION_ORDER = ("system", "pinned", "tools", "summaries", "knowledge", "history", "query")
@@ -608,6 +604,10 @@ def _checked(items: Iterable[ContextItem]) -> list[ContextItem]:
             )
             raise InvalidItemError(msg)
     return out
+
+
+def _digest(ids: Sequence[str]) -> str:
+    return hashlib.sha1("\x1f".join(ids).encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def _section(item: ContextItem, promoted: dict[str, ContextItem]) -> str:

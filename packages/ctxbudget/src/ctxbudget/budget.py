@@ -38,8 +38,8 @@ class Budget:
     window: int
     reserve: int = 0
     safety: int = 0
-    floors: Mapping[int, Share] = field(default=_EMPTY)
-    caps: Mapping[int, Share] = field(default=_EMPTY)
+    floors: Mapping[int, Share] = field(default_factory=dict)
+    caps: Mapping[int, Share] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("window", "reserve", "safety"):
@@ -153,8 +153,8 @@ class Budget:
             window=info.context_window,
             reserve=reserve,
             safety=safety,
-            floors=_EMPTY if floors is None else floors,
-            caps=_EMPTY if caps is None else caps,
+            floors={} if floors is None else floors,
+            caps={} if caps is None else caps,
         )
 
     @classmethod

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxbudget.errors import InvalidItemError
 from ctxbudget.items import ContextItem, Tier
 
 __all__ = ["Duplicate", "dedupe", "normalize"]
@@ -53,32 +54,47 @@ def dedupe(
 ) -> tuple[list[ContextItem], list[Duplicate]]:
     """Keep the best copy of each duplicate group, in input order; report the rest.
 
-    Same id: always duplicates. Same normalized content or cosine similarity of embeddings at or
+    Same id: always duplicates (two *different* never-pruned items with one id are an error).
+    Same normalized content or cosine similarity of embeddings at or
     above ``near_threshold``: duplicates unless both are history messages (people repeat
-    themselves; each turn is its own). The copy kept is the never-pruned one, else the higher
-    tier, else the higher score, else the earlier.
+    themselves; each turn is its own) or one of them is never pruned. The copy kept is the
+    never-pruned one, else the higher tier, else the higher score, else the earlier.
     """
     history = is_history or (lambda item: item.tier == Tier.RECENT and item.role is not None)
     ranked = sorted(range(len(items)), key=lambda i: _rank(items[i], i))
     keep = [False] * len(items)
     dropped: list[Duplicate] = []
     by_id: dict[str, str] = {}
+    ranked_index: dict[str, int] = {}
     by_text: dict[str, str] = {}
     vectors: list[tuple[int, np.ndarray]] = []
     for index in ranked:
         item = items[index]
         if item.id in by_id:
+            first = items[ranked_index[item.id]]
+            if item.never_pruned and first.text != item.text:
+                msg = (
+                    f"two different never-pruned items share the id {item.id!r}; give each "
+                    "system prompt, query or shrink='never' item its own id"
+                )
+                raise InvalidItemError(msg)
             dropped.append(Duplicate(item, by_id[item.id], "id"))
             continue
-        if not history(item):
+        if not history(item) and not item.never_pruned:
             key = normalize(item.text)
             if key in by_text:
                 dropped.append(Duplicate(item, by_text[key], "content"))
                 continue
             by_text[key] = item.id
         by_id[item.id] = item.id
+        ranked_index[item.id] = index
         keep[index] = True
-        if near_threshold is not None and item.embedding is not None and not history(item):
+        if (
+            near_threshold is not None
+            and item.embedding is not None
+            and not history(item)
+            and not item.never_pruned
+        ):
             vectors.append((index, np.asarray(item.embedding, dtype=np.float64)))
     if near_threshold is not None and len(vectors) > 1:
         dropped.extend(_near(items, vectors, keep, near_threshold, history))

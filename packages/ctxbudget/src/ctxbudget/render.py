@@ -34,7 +34,6 @@ __all__ = [
     "Format",
     "Layout",
     "Part",
-    "Placed",
     "escape_compact",
     "message_of",
     "unescape_compact",
@@ -143,16 +142,6 @@ def _label(item: ContextItem) -> str:
     return item.role or "-"
 
 
-@dataclass(frozen=True, slots=True)
-class Placed:
-    """An item with its section and the exact text it contributes (a fragment or a message)."""
-
-    item: ContextItem
-    section: str
-    text: str
-    tokens: int
-
-
 class Layout:
     """The rendering rules of one format with one counter: sections, fragments and their costs."""
 
@@ -173,20 +162,15 @@ class Layout:
         return _SECTION_OF_TIER.get(int(item.tier), "knowledge")
 
     def group_of(self, section: str) -> str:
-        """The unit that has an opening cost: a message (messages format) or the whole text."""
-        return _GROUP[section] if self.format == "messages" else "text"
+        """The message a section goes into; text formats are also sent as [system, user]."""
+        if self.format == "messages":
+            return _GROUP[section]
+        return "text-query" if section == "query" else "text"
 
     # -- costs ------------------------------------------------------------------------------
-    def base_cost(self, has_query: bool) -> int:
-        """Tokens paid whatever is included: reply priming, or the messages form of the text."""
-        if self.format == "messages":
-            return self.counter.reply_priming
-        # text/compact are also guaranteed to fit when sent as [system, user] messages.
-        c = self.counter
-        overhead = c.reply_priming + c.per_message + c.count("system")
-        if has_query:
-            overhead += c.per_message + c.count("user")
-        return overhead
+    def base_cost(self) -> int:
+        """Tokens paid whatever is included: the reply priming of a chat request."""
+        return self.counter.reply_priming
 
     def open_cost(self, section: str) -> int:
         """Tokens paid once when the first item of ``section`` is included (header)."""
@@ -199,9 +183,15 @@ class Layout:
         return self._header_cost[section]
 
     def group_open_cost(self, group: str) -> int:
-        """Tokens paid once when a group (a system message) gets its first item."""
-        if self.format == "messages" and group in ("prefix", "context"):
+        """Tokens paid once when a group (a message) gets its first item.
+
+        The text formats are guaranteed to fit both as one string and as the
+        ``[system, user]`` messages of `to_messages`, so their message overhead is paid too.
+        """
+        if group in ("prefix", "context", "text"):
             return self.counter.per_message + self.counter.count("system")
+        if group == "text-query":
+            return self.counter.per_message + self.counter.count("user")
         return 0
 
     def fragment(self, item: ContextItem, section: str) -> str:
@@ -278,10 +268,10 @@ class Layout:
     def to_messages(self, parts: Sequence[Part]) -> list[dict[str, Any]]:
         """Provider chat messages from parts (works for every format)."""
         if self.format != "messages":
-            queries = [p for p in parts if p.group == "text" and p.role == "user" and p.item]
-            body = [p for p in parts if p not in queries]
-            if queries and body and body[-1].item is None:
-                body = body[:-1]  # the query header: the user message stands on its own
+            # The query header stays at the end of the system message, so the messages carry
+            # exactly the fragments of the text plus the per-message overhead.
+            queries = [p for p in parts if p.group == "text-query" and p.item is not None]
+            body = [p for p in parts if not (p.group == "text-query" and p.item is not None)]
             out: list[dict[str, Any]] = []
             prefix = "".join(p.text for p in body)
             if prefix:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -112,7 +113,7 @@ class ExtractiveSummarizer:
             content = [w for w in words[i] if w not in _STOP]
             if not content:
                 return 0.0
-            return sum(frequency[w] / top for w in content) / (len(content) ** 0.5)
+            return sum(frequency[w] / top for w in content) / math.sqrt(len(content))
 
         ranked = sorted(range(len(sentences)), key=lambda i: (-score(i), i))
         chosen: list[int] = []

@@ -1,0 +1,315 @@
+"""The model registry: context windows, output limits and local tokenizers of common models.
+
+`lookup_model` resolves a name the way providers and frameworks spell it: exact name
+(case-insensitive), then the longest registered prefix, after dropping routing prefixes such as
+``openai/``, ``models/`` or Bedrock's ``us.anthropic.``.
+
+>>> lookup_model("gpt-4o-mini-2024-07-18").name
+'gpt-4o-mini'
+>>> lookup_model("models/gemini-2.5-pro").context_window
+1048576
+
+Windows are the providers' published figures (late 2025). Where a family's windows differ by
+version or host, the registry keeps the smaller one and says so in a comment; pass ``window=`` or
+`register_model` your own entry when you know better.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import threading
+from dataclasses import dataclass
+
+from ctxbudget.errors import InvalidBudgetError, InvalidItemError, UnknownModelError
+
+__all__ = ["ModelInfo", "known_models", "lookup_model", "register_model"]
+
+#: tiktoken encodings that ship with ctxbudget's dependencies and load offline.
+LOCAL_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "o200k_harmony"})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What ctxbudget needs to know about a model.
+
+    Args:
+        name: the model name (``"gpt-4o"``); lookups match it case-insensitively.
+        provider: who makes it: ``"openai"``, ``"anthropic"``, ``"google"``, ``"meta"``,
+            ``"mistral"``, ``"qwen"``, ``"deepseek"``...
+        context_window: input plus output tokens the model accepts in one request.
+        max_output_tokens: the most tokens one reply may have, if the provider publishes it.
+        encoding: the tiktoken encoding that counts its tokens exactly here, or None when no
+            local tokenizer is known (counts are then approximate, see `TokenCounter`).
+
+    >>> ModelInfo("my-llm", "acme", context_window=32_768, max_output_tokens=4_096).encoding is None
+    True
+    """
+
+    name: str
+    provider: str
+    context_window: int
+    max_output_tokens: int | None = None
+    encoding: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            msg = f"ModelInfo.name must be a non-empty string, got {self.name!r}"
+            raise InvalidItemError(msg)
+        if not isinstance(self.provider, str) or not self.provider:
+            msg = f"ModelInfo {self.name!r}: provider must be a non-empty string"
+            raise InvalidItemError(msg)
+        window = self.context_window
+        if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+            msg = (
+                f"ModelInfo {self.name!r}: context_window must be a positive int "
+                f"(tokens), got {window!r}"
+            )
+            raise InvalidBudgetError(msg)
+        out = self.max_output_tokens
+        if out is not None and (isinstance(out, bool) or not isinstance(out, int) or out <= 0):
+            msg = (
+                f"ModelInfo {self.name!r}: max_output_tokens must be a positive int or None, "
+                f"got {out!r}"
+            )
+            raise InvalidBudgetError(msg)
+        if self.encoding is not None and self.encoding not in LOCAL_ENCODINGS:
+            msg = (
+                f"ModelInfo {self.name!r}: encoding {self.encoding!r} cannot be loaded offline; "
+                f"use one of {sorted(LOCAL_ENCODINGS)} or None (approximate counting)"
+            )
+            raise InvalidItemError(msg)
+
+
+def _m(
+    name: str, provider: str, window: int, out: int | None, encoding: str | None = None
+) -> ModelInfo:
+    return ModelInfo(name, provider, window, out, encoding)
+
+
+_O200K = "o200k_base"
+_CL100K = "cl100k_base"
+
+_BUILTIN: tuple[ModelInfo, ...] = (
+    # OpenAI: exact counting with tiktoken.
+    _m("gpt-5", "openai", 400_000, 128_000, _O200K),
+    _m("gpt-5-mini", "openai", 400_000, 128_000, _O200K),
+    _m("gpt-5-nano", "openai", 400_000, 128_000, _O200K),
+    _m("gpt-5-codex", "openai", 400_000, 128_000, _O200K),
+    _m("gpt-5-chat", "openai", 128_000, 16_384, _O200K),  # gpt-5-chat-latest: a smaller window
+    _m("gpt-5.1", "openai", 400_000, 128_000, _O200K),
+    _m("gpt-4.1", "openai", 1_047_576, 32_768, _O200K),
+    _m("gpt-4.1-mini", "openai", 1_047_576, 32_768, _O200K),
+    _m("gpt-4.1-nano", "openai", 1_047_576, 32_768, _O200K),
+    _m("gpt-4.5-preview", "openai", 128_000, 16_384, _O200K),
+    _m("gpt-4o", "openai", 128_000, 16_384, _O200K),  # gpt-4o-2024-05-13 replies <= 4,096
+    _m("gpt-4o-mini", "openai", 128_000, 16_384, _O200K),
+    _m("chatgpt-4o-latest", "openai", 128_000, 16_384, _O200K),
+    _m("o1", "openai", 200_000, 100_000, _O200K),
+    _m("o1-mini", "openai", 128_000, 65_536, _O200K),
+    _m("o1-preview", "openai", 128_000, 32_768, _O200K),
+    _m("o3", "openai", 200_000, 100_000, _O200K),
+    _m("o3-mini", "openai", 200_000, 100_000, _O200K),
+    _m("o4-mini", "openai", 200_000, 100_000, _O200K),
+    # gpt-oss uses o200k_harmony, whose ranks and regex are o200k_base's: text counts are equal.
+    _m("gpt-oss-120b", "openai", 131_072, 131_072, _O200K),
+    _m("gpt-oss-20b", "openai", 131_072, 131_072, _O200K),
+    _m("gpt-4", "openai", 8_192, 8_192, _CL100K),
+    _m("gpt-4-32k", "openai", 32_768, 32_768, _CL100K),
+    _m("gpt-4-turbo", "openai", 128_000, 4_096, _CL100K),
+    _m("gpt-4-1106", "openai", 128_000, 4_096, _CL100K),  # gpt-4-1106-preview
+    _m("gpt-4-0125", "openai", 128_000, 4_096, _CL100K),  # gpt-4-0125-preview
+    _m("gpt-3.5-turbo", "openai", 16_385, 4_096, _CL100K),  # 0125; the retired 0613 had 4,096
+    _m("text-embedding-3-small", "openai", 8_191, None, _CL100K),
+    _m("text-embedding-3-large", "openai", 8_191, None, _CL100K),
+    _m("text-embedding-ada-002", "openai", 8_191, None, _CL100K),
+    # Anthropic: 200k (1M for Sonnet 4/4.5 only behind a beta header: not assumed here).
+    _m("claude-3-opus", "anthropic", 200_000, 4_096),
+    _m("claude-3-sonnet", "anthropic", 200_000, 4_096),
+    _m("claude-3-haiku", "anthropic", 200_000, 4_096),
+    _m("claude-3-5-sonnet", "anthropic", 200_000, 8_192),
+    _m("claude-3-5-haiku", "anthropic", 200_000, 8_192),
+    _m("claude-3-7-sonnet", "anthropic", 200_000, 64_000),
+    _m("claude-sonnet-4", "anthropic", 200_000, 64_000),
+    _m("claude-opus-4", "anthropic", 200_000, 32_000),
+    _m("claude-opus-4-1", "anthropic", 200_000, 32_000),
+    _m("claude-sonnet-4-5", "anthropic", 200_000, 64_000),
+    _m("claude-haiku-4-5", "anthropic", 200_000, 64_000),
+    _m("claude-opus-4-5", "anthropic", 200_000, 64_000),
+    # Google.
+    _m("gemini-1.5-pro", "google", 2_097_152, 8_192),
+    _m("gemini-1.5-flash", "google", 1_048_576, 8_192),
+    _m("gemini-2.0-flash", "google", 1_048_576, 8_192),
+    _m("gemini-2.0-flash-lite", "google", 1_048_576, 8_192),
+    _m("gemini-2.5-pro", "google", 1_048_576, 65_536),
+    _m("gemini-2.5-flash", "google", 1_048_576, 65_536),
+    _m("gemini-2.5-flash-lite", "google", 1_048_576, 65_536),
+    _m("gemini-3-pro", "google", 1_048_576, 65_536),  # gemini-3-pro-preview
+    _m("gemma-3", "google", 131_072, 8_192),  # 4B, 12B, 27B
+    _m("gemma-3-1b", "google", 32_768, 8_192),
+    # Meta. Hosts often serve less than Meta's figure (Groq, Bedrock...): pass window= then.
+    _m("llama-3", "meta", 8_192, None),
+    _m("llama-3.1", "meta", 131_072, None),
+    _m("llama-3.2", "meta", 131_072, None),
+    _m("llama-3.3", "meta", 131_072, None),
+    _m("llama-4-scout", "meta", 10_000_000, None),
+    _m("llama-4-maverick", "meta", 1_000_000, None),
+    # Mistral. Older releases of a family had smaller windows; the smaller one is kept.
+    _m("mistral-large", "mistral", 131_072, None),
+    _m("mistral-medium", "mistral", 131_072, None),
+    _m("mistral-small", "mistral", 32_768, None),  # 3.1+ (2503, 2506) have 131,072: see below
+    _m("mistral-small-2503", "mistral", 131_072, None),
+    _m("mistral-small-2506", "mistral", 131_072, None),
+    _m("mistral-nemo", "mistral", 131_072, None),
+    _m("codestral", "mistral", 32_768, None),  # the 22B of 2024; 2501 and 2508 have 256k
+    _m("codestral-2501", "mistral", 256_000, None),
+    _m("codestral-2508", "mistral", 256_000, None),
+    _m("ministral-8b", "mistral", 131_072, None),
+    _m("ministral-3b", "mistral", 131_072, None),
+    _m("mistral-7b", "mistral", 32_768, None),
+    _m("mixtral-8x7b", "mistral", 32_768, None),
+    _m("mixtral-8x22b", "mistral", 65_536, None),
+    _m("pixtral-large", "mistral", 131_072, None),
+    _m("magistral-medium", "mistral", 40_000, None),  # conservative: later releases allow more
+    _m("magistral-small", "mistral", 40_000, None),
+    _m("devstral-small", "mistral", 131_072, None),
+    # Qwen: the native windows (YaRN extends them to 131,072 when the host enables it).
+    _m("qwen2.5", "qwen", 32_768, 8_192),
+    _m("qwen2.5-coder", "qwen", 32_768, 8_192),
+    _m("qwen3", "qwen", 32_768, None),
+    _m("qwen3-coder", "qwen", 262_144, 65_536),
+    _m("qwen-max", "qwen", 32_768, 8_192),
+    _m("qwen-plus", "qwen", 131_072, 8_192),
+    # DeepSeek API (V3.x): 128K.
+    _m("deepseek-chat", "deepseek", 128_000, 8_192),
+    _m("deepseek-reasoner", "deepseek", 128_000, 65_536),
+)
+
+# Spellings users and frameworks use for the same models.
+_ALIASES: dict[str, str] = {
+    "claude-3.5-sonnet": "claude-3-5-sonnet",
+    "claude-3.5-haiku": "claude-3-5-haiku",
+    "claude-3.7-sonnet": "claude-3-7-sonnet",
+    "claude-opus-4.1": "claude-opus-4-1",
+    "claude-sonnet-4.5": "claude-sonnet-4-5",
+    "claude-haiku-4.5": "claude-haiku-4-5",
+    "claude-opus-4.5": "claude-opus-4-5",
+    "claude-4-sonnet": "claude-sonnet-4",
+    "claude-4-opus": "claude-opus-4",
+    "llama3": "llama-3",
+    "llama3.1": "llama-3.1",
+    "llama3.2": "llama-3.2",
+    "llama3.3": "llama-3.3",
+    "meta-llama-3": "llama-3",
+    "meta-llama-3.1": "llama-3.1",
+    "open-mistral-nemo": "mistral-nemo",
+    "open-mistral-7b": "mistral-7b",
+    "open-mixtral-8x7b": "mixtral-8x7b",
+    "open-mixtral-8x22b": "mixtral-8x22b",
+    "qwen2.5-coder-32b": "qwen2.5-coder",
+}
+
+_LOCK = threading.Lock()
+_REGISTRY: dict[str, ModelInfo] = {info.name: info for info in _BUILTIN}
+_REGISTRY.update({alias: _REGISTRY[target] for alias, target in _ALIASES.items()})
+
+# Characters that end a registered prefix inside a longer name ("gpt-4o" in "gpt-4o-2024-08-06").
+_BOUNDARY = "-_.:@ "
+# Bedrock / Vertex style routing prefixes: "us.anthropic.", "meta.", "mistral."...
+_DOTTED_PROVIDER = re.compile(
+    r"^(?:(?:us|eu|apac|global)\.)?(?:anthropic|meta|mistral|openai|google|qwen|deepseek)\."
+)
+
+
+def register_model(info: ModelInfo) -> None:
+    """Register (or replace) a model so `lookup_model` and ``TokenCounter.for_model`` know it.
+
+    The name is matched case-insensitively, and as a prefix of longer names like the built-ins.
+
+    >>> register_model(ModelInfo("acme-chat", "acme", context_window=65_536))
+    >>> lookup_model("acme-chat-2025-01").context_window
+    65536
+    """
+    given: object = info
+    if not isinstance(given, ModelInfo):
+        msg = f"register_model expects a ModelInfo, got {type(given).__name__}"
+        raise InvalidItemError(msg)
+    key = info.name.strip().lower()
+    with _LOCK:
+        _REGISTRY[key] = info
+
+
+def known_models() -> list[str]:
+    """Every registered name and alias, sorted.
+
+    >>> "gpt-4o" in known_models()
+    True
+    """
+    return sorted(_REGISTRY)
+
+
+def _resolve(key: str) -> ModelInfo | None:
+    info = _REGISTRY.get(key)
+    if info is not None:
+        return info
+    # The longest registered prefix that ends at a boundary character.
+    for end in range(len(key) - 1, 0, -1):
+        if key[end] in _BOUNDARY:
+            info = _REGISTRY.get(key[:end])
+            if info is not None:
+                return info
+    return None
+
+
+def _candidates(name: str) -> list[str]:
+    key = name.strip().lower()
+    out = [key]
+    base = key.rsplit("/", 1)[-1]
+    if base != key:
+        out.append(base)
+    stripped = _DOTTED_PROVIDER.sub("", base)
+    if stripped != base:
+        out.append(stripped)
+    return out
+
+
+def lookup_model(name: str) -> ModelInfo:
+    """The registered model ``name`` refers to.
+
+    Tries the exact name (case-insensitive), then the longest registered prefix ending at ``-``,
+    ``.``, ``:``, ``@`` or ``_``, each after removing provider prefixes (``openai/gpt-4o``,
+    ``models/gemini-2.5-pro``, ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``).
+
+    Args:
+        name: a model name or id as a provider or framework spells it.
+
+    Returns:
+        The model's `ModelInfo` (aliases return the canonical entry).
+
+    Raises:
+        UnknownModelError: no registered model matches; the message lists close matches.
+
+    >>> lookup_model("gpt-4o-mini-2024-07-18").name
+    'gpt-4o-mini'
+    >>> lookup_model("anthropic/claude-3.5-sonnet").name
+    'claude-3-5-sonnet'
+    """
+    if not isinstance(name, str) or not name.strip():
+        msg = f"model name must be a non-empty string, got {name!r}"
+        raise UnknownModelError(msg)
+    candidates = _candidates(name)
+    for key in candidates:
+        info = _resolve(key)
+        if info is not None:
+            return info
+    close = difflib.get_close_matches(candidates[-1], list(_REGISTRY), n=3, cutoff=0.6)
+    hint = (
+        f"close matches: {', '.join(repr(c) for c in close)}"
+        if close
+        else f"no close match among {len(_REGISTRY)} known models"
+    )
+    msg = (
+        f"unknown model {name!r} ({hint}); pass window= (the model's context window in tokens) "
+        "or register it with register_model(ModelInfo(name, provider, context_window=...))"
+    )
+    raise UnknownModelError(msg)

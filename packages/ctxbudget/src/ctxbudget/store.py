@@ -1,0 +1,1179 @@
+"""Where memory is kept: `ChromaStore`, over an embedded Chroma or a Chroma server.
+
+The store is the only part of ctxbudget that does I/O. Two collections per store:
+
+- ``<collection>`` holds every `Record` (messages, pinned facts, documents, summaries) with its
+  vector (cosine space) and flat metadata: ``ns``, ``rid``, ``kind``, ``sid``, ``uid``, ``role``,
+  ``seq``, ``ts``... Tuples and token counts are JSON strings; user metadata keys get an ``m.``
+  prefix so they never clash with the store's own. The Chroma id is ``[namespace, id]`` as JSON,
+  so two namespaces may use the same record id.
+- ``<collection>.meta`` holds one entry per session (its last ``seq``, rewritten every few
+  messages, so `recent` reads a ``seq >= last - n`` range instead of scanning the session), one
+  per (session, user) pair (for `list_sessions` and `delete_user`) and one for the store (the
+  embedder's name and dimension).
+
+Isolation: every read takes a namespace, and namespace, session and user filters are part of
+the ``where`` Chroma evaluates; nothing is filtered after the fact.
+
+Sequence numbers: messages get ``seq`` 0, 1, 2... per session, in insertion order. Within a
+process, writes to a store (same path or URL and collection) are serialized by one lock. An
+embedded Chroma belongs to one process (a Chroma limitation), so the lock is enough there. A
+server may be shared by several processes, which no lock here serializes: on a server each seq
+is also claimed with an entry in ``<collection>.meta`` that only the first writer gets (Chroma's
+``add`` ignores an id it already has), and a writer that loses a claim takes the next seq. Seqs
+are then unique across processes; they stay dense unless a write fails after its claim, and the
+order between processes is the order of their claims. The records are the truth; the session
+counter is only a starting point, and a deleted message's seq is not given out again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import threading
+import urllib.parse
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from ctxbudget.embed import Embedder, LocalEmbedder, as_embedder, validate_embeddings
+from ctxbudget.errors import MissingDependencyError, StoreError, StoreInputError
+from ctxbudget.items import ROLES
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+
+__all__ = ["KINDS", "ChromaStore", "Hit", "Kind", "MetadataValue", "Record", "StoreStats"]
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["message", "pinned", "document", "summary"]
+KINDS: frozenset[str] = frozenset({"message", "pinned", "document", "summary"})
+MetadataValue = str | int | float | bool
+
+_ENV_URL = "CTXBUDGET_CHROMA_URL"
+_DEFAULT_PATH = "./.ctxbudget"
+_USER_PREFIX = "m."
+_INT64 = (-(2**63), 2**63 - 1)
+_EMBED_CHUNK = 256
+_CLAIM_ROUNDS = 100
+# A session's stored last seq may trail the truth by this much (a write saved per message); the
+# range read in `recent` has no upper bound and `_last_seq` looks past it, so both stay exact.
+_COUNTER_LAG = 16
+
+_LOCKS: dict[tuple[str, ...], threading.RLock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored piece of memory.
+
+    Args:
+        id: unique within its namespace.
+        kind: ``"message"``, ``"pinned"``, ``"document"`` or ``"summary"``.
+        text: the content; must not be empty.
+        namespace: the tenant; reads only ever see their own namespace.
+        session_id: the conversation; required for messages.
+        user_id: the user the record belongs to.
+        role: chat role of a message (``system``, ``user``, ``assistant``, ``tool``).
+        seq: position of a message in its session, assigned by the store (leave it None).
+        timestamp: seconds since the epoch.
+        tool_calls: for an assistant message, the ids of the tool calls it makes.
+        tool_call_id: for a tool result, the id of the call it answers.
+        summary_of: for a summary, the ids of the records it covers.
+        source: where the record came from.
+        metadata: user fields (str, int, float or bool values), usable in `ChromaStore.search`.
+        tokens: token counts of ``text`` per encoding name, kept so reads never re-tokenize.
+
+    >>> Record(id="m1", kind="message", text="hi", session_id="s1", role="user").namespace
+    'default'
+    """
+
+    id: str
+    kind: Kind
+    text: str
+    namespace: str = "default"
+    session_id: str | None = None
+    user_id: str | None = None
+    role: str | None = None
+    seq: int | None = None
+    timestamp: float | None = None
+    tool_calls: tuple[str, ...] = ()
+    tool_call_id: str | None = None
+    summary_of: tuple[str, ...] = ()
+    source: str | None = None
+    metadata: dict[str, MetadataValue] = field(default_factory=dict, hash=False)
+    tokens: dict[str, int] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        # Accept lists and mappings where tuples and dicts are stored; add() validates the rest.
+        for name in ("tool_calls", "summary_of"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        for name in ("metadata", "tokens"):
+            value = getattr(self, name)
+            if value is None:
+                object.__setattr__(self, name, {})
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the record and its cosine similarity to the query, in [-1, 1]."""
+
+    record: Record
+    similarity: float
+
+
+class StoreStats(TypedDict):
+    """What `ChromaStore.stats` reports."""
+
+    records: int
+    by_kind: dict[str, int]
+    namespaces: int
+    sessions: int
+    embedder: str
+    location: str
+
+
+def _key(*parts: str) -> str:
+    return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
+
+
+def _and(clauses: list[dict[str, Any]]) -> dict[str, Any]:
+    # Chroma rejects an $and of fewer than two clauses.
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _lock_for(key: tuple[str, ...]) -> threading.RLock:
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = threading.RLock()
+        return lock
+
+
+def _bad(index: int, record: object, problem: str) -> StoreInputError:
+    rid = getattr(record, "id", None)
+    msg = f"record {index} (id {rid!r}): {problem}; nothing was written"
+    return StoreInputError(msg)
+
+
+def _optional_str(index: int, record: object, name: str, value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise _bad(index, record, f"{name} must be a non-empty str or None, got {value!r}")
+
+
+def _check_record(index: int, record: object) -> None:
+    if not isinstance(record, Record):
+        msg = f"record {index} is a {type(record).__name__}, not a ctxbudget Record"
+        raise StoreInputError(msg + "; nothing was written")
+    rid: object = record.id
+    if not isinstance(rid, str) or not rid:
+        raise _bad(index, record, "id must be a non-empty str")
+    kind: object = record.kind
+    if kind not in KINDS:
+        raise _bad(index, record, f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+    text: object = record.text
+    if not isinstance(text, str):
+        raise _bad(index, record, f"text must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise _bad(index, record, "text is empty; store only records with content")
+    namespace: object = record.namespace
+    if not isinstance(namespace, str) or not namespace:
+        raise _bad(index, record, f"namespace must be a non-empty str, got {namespace!r}")
+    for name in ("session_id", "user_id", "tool_call_id", "source"):
+        _optional_str(index, record, name, getattr(record, name))
+    role: object = record.role
+    if role is not None and role not in ROLES:
+        raise _bad(index, record, f"role must be one of {sorted(ROLES)} or None, got {role!r}")
+    if kind == "message" and record.session_id is None:
+        raise _bad(index, record, "a message needs a session_id (its seq is counted per session)")
+    seq: object = record.seq
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
+        raise _bad(index, record, f"seq must be None or a non-negative int, got {seq!r}")
+    timestamp: object = record.timestamp
+    if timestamp is not None and (
+        isinstance(timestamp, bool)
+        or not isinstance(timestamp, int | float)
+        or not math.isfinite(timestamp)
+    ):
+        raise _bad(index, record, f"timestamp must be a finite number or None, got {timestamp!r}")
+    for name in ("tool_calls", "summary_of"):
+        value: object = getattr(record, name)
+        if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+            raise _bad(index, record, f"{name} must be a tuple of non-empty str, got {value!r}")
+    metadata: object = record.metadata
+    if not isinstance(metadata, dict):
+        raise _bad(index, record, f"metadata must be a dict, got {type(metadata).__name__}")
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not key:
+            raise _bad(index, record, f"metadata key {key!r} must be a non-empty str")
+        _check_metadata_value(index, record, key, value)
+    tokens: object = record.tokens
+    if not isinstance(tokens, dict):
+        raise _bad(index, record, f"tokens must be a dict, got {type(tokens).__name__}")
+    for key, value in tokens.items():
+        if (
+            not isinstance(key, str)
+            or isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < 0
+        ):
+            raise _bad(index, record, f"tokens[{key!r}] must be a non-negative int, got {value!r}")
+
+
+def _check_metadata_value(index: int, record: object, key: str, value: object) -> None:
+    if isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise _bad(index, record, f"metadata[{key!r}] = {value} does not fit in 64 bits")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _bad(index, record, f"metadata[{key!r}] = {value} is not finite")
+        return
+    problem = (
+        f"metadata[{key!r}] is a {type(value).__name__}; Chroma keeps only str, int, float and "
+        "bool values (encode anything else, e.g. as a JSON string)"
+    )
+    raise _bad(index, record, problem)
+
+
+def _encode(record: Record, embedder: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "ns": record.namespace,
+        "rid": record.id,
+        "kind": record.kind,
+        "emb": embedder,
+    }
+    optional = {
+        "sid": record.session_id,
+        "uid": record.user_id,
+        "role": record.role,
+        "seq": record.seq,
+        "ts": None if record.timestamp is None else float(record.timestamp),
+        "tcid": record.tool_call_id,
+        "src": record.source,
+    }
+    meta.update({k: v for k, v in optional.items() if v is not None})
+    if record.tool_calls:
+        meta["tool_calls"] = json.dumps(list(record.tool_calls))
+    if record.summary_of:
+        meta["summary_of"] = json.dumps(list(record.summary_of))
+    if record.tokens:
+        meta["tokens"] = json.dumps(record.tokens, sort_keys=True)
+    meta.update({_USER_PREFIX + k: v for k, v in record.metadata.items()})
+    return meta
+
+
+def _decode(document: str, meta: dict[str, Any]) -> Record:
+    user = {k[len(_USER_PREFIX) :]: v for k, v in meta.items() if k.startswith(_USER_PREFIX)}
+    return Record(
+        id=meta["rid"],
+        kind=meta["kind"],
+        text=document,
+        namespace=meta["ns"],
+        session_id=meta.get("sid"),
+        user_id=meta.get("uid"),
+        role=meta.get("role"),
+        seq=meta.get("seq"),
+        timestamp=meta.get("ts"),
+        tool_calls=tuple(json.loads(meta.get("tool_calls", "[]"))),
+        tool_call_id=meta.get("tcid"),
+        summary_of=tuple(json.loads(meta.get("summary_of", "[]"))),
+        source=meta.get("src"),
+        metadata=user,
+        tokens=json.loads(meta.get("tokens", "{}")),
+    )
+
+
+def _same_content(new: Record, stored: Record) -> bool:
+    # seq is the store's to assign and tokens are a cache: neither makes a record different.
+    if new.seq is not None and new.seq != stored.seq:
+        return False
+    return dataclasses.replace(new, seq=stored.seq, tokens=stored.tokens) == stored
+
+
+def _parse_url(url: str) -> tuple[str, int, bool]:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        msg = (
+            f"Chroma URL {url!r} is not an http(s) URL with a host; use e.g. http://127.0.0.1:8000"
+        )
+        raise StoreInputError(msg)
+    if parts.path not in ("", "/"):
+        msg = f"Chroma URL {url!r} has a path; give only scheme, host and port"
+        raise StoreInputError(msg)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        msg = f"Chroma URL {url!r} has an invalid port: {exc}"
+        raise StoreInputError(msg) from exc
+    ssl = parts.scheme == "https"
+    return parts.hostname, port or (443 if ssl else 8000), ssl
+
+
+def _import_chromadb() -> tuple[Any, Any, tuple[type[BaseException], ...]]:
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    try:
+        import chromadb
+        import chromadb.errors
+        import httpx
+        from chromadb.config import Settings
+    except ImportError as exc:
+        msg = f"ChromaStore needs chromadb ({exc}); install it with `pip install chromadb`"
+        raise MissingDependencyError(msg) from exc
+    # Connection failures surface as httpx transport errors; server-side failures as ChromaError.
+    errors: tuple[type[BaseException], ...] = (httpx.TransportError, chromadb.errors.ChromaError)
+    return chromadb, Settings, errors
+
+
+def _close_client(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()
+    # chromadb 1.5's Client.close() stops its System but leaves the HTTP clients' httpx
+    # connection pools open (a ResourceWarning per socket at exit): close them here.
+    for owner in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(owner, "_server", None), "_session", None)
+        close_session = getattr(session, "close", None)
+        if callable(close_session):
+            close_session()
+
+
+def _is_server(client: Any) -> bool:
+    # An HTTP client may share its server with other processes; an embedded one may not.
+    try:
+        implementation = str(client.get_settings().chroma_api_impl)
+    except AttributeError:
+        return True
+    return "fastapi" in implementation.lower()
+
+
+def _require_name(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        msg = f"{name} must be a non-empty str, got {value!r}"
+        raise StoreInputError(msg)
+    return value
+
+
+def _require_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        msg = f"{name} must be a non-negative int, got {value!r}"
+        raise StoreInputError(msg)
+    return value
+
+
+def _valid_collection_name(name: object) -> str:
+    if (
+        not isinstance(name, str)
+        or not 3 <= len(name) <= 500
+        or not name[0].isascii()
+        or not name[0].isalnum()
+        or not name[-1].isascii()
+        or not name[-1].isalnum()
+        or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in name)
+    ):
+        msg = (
+            f"collection must be 3-500 characters from [a-zA-Z0-9._-], starting and ending with "
+            f"a letter or digit, got {name!r}"
+        )
+        raise StoreInputError(msg)
+    return name
+
+
+class ChromaStore:
+    """Records and their vectors in Chroma: embedded (a local folder) or a Chroma server.
+
+    Which Chroma: an explicit ``client``, else ``url`` (a server), else the environment variable
+    ``CTXBUDGET_CHROMA_URL``, else an embedded Chroma in ``path`` (``./.ctxbudget`` by default).
+    Telemetry is off. The default embedder is `LocalEmbedder`, loaded on first use.
+
+    Args:
+        path: folder of the embedded Chroma.
+        url: a Chroma server, e.g. ``http://127.0.0.1:8000``.
+        client: a chromadb client to use as is (the store does not close it).
+        embedder: an `Embedder`, or anything `as_embedder` accepts.
+        collection: the collection name; ``<collection>.meta`` is used too.
+
+    Raises:
+        StoreError: Chroma cannot be opened or reached.
+        StoreInputError: a malformed URL or collection name.
+
+    >>> store = ChromaStore(tmp_path)  # doctest: +SKIP
+    >>> store.add([Record(id="m1", kind="message", text="hi", session_id="s1")])[0].seq
+    0
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | None = None,
+        client: ClientAPI | None = None,
+        embedder: Embedder | None = None,
+        collection: str = "ctxbudget",
+    ) -> None:
+        self._name = _valid_collection_name(collection)
+        chromadb, settings_cls, self._io_errors = _import_chromadb()
+        self._embedder: Embedder = LocalEmbedder() if embedder is None else as_embedder(embedder)
+        self._owns_client = client is None
+        self._closed = False
+        self._info: tuple[str, int] | None = None
+        self._warned_name = False
+        settings = settings_cls(anonymized_telemetry=False)
+        if url is None and client is None:
+            url = os.environ.get(_ENV_URL) or None
+        if client is not None:
+            self._location = f"the given Chroma client ({type(client).__name__})"
+            self._hint = "check the client passed to ChromaStore"
+            lock_key = ("client", str(id(client)), collection)
+            self._client: Any = client
+        elif url is not None:
+            host, port, ssl = _parse_url(url)
+            self._location = f"the Chroma server at {url}"
+            self._hint = (
+                f"check that it is running and reachable (chroma run --host {host} --port {port}) "
+                f"or fix the url / {_ENV_URL}"
+            )
+            lock_key = ("url", f"{host}:{port}", collection)
+            # chromadb turns a refused connection into a ValueError ("Could not connect").
+            refused: tuple[type[BaseException], ...] = (ValueError, *self._io_errors)
+            try:
+                self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+            except refused as exc:
+                msg = f"cannot connect to {self._location}: {exc}; {self._hint}"
+                raise StoreError(msg) from exc
+        else:
+            folder = Path(path if path is not None else _DEFAULT_PATH).resolve()
+            self._location = f"the embedded Chroma in {folder}"
+            self._hint = f"check that {folder} is a writable folder no other process has open"
+            lock_key = ("path", str(folder), collection)
+            unusable: tuple[type[BaseException], ...] = (OSError, *self._io_errors)
+            try:
+                self._client = chromadb.PersistentClient(path=str(folder), settings=settings)
+            except unusable as exc:
+                msg = f"cannot open {self._location}: {exc}; {self._hint}"
+                raise StoreError(msg) from exc
+        self._lock = _lock_for(lock_key)
+        self._shared = _is_server(self._client)
+        try:
+            self._open_collections()
+        except StoreError:
+            self.close()
+            raise
+
+    def _open_collections(self) -> None:
+        with self._chroma(f"open collection {self._name!r}"):
+            self._records: Any = self._client.get_or_create_collection(
+                self._name, embedding_function=None, metadata={"hnsw:space": "cosine"}
+            )
+            self._meta: Any = self._client.get_or_create_collection(
+                f"{self._name}.meta", embedding_function=None, metadata={"ctxbudget": 1}
+            )
+            self._batch = max(1, int(self._client.get_max_batch_size()))
+        space = (self._records.metadata or {}).get("hnsw:space")
+        if space != "cosine":
+            msg = (
+                f"collection {self._name!r} in {self._location} uses the {space or 'l2'} distance "
+                "but the store needs cosine; pass another collection name"
+            )
+            raise StoreError(msg)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder used for records and queries."""
+        return self._embedder
+
+    @property
+    def location(self) -> str:
+        """Where the data is, for messages: the folder or the server URL."""
+        return self._location
+
+    def close(self) -> None:
+        """Release the Chroma client if the store created it (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            _close_client(self._client)
+
+    def __enter__(self) -> ChromaStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _chroma(self, action: str, *, wrote: str = "") -> Iterator[None]:
+        try:
+            yield
+        except self._io_errors as exc:
+            msg = f"{self._location} failed to {action}: {exc}; {self._hint}{wrote}"
+            raise StoreError(msg) from exc
+
+    # -- low-level reads and writes --------------------------------------------------------
+
+    def _rows(
+        self,
+        collection: Any,
+        *,
+        ids: Sequence[str] | None = None,
+        where: dict[str, Any] | None = None,
+        documents: bool = True,
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        include = ["metadatas", "documents"] if documents else ["metadatas"]
+        chunks: Iterable[Sequence[str] | None] = (
+            [None]
+            if ids is None
+            else (ids[i : i + self._batch] for i in range(0, len(ids), self._batch))
+        )
+        rows: list[tuple[str, str, dict[str, Any]]] = []
+        for chunk in chunks:
+            if chunk is not None and not chunk:
+                continue
+            with self._chroma("read"):
+                got = collection.get(
+                    ids=None if chunk is None else list(chunk), where=where, include=include
+                )
+            docs = got.get("documents") or [""] * len(got["ids"])
+            metas = got.get("metadatas") or [{}] * len(got["ids"])
+            rows.extend(zip(got["ids"], docs, (dict(m or {}) for m in metas), strict=True))
+        return rows
+
+    def _records_where(self, where: dict[str, Any]) -> list[Record]:
+        return [_decode(doc, meta) for _, doc, meta in self._rows(self._records, where=where)]
+
+    def _fetch(self, keys: Sequence[str]) -> dict[str, Record]:
+        return {key: _decode(doc, meta) for key, doc, meta in self._rows(self._records, ids=keys)}
+
+    def _delete(self, collection: Any, keys: Sequence[str]) -> None:
+        for start in range(0, len(keys), self._batch):
+            with self._chroma("delete", wrote="; some records may already be deleted"):
+                collection.delete(ids=list(keys[start : start + self._batch]))
+
+    def _upsert_meta(self, entries: dict[str, dict[str, Any]], *, wrote: str) -> None:
+        keys = list(entries)
+        for start in range(0, len(keys), self._batch):
+            chunk = keys[start : start + self._batch]
+            with self._chroma("write session counters", wrote=wrote):
+                self._meta.upsert(
+                    ids=chunk,
+                    embeddings=[[1.0]] * len(chunk),
+                    metadatas=[entries[k] for k in chunk],
+                )
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), _EMBED_CHUNK):
+            chunk = texts[start : start + _EMBED_CHUNK]
+            out = self._embedder.embed_documents(chunk)
+            vectors.extend(validate_embeddings(out, count=len(chunk), source=self._embedder.name))
+        return vectors
+
+    def _store_info(self) -> tuple[str, int] | None:
+        if self._info is None:
+            rows = self._rows(self._meta, ids=["store"], documents=False)
+            if rows:
+                meta = rows[0][2]
+                self._info = (str(meta.get("embedder")), int(meta["dim"]))
+        return self._info
+
+    def _check_dimension(self, dimension: int, *, write: bool) -> None:
+        info = self._store_info()
+        name = self._embedder.name
+        if info is None:
+            if write:
+                entry = {"type": "store", "embedder": name, "dim": dimension}
+                self._upsert_meta({"store": entry}, wrote="")
+                self._info = (name, dimension)
+            return
+        stored_name, stored_dimension = info
+        if stored_dimension != dimension:
+            msg = (
+                f"collection {self._name!r} holds {stored_dimension}-dimension vectors from "
+                f"embedder {stored_name!r}, but {name!r} gives {dimension} dimensions; use the "
+                "same embedder, or another collection for this one; nothing was written"
+            )
+            raise StoreInputError(msg)
+        if stored_name != name and not self._warned_name:
+            self._warned_name = True
+            logger.warning(
+                "collection %r was written with embedder %r, now used with %r: "
+                "similarities across models are not comparable",
+                self._name,
+                stored_name,
+                name,
+            )
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add(self, records: Sequence[Record], *, replace: bool = False) -> list[Record]:
+        """Store records; messages get their ``seq``.
+
+        Everything is checked before anything is written. Re-adding a record whose content is
+        already stored is a no-op; a stored id with different content is refused unless
+        ``replace=True`` (a replaced message keeps its seq). ``seq`` and ``tokens`` do not count
+        as content.
+
+        Args:
+            records: the records to store.
+            replace: overwrite stored records with the same id and different content.
+
+        Returns:
+            The stored records, in the order given, with ``seq`` set on messages.
+
+        Raises:
+            StoreInputError: a malformed record, a metadata value Chroma cannot keep, an id twice
+                in ``records``, a stored id with other content, or vectors of another dimension
+                than the stored ones. Nothing was written.
+            StoreError: Chroma failed; the message says what may have been written.
+        """
+        batch = list(records)
+        for index, record in enumerate(batch):
+            _check_record(index, record)
+        if not batch:
+            return []
+        keys = [_key(r.namespace, r.id) for r in batch]
+        if len(set(keys)) != len(keys):
+            counts = Counter(keys)
+            twice = sorted({r.id for r, k in zip(batch, keys, strict=True) if counts[k] > 1})
+            msg = f"ids {twice} appear more than once in one add(); give each record its own id"
+            raise StoreInputError(msg + "; nothing was written")
+        # Embedding is the slow part: do it before taking the lock, then plan again under it.
+        vectors: dict[str, list[float]] = {}
+        with self._unwritten():
+            self._embed_needed(batch, keys, self._fetch(keys), vectors, replace=replace)
+        with self._lock:
+            with self._unwritten():
+                stored = self._fetch(keys)
+                actions = self._plan(batch, keys, stored, replace=replace)
+                self._embed_needed(batch, keys, stored, vectors, replace=replace)
+                dimensions = {len(v) for v in vectors.values()}
+                if len(dimensions) > 1:
+                    msg = (
+                        f"embedder {self._embedder.name!r} returned vectors of "
+                        f"{sorted(dimensions)} dimensions"
+                    )
+                    raise StoreInputError(msg + "; nothing was written")
+                if dimensions:
+                    self._check_dimension(dimensions.pop(), write=True)
+            return self._write(batch, keys, stored, actions, vectors)
+
+    @contextmanager
+    def _unwritten(self) -> Iterator[None]:
+        try:
+            yield
+        except StoreInputError:
+            raise
+        except StoreError as exc:
+            msg = f"{exc}; nothing was written"
+            raise StoreError(msg) from exc.__cause__
+
+    def _embed_needed(
+        self,
+        batch: list[Record],
+        keys: list[str],
+        stored: dict[str, Record],
+        vectors: dict[str, list[float]],
+        *,
+        replace: bool,
+    ) -> None:
+        todo = [
+            (key, record.text)
+            for record, key in zip(batch, keys, strict=True)
+            if key not in vectors
+            and (key not in stored or (replace and not _same_content(record, stored[key])))
+        ]
+        if todo:
+            out = self._embed([text for _, text in todo])
+            vectors.update(zip((key for key, _ in todo), out, strict=True))
+
+    def _plan(
+        self, batch: list[Record], keys: list[str], stored: dict[str, Record], *, replace: bool
+    ) -> list[str]:
+        actions: list[str] = []
+        conflicts: list[str] = []
+        for index, (record, key) in enumerate(zip(batch, keys, strict=True)):
+            old = stored.get(key)
+            if old is None:
+                if record.seq is not None:
+                    raise _bad(index, record, "seq is assigned by the store; pass seq=None")
+                actions.append("new")
+            elif _same_content(record, old):
+                actions.append("same")
+            elif not replace:
+                conflicts.append(f"{record.namespace}/{record.id}")
+                actions.append("conflict")
+            else:
+                if record.seq is not None and record.seq != old.seq:
+                    raise _bad(index, record, f"seq {record.seq} differs from the stored {old.seq}")
+                actions.append("replace")
+        if conflicts:
+            msg = (
+                f"{len(conflicts)} record(s) are already stored with different content: "
+                f"{conflicts[:10]}; pass replace=True to overwrite them or use new ids; "
+                "nothing was written"
+            )
+            raise StoreInputError(msg)
+        return actions
+
+    def _write(
+        self,
+        batch: list[Record],
+        keys: list[str],
+        stored: dict[str, Record],
+        actions: list[str],
+        vectors: dict[str, list[float]],
+    ) -> list[Record]:
+        results: dict[str, Record] = {}
+        pending: list[str] = []
+        numbering: dict[tuple[str, str], list[str]] = {}
+        for record, key, action in zip(batch, keys, actions, strict=True):
+            old = stored.get(key)
+            if action == "same" and old is not None:
+                results[key] = old
+                continue
+            seq: int | None = None
+            if record.kind == "message" and record.session_id is not None:
+                if (
+                    old is not None
+                    and old.kind == "message"
+                    and old.session_id == record.session_id
+                ):
+                    seq = old.seq
+                else:
+                    numbering.setdefault((record.namespace, record.session_id), []).append(key)
+            results[key] = dataclasses.replace(record, seq=seq)
+            pending.append(key)
+        if not pending:
+            return [results[key] for key in keys]
+        sessions = {
+            (r.namespace, r.session_id) for k in pending if (r := results[k]).session_id is not None
+        }
+        with self._unwritten():
+            counters = self._counters(sessions)
+            for (ns, sid), session_keys in sorted(numbering.items()):
+                start = self._last_seq(ns, sid, counters.get((ns, sid), -1)) + 1
+                seqs = (
+                    self._claim(ns, sid, start, len(session_keys))
+                    if self._shared
+                    else range(start, start + len(session_keys))
+                )
+                for seq, key in zip(seqs, session_keys, strict=True):
+                    results[key] = dataclasses.replace(results[key], seq=seq)
+        self._upsert_records(pending, results, vectors)
+        self._update_sessions(pending, results, counters)
+        return [results[key] for key in keys]
+
+    def _upsert_records(
+        self, pending: list[str], results: dict[str, Record], vectors: dict[str, list[float]]
+    ) -> None:
+        name = self._embedder.name
+        for start in range(0, len(pending), self._batch):
+            chunk = pending[start : start + self._batch]
+            wrote = (
+                f"; the first {start} of {len(pending)} records were written: add() them again "
+                "(it is idempotent)"
+                if start
+                else "; nothing was written"
+            )
+            with self._chroma("write records", wrote=wrote):
+                self._records.upsert(
+                    ids=chunk,
+                    embeddings=[vectors[k] for k in chunk],
+                    documents=[results[k].text for k in chunk],
+                    metadatas=[_encode(results[k], name) for k in chunk],
+                )
+
+    def _counters(self, sessions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        ids = [_key("session", ns, sid) for ns, sid in sessions]
+        return {(m["ns"], m["sid"]): int(m["last"]) for _, _, m in self._rows(self._meta, ids=ids)}
+
+    def _last_seq(self, namespace: str, session_id: str, counter: int) -> int:
+        # The counter is a hint; messages past it (a failed counter write, another process) win.
+        where = self._session_where(namespace, session_id, {"seq": {"$gt": counter}})
+        rows = self._rows(self._records, where=where, documents=False)
+        return max([counter, *(int(m["seq"]) for _, _, m in rows)])
+
+    def _session_where(
+        self, namespace: str, session_id: str, *extra: dict[str, Any]
+    ) -> dict[str, Any]:
+        return _and([{"ns": namespace}, {"sid": session_id}, {"kind": "message"}, *extra])
+
+    def _claim(self, namespace: str, session_id: str, start: int, count: int) -> list[int]:
+        # Several processes may number one session of a shared server at once. Chroma's add()
+        # keeps the first write of an id and ignores later ones, so a claim entry per seq works
+        # as compare-and-set: whoever reads its own token back owns the seq.
+        token = uuid.uuid4().hex
+        owned: list[int] = []
+        candidate = start
+        for _ in range(_CLAIM_ROUNDS):
+            wanted = list(range(candidate, candidate + count - len(owned)))
+            ids = [_key("seq", namespace, session_id, str(seq)) for seq in wanted]
+            claims = [
+                {"type": "claim", "ns": namespace, "sid": session_id, "seq": seq, "owner": token}
+                for seq in wanted
+            ]
+            with self._chroma("claim seqs"):
+                self._meta.add(ids=ids, embeddings=[[1.0]] * len(ids), metadatas=claims)
+            rows = self._rows(self._meta, ids=ids, documents=False)
+            owners = {key: meta.get("owner") for key, _, meta in rows}
+            owned += [seq for seq, key in zip(wanted, ids, strict=True) if owners.get(key) == token]
+            if len(owned) == count:
+                return owned
+            candidate = wanted[-1] + 1
+        msg = (
+            f"could not claim {count} seqs in session {session_id!r} after {_CLAIM_ROUNDS} "
+            "rounds: other processes keep writing to it; retry the add"
+        )
+        raise StoreError(msg)
+
+    def _update_sessions(
+        self, pending: list[str], results: dict[str, Record], counters: dict[tuple[str, str], int]
+    ) -> None:
+        lasts: dict[tuple[str, str], int] = {}
+        members: dict[str, dict[str, Any]] = {}
+        for key in pending:
+            record = results[key]
+            if record.session_id is None:
+                continue
+            session = (record.namespace, record.session_id)
+            last = max(lasts.get(session, -1), counters.get(session, -1))
+            if record.kind == "message" and record.seq is not None:
+                last = max(last, record.seq)
+            lasts[session] = last
+            if record.user_id is not None:
+                member = {"type": "member", "ns": session[0], "sid": session[1]}
+                member["uid"] = record.user_id
+                members[_key("member", *session, record.user_id)] = member
+        entries = {
+            _key("session", *session): {"type": "session", "ns": ns, "sid": sid, "last": last}
+            for session, last in lasts.items()
+            if session not in counters or last - counters[session] >= _COUNTER_LAG
+            for ns, sid in [session]
+        }
+        if members:
+            known = {k for k, _, _ in self._rows(self._meta, ids=list(members), documents=False)}
+            entries.update({k: v for k, v in members.items() if k not in known})
+        if entries:
+            self._upsert_meta(entries, wrote="; the records were written")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _ids(
+        self, collection: Any, where: dict[str, Any], *, limit: int | None = None
+    ) -> list[str]:
+        with self._chroma("read"):
+            got = collection.get(where=where, include=[], limit=limit)
+        return list(got["ids"])
+
+    def recent(
+        self, *, namespace: str, session_id: str, limit: int, before_seq: int | None = None
+    ) -> list[Record]:
+        """The last ``limit`` messages of a session, oldest first.
+
+        Reads a ``seq`` range from the session's last seq, not the whole session.
+
+        Args:
+            namespace: the tenant.
+            session_id: the session.
+            limit: at most this many messages.
+            before_seq: only messages with a smaller seq (to page backwards).
+        """
+        _require_name("namespace", namespace)
+        _require_name("session_id", session_id)
+        _require_count("limit", limit)
+        if before_seq is not None:
+            _require_count("before_seq", before_seq)
+        if limit == 0:
+            return []
+        if before_seq is None:
+            end = self._counters([(namespace, session_id)]).get((namespace, session_id), -1) + 1
+            upper: list[dict[str, Any]] = []
+        else:
+            end = before_seq
+            upper = [{"seq": {"$lt": before_seq}}]
+        low = max(0, end - limit)
+        while True:
+            where = self._session_where(namespace, session_id, {"seq": {"$gte": low}}, *upper)
+            found = self._records_where(where)
+            if len(found) >= limit or low == 0:
+                break
+            # Fewer than asked: seqs have gaps (deleted messages); widen the range.
+            low = max(0, end - 2 * (end - low))
+        found.sort(key=lambda r: r.seq or 0)
+        return found[-limit:]
+
+    def session_messages(self, *, namespace: str, session_id: str) -> list[Record]:
+        """Every message of a session, in seq order."""
+        _require_name("namespace", namespace)
+        _require_name("session_id", session_id)
+        found = self._records_where(self._session_where(namespace, session_id))
+        return sorted(found, key=lambda r: r.seq or 0)
+
+    def get(self, ids: Sequence[str], *, namespace: str) -> list[Record]:
+        """The records with these ids, in the order asked; unknown ids are skipped.
+
+        An id asked twice is returned once.
+        """
+        _require_name("namespace", namespace)
+        if isinstance(ids, str):
+            msg = f"ids must be a list of ids, got the str {ids!r}; pass [{ids!r}]"
+            raise StoreInputError(msg)
+        wanted = list(dict.fromkeys(_require_name("id", i) for i in ids))
+        keys = [_key(namespace, i) for i in wanted]
+        found = self._fetch(keys)
+        return [found[k] for k in keys if k in found]
+
+    def search(
+        self,
+        query: str | Sequence[float],
+        *,
+        namespace: str,
+        k: int,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+        exclude_session_id: str | None = None,
+        where: dict[str, Any] | None = None,
+    ) -> list[Hit]:
+        """The ``k`` records most similar to ``query`` that pass every filter.
+
+        Filters are evaluated by Chroma, so a record outside them is never read.
+
+        Args:
+            query: a text (embedded with the store's embedder) or a vector.
+            namespace: the tenant.
+            k: at most this many hits.
+            session_id: only this session's records.
+            user_id: only this user's records.
+            kinds: only these kinds.
+            exclude_session_id: leave out this session (e.g. the one already in the prompt).
+            where: a Chroma filter over the records' user ``metadata`` keys, e.g.
+                ``{"topic": "travel"}`` or ``{"$or": [{"lang": "en"}, {"lang": "pt"}]}``.
+
+        Returns:
+            Hits by similarity, highest first, ties broken by id.
+        """
+        clauses: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
+        _require_count("k", k)
+        if session_id is not None:
+            clauses.append({"sid": _require_name("session_id", session_id)})
+        if user_id is not None:
+            clauses.append({"uid": _require_name("user_id", user_id)})
+        if exclude_session_id is not None:
+            clauses.append(
+                {"sid": {"$ne": _require_name("exclude_session_id", exclude_session_id)}}
+            )
+        if kinds is not None:
+            wanted = [kinds] if isinstance(kinds, str) else list(kinds)
+            unknown = [kind for kind in wanted if kind not in KINDS]
+            if unknown:
+                msg = f"kinds {unknown} are unknown; use some of {sorted(KINDS)}"
+                raise StoreInputError(msg)
+            if not wanted:
+                return []
+            clauses.append({"kind": {"$in": wanted}})
+        if where is not None:
+            clauses.append(_user_where(where))
+        vector = self._query_vector(query)
+        if k == 0:
+            return []
+        info = self._store_info()
+        if info is None:
+            return []  # nothing was ever written
+        if info[1] != len(vector):
+            msg = (
+                f"the query vector has {len(vector)} dimensions but collection {self._name!r} "
+                f"holds {info[1]}-dimension vectors from {info[0]!r}; embed with the same model"
+            )
+            raise StoreInputError(msg)
+        with self._chroma("search"):
+            try:
+                got = self._records.query(
+                    query_embeddings=[vector],
+                    n_results=k,
+                    where=_and(clauses),
+                    include=["documents", "metadatas", "distances"],
+                )
+            except ValueError as exc:  # chromadb checks filters before sending them
+                msg = f"invalid where filter {where!r}: {exc}"
+                raise StoreInputError(msg) from exc
+        hits = [
+            Hit(_decode(doc, dict(meta or {})), max(-1.0, min(1.0, 1.0 - float(distance))))
+            for doc, meta, distance in zip(
+                got["documents"][0], got["metadatas"][0], got["distances"][0], strict=True
+            )
+        ]
+        hits.sort(key=lambda h: (-h.similarity, h.record.id))
+        return hits
+
+    def _query_vector(self, query: object) -> list[float]:
+        if isinstance(query, str):
+            if not query.strip():
+                msg = "query is empty; search with some text or a vector"
+                raise StoreInputError(msg)
+            out = [self._embedder.embed_query(query)]
+            return validate_embeddings(out, count=1, source=self._embedder.name)[0]
+        try:
+            vector = [float(x) for x in query]  # type: ignore[attr-defined]
+        except (TypeError, ValueError) as exc:
+            msg = f"query must be a str or a sequence of floats, got {type(query).__name__}"
+            raise StoreInputError(msg) from exc
+        if not vector or not all(math.isfinite(x) for x in vector):
+            msg = "the query vector must be non-empty and hold only finite numbers"
+            raise StoreInputError(msg)
+        return vector
+
+    def list_sessions(self, *, namespace: str, user_id: str | None = None) -> list[str]:
+        """The sessions of a namespace (or of one user in it) that hold records, sorted."""
+        where: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
+        if user_id is None:
+            where.append({"type": "session"})
+        else:
+            where += [{"type": "member"}, {"uid": _require_name("user_id", user_id)}]
+        rows = self._rows(self._meta, where=_and(where), documents=False)
+        return sorted({str(meta["sid"]) for _, _, meta in rows})
+
+    def count(self, *, namespace: str | None = None) -> int:
+        """How many records the store holds, in one namespace or in all."""
+        if namespace is None:
+            with self._chroma("count"):
+                return int(self._records.count())
+        return len(self._ids(self._records, {"ns": _require_name("namespace", namespace)}))
+
+    def stats(self) -> StoreStats:
+        """Counts per kind, namespaces and sessions (reads every record's metadata)."""
+        by_kind: dict[str, int] = {}
+        namespaces: set[str] = set()
+        sessions: set[tuple[str, str]] = set()
+        rows = self._rows(self._records, documents=False)
+        for _, _, meta in rows:
+            by_kind[meta["kind"]] = by_kind.get(meta["kind"], 0) + 1
+            namespaces.add(meta["ns"])
+            if "sid" in meta:
+                sessions.add((meta["ns"], meta["sid"]))
+        return StoreStats(
+            records=len(rows),
+            by_kind=dict(sorted(by_kind.items())),
+            namespaces=len(namespaces),
+            sessions=len(sessions),
+            embedder=self._embedder.name,
+            location=self._location,
+        )
+
+    # -- deleting --------------------------------------------------------------------------
+
+    def _remember_seqs(self, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+        # The counter may trail the newest messages; before they go, move it past them so a
+        # deleted message's seq is never handed out again in that session.
+        highest: dict[tuple[str, str], int] = {}
+        for _, _, meta in rows:
+            if meta.get("kind") == "message" and "sid" in meta and "seq" in meta:
+                session = (str(meta["ns"]), str(meta["sid"]))
+                highest[session] = max(highest.get(session, -1), int(meta["seq"]))
+        counters = self._counters(highest)
+        entries = {
+            _key("session", ns, sid): {"type": "session", "ns": ns, "sid": sid, "last": last}
+            for (ns, sid), last in highest.items()
+            if last > counters.get((ns, sid), -1)
+        }
+        if entries:
+            self._upsert_meta(entries, wrote="; nothing was deleted")
+
+    def delete(self, ids: Sequence[str], *, namespace: str) -> int:
+        """Delete records by id; returns how many existed.
+
+        Session counters are kept: a deleted message's seq is not given out again.
+        """
+        _require_name("namespace", namespace)
+        if isinstance(ids, str):
+            msg = f"ids must be a list of ids, got the str {ids!r}; pass [{ids!r}]"
+            raise StoreInputError(msg)
+        keys = [_key(namespace, _require_name("id", i)) for i in dict.fromkeys(ids)]
+        with self._lock:
+            rows = self._rows(self._records, ids=keys, documents=False)
+            self._remember_seqs(rows)
+            self._delete(self._records, [key for key, _, _ in rows])
+        return len(rows)
+
+    def delete_session(self, *, namespace: str, session_id: str) -> int:
+        """Delete every record of a session and its counter; returns how many records."""
+        scope = _and(
+            [
+                {"ns": _require_name("namespace", namespace)},
+                {"sid": _require_name("session_id", session_id)},
+            ]
+        )
+        with self._lock:
+            keys = self._ids(self._records, scope)
+            self._delete(self._records, keys)
+            self._delete(self._meta, self._ids(self._meta, scope))
+        return len(keys)
+
+    def delete_user(self, *, namespace: str, user_id: str) -> int:
+        """Delete every record of a user (messages, pinned, summaries...); returns how many.
+
+        Sessions left without records lose their counters too.
+        """
+        ns = _require_name("namespace", namespace)
+        uid = _require_name("user_id", user_id)
+        with self._lock:
+            rows = self._rows(
+                self._records, where=_and([{"ns": ns}, {"uid": uid}]), documents=False
+            )
+            members = self._rows(
+                self._meta,
+                where=_and([{"type": "member"}, {"ns": ns}, {"uid": uid}]),
+                documents=False,
+            )
+            sessions = {m["sid"] for _, _, m in rows if "sid" in m}
+            sessions |= {m["sid"] for _, _, m in members}
+            self._remember_seqs(rows)
+            self._delete(self._records, [key for key, _, _ in rows])
+            self._delete(self._meta, [key for key, _, _ in members])
+            for sid in sorted(sessions):
+                scope = _and([{"ns": ns}, {"sid": sid}])
+                if not self._ids(self._records, scope, limit=1):
+                    self._delete(self._meta, self._ids(self._meta, scope))
+        return len(rows)
+
+
+def _user_where(where: object) -> dict[str, Any]:
+    if not isinstance(where, dict) or not where:
+        msg = f"where must be a non-empty dict over metadata keys, got {where!r}"
+        raise StoreInputError(msg)
+    if len(where) > 1:
+        return {"$and": [_user_where({key: value}) for key, value in where.items()]}
+    ((key, value),) = where.items()
+    if key in ("$and", "$or"):
+        if not isinstance(value, list) or not value:
+            msg = f"where {key} needs a non-empty list of filters, got {value!r}"
+            raise StoreInputError(msg)
+        if len(value) == 1:
+            return _user_where(value[0])
+        return {key: [_user_where(item) for item in value]}
+    if not isinstance(key, str) or not key or key.startswith("$"):
+        msg = f"where key {key!r} is not a metadata key, $and or $or"
+        raise StoreInputError(msg)
+    return {_USER_PREFIX + key: value}
