@@ -25,7 +25,7 @@ import pytest
 from ctxbudget.embed import LocalEmbedder
 from ctxbudget.store import ChromaStore
 
-CHROMA = Path(sys.executable).with_name("chroma")
+CHROMA = Path(sys.executable).with_name("chroma")  # the venv's `chroma` script
 SERVER_START_TIMEOUT = 60.0
 
 
@@ -67,16 +67,21 @@ def _alive(url: str) -> bool:
         return False
 
 
-def start_chroma_server(data: Path) -> ChromaServer:
-    """Start `chroma run` on a free loopback port and wait for its heartbeat."""
+def start_chroma_server(root: Path) -> ChromaServer:
+    """Start `chroma run` with its data and log in root, on a free loopback port; wait for it."""
+    executable = str(CHROMA) if CHROMA.exists() else shutil.which("chroma")
+    if executable is None:
+        pytest.fail("the `chroma` command is not installed (it comes with chromadb)")
+    root.mkdir(parents=True, exist_ok=True)
+    data = root / "data"
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "ORT_DISABLE_TELEMETRY": "1"}
     problems: list[str] = []
     for attempt in range(3):  # a free port can be taken between probing and binding
         port = free_port()
-        log = data.parent / f"{data.name}-server-{attempt}.log"
+        log = root / f"server-{attempt}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [str(CHROMA), "run", "--path", str(data), "--host", "127.0.0.1"]
+                [executable, "run", "--path", str(data), "--host", "127.0.0.1"]
                 + ["--port", str(port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -98,7 +103,7 @@ def start_chroma_server(data: Path) -> ChromaServer:
 def chroma_server() -> Iterator[ChromaServer]:
     """A real Chroma server for the whole session; stopped and its folder removed at the end."""
     root = Path(tempfile.mkdtemp(prefix="ctxbudget-chroma-server-"))
-    server = start_chroma_server(root / "data")
+    server = start_chroma_server(root)
     try:
         yield server
     finally:
@@ -117,8 +122,9 @@ def start_server(tmp_path: Path) -> Iterator[Callable[[], ChromaServer]]:
         return server
 
     yield start
-    for server in started:
+    for index, server in enumerate(started):
         server.stop()
+        shutil.rmtree(tmp_path / f"server-{index}", ignore_errors=True)
 
 
 @pytest.fixture

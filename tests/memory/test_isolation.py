@@ -126,15 +126,14 @@ def test_concurrent_writers_to_separate_sessions_stay_apart(store: ChromaStore) 
         return f"ns{t % 2}", f"s{t // 2}", f"u{t}"
 
     per_thread = 12
+    colour = store.embedder.embed_query("my favourite colour")  # embedded once, not per read
     leaks: list[str] = []
     done = threading.Event()
 
     def writer(t: int) -> None:
         if t == THREADS:  # one reader, reading while the others write
             while not done.is_set():
-                for hit in store.search(
-                    "my favourite colour", namespace="ns0", k=20, session_id="s0"
-                ):
+                for hit in store.search(colour, namespace="ns0", k=20, session_id="s0"):
                     if (hit.record.namespace, hit.record.session_id) != ("ns0", "s0"):
                         leaks.append(hit.record.id)
                 for record in store.recent(namespace="ns1", session_id="s0", limit=5):
@@ -163,11 +162,11 @@ def test_concurrent_writers_to_separate_sessions_stay_apart(store: ChromaStore) 
         assert {(m.namespace, m.session_id, m.user_id) for m in messages} == {(ns, session, user)}
         recent = store.recent(namespace=ns, session_id=session, limit=3)
         assert recent == messages[-3:]
-        hits = store.search("favourite colour", namespace=ns, k=100, session_id=session)
+        hits = store.search(colour, namespace=ns, k=100, session_id=session)
         assert {h.record.id for h in hits} == {m.id for m in messages}
-        by_user = store.search("favourite colour", namespace=ns, k=100, user_id=user)
+        by_user = store.search(colour, namespace=ns, k=100, user_id=user)
         assert {h.record.id for h in by_user} == {m.id for m in messages}
-        others = store.search("favourite colour", namespace=ns, k=100, exclude_session_id=session)
+        others = store.search(colour, namespace=ns, k=100, exclude_session_id=session)
         assert all(h.record.session_id != session for h in others)
         assert all(h.record.namespace == ns for h in others)
         assert len(others) == (THREADS // 2 - 1) * per_thread
@@ -238,6 +237,7 @@ def test_random_interleavings_keep_sessions_users_and_namespaces_apart(
             do(index)
 
     written = [r for index in range(len(calls)) for r in results[index]]
+    tea, coffee = store.embedder.embed_documents(["tea", "coffee"])
     namespaces = {r.namespace for r in written}
     for ns in namespaces:
         mine = [r for r in written if r.namespace == ns]
@@ -251,10 +251,10 @@ def test_random_interleavings_keep_sessions_users_and_namespaces_apart(
             if not threaded:  # one writer at a time: seq follows the order of the calls
                 assert [m.id for m in got] == [r.id for r in expected]
             assert store.recent(namespace=ns, session_id=session, limit=100) == got
-            hits = store.search("tea", namespace=ns, k=100, session_id=session)
+            hits = store.search(tea, namespace=ns, k=100, session_id=session)
             assert {h.record.id for h in hits} == {r.id for r in mine if r.session_id == session}
         for user in {r.user_id for r in mine if r.user_id is not None}:
-            hits = store.search("coffee", namespace=ns, k=100, user_id=user)
+            hits = store.search(coffee, namespace=ns, k=100, user_id=user)
             assert {h.record.id for h in hits} == {r.id for r in mine if r.user_id == user}
         by_id = {r.id: r for r in mine}
         asked = sorted({r.id for r in written})  # ids of both namespaces

@@ -93,6 +93,7 @@ def test_round_trip_keeps_every_field(store: ChromaStore) -> None:
     )
     stored = store.add([record, summary, tool])
     assert stored == [dataclasses.replace(record, seq=0), summary, dataclasses.replace(tool, seq=1)]
+    assert len(set(stored)) == 3  # records are hashable values
     assert store.get(["t1", "missing", "a1", "sum1", "a1"], namespace="acme") == [
         stored[2],
         stored[0],
@@ -467,6 +468,14 @@ def test_a_collection_with_another_distance_is_refused(
         client.close()
 
 
+def test_unusable_folder_is_a_store_error(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    with pytest.raises(StoreError, match="cannot open the embedded Chroma") as info:
+        ChromaStore(not_a_folder, embedder=embedder)
+    assert info.value.__cause__ is not None
+
+
 @pytest.mark.parametrize(
     "url", ["ftp://127.0.0.1:8000", "http://", "http://127.0.0.1:8000/api", "http://h:99999"]
 )
@@ -479,6 +488,27 @@ def test_bad_urls_are_refused(url: str, embedder: LocalEmbedder) -> None:
 def test_bad_collection_names_are_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(StoreInputError, match="collection"):
         ChromaStore(tmp_path / "db", collection=name)
+
+
+def test_an_explicit_path_wins_over_the_environment(
+    tmp_path: Path, embedder: LocalEmbedder, unused_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTXBUDGET_CHROMA_URL", unused_url)
+    with ChromaStore(tmp_path / "db", embedder=embedder) as store:
+        assert "embedded" in store.location
+    with pytest.raises(StoreError, match="CTXBUDGET_CHROMA_URL"):
+        ChromaStore(embedder=embedder)  # nothing explicit: the environment's server
+
+
+def test_default_folder_is_dot_ctxbudget(
+    tmp_path: Path, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CTXBUDGET_CHROMA_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with ChromaStore(embedder=embedder) as store:
+        store.add([pinned("p", "fact")])
+        assert store.location.endswith(".ctxbudget")
+    assert (tmp_path / ".ctxbudget").is_dir()
 
 
 @pytest.mark.integration

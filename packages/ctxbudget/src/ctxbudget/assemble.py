@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, groupby
+from operator import attrgetter
 from time import perf_counter
 
 from ctxbudget.budget import Budget
-from ctxbudget.dedupe import dedupe
+from ctxbudget.dedupe import Duplicate, dedupe, dedupe_ids
 from ctxbudget.errors import BudgetExceededError, InvalidItemError
 from ctxbudget.history import HistoryPacker, iter_exchanges
-from ctxbudget.items import ContextItem, Shrink, Tier, tier_name
+from ctxbudget.items import NEVER_PRUNED_TIERS, ContextItem, Shrink, Tier, tier_name
 from ctxbudget.packing import DEFAULT_EXACT_LIMIT, SolverReport, solve
 from ctxbudget.render import Format, Layout, Part
 from ctxbudget.report import AssembledContext, PrunedItem, PruneReason, TierUsage
@@ -26,6 +29,10 @@ from ctxbudget.tokens import TokenCounter
 __all__ = ["ContextAssembler"]
 
 _RECENT = int(Tier.RECENT)
+_TIER = attrgetter("tier")
+_ID = attrgetter("id")
+_SHRINK = attrgetter("shrink")
+_NEVER = Shrink.NEVER
 
 
 @dataclass(slots=True)
@@ -46,18 +53,21 @@ class _State:
     lazy: list[tuple[Sequence[ContextItem], PruneReason, str]] = field(default_factory=list)
     solvers: dict[int, SolverReport] = field(default_factory=dict)
     truncated: list[str] = field(default_factory=list)
+    history: list[ContextItem] = field(default_factory=list)
 
     def open_cost(self, section: str) -> int:
-        cost = 0 if section in self.sections else self.layout.open_cost(section)
-        group = self.layout.group_of(section)
-        if group not in self.groups:
-            cost += self.layout.group_open_cost(group)
+        if section in self.sections:
+            return 0
+        cost = self.layout.open_cost(section)
+        for group in self.layout.groups_of(section):
+            if group not in self.groups:
+                cost += self.layout.group_open_cost(group)
         return cost
 
     def add(self, item: ContextItem, section: str, cost: int, *, capped: bool = True) -> None:
         opening = self.open_cost(section)
         self.sections.add(section)
-        self.groups.add(self.layout.group_of(section))
+        self.groups.update(self.layout.groups_of(section))
         self.used += cost + opening
         tier = int(item.tier)
         self.tier_tokens[tier] = self.tier_tokens.get(tier, 0) + cost + opening
@@ -143,30 +153,24 @@ class ContextAssembler:
         budget = Budget.coerce(budget)
         layout = self.layout(format)
         offered = _checked(items)
-        kept, duplicates = dedupe(offered, near_threshold=self.near_duplicate_threshold)
-        position = {item.id: index for index, item in enumerate(kept)}
+        groups, duplicates, offered_per_tier = self._group(offered)
 
-        state = self._pack(kept, budget, layout, replaced={})
-        replaced = self._substitutions(kept, state)
+        state = self._pack(groups, budget, layout, replaced={})
+        replaced = self._substitutions(groups, state)
         if replaced:
-            state = self._pack(kept, budget, layout, replaced=replaced)
+            state = self._pack(groups, budget, layout, replaced=replaced)
         for dup in duplicates:
             detail = f"same {dup.how} as {dup.kept_id}"
             state.pruned.append(PrunedItem(dup.item, PruneReason.DUPLICATE, detail))
 
-        placed: dict[str, list[ContextItem]] = {}
-        for item in state.included:
-            placed.setdefault(state.section[item.id], []).append(item)
-        for section_items in placed.values():
-            section_items.sort(key=lambda it: (position.get(it.id, len(position)), it.id))
+        placed = _place(state, groups, offered)
         included = [it for s in _SECTION_ORDER for it in placed.get(s, ())]
         parts = layout.render_sections(placed)
         tokens_used = self._exact_tokens(layout, state, parts)
         if tokens_used > budget.available:
             # Only reachable with counters whose counts are not additive (Hugging Face,
             # approximate): drop the least valuable items until the exact count fits.
-            included, parts, tokens_used = self._shrink_to_fit(layout, state, placed, position)
-        tiers = _usage(offered, state)
+            included, parts, tokens_used = self._shrink_to_fit(layout, state, placed)
         return AssembledContext(
             layout=layout,
             parts=parts,
@@ -175,16 +179,57 @@ class ContextAssembler:
             pruned_lazy=state.lazy,
             budget=budget,
             tokens_used=tokens_used,
-            tiers=tiers,
+            tiers=_usage(offered_per_tier, state),
             solvers=state.solvers,
             truncated=state.truncated,
             timing_ms=(perf_counter() - start) * 1000.0,
         )
 
+    def _group(
+        self, offered: list[ContextItem]
+    ) -> tuple[dict[int | None, list[ContextItem]], list[Duplicate], dict[int, int]]:
+        """Items by tier (``None``: never pruned, whatever the tier), duplicates removed.
+
+        Everything here runs at C speed over the whole input (runs of equal tiers are sliced,
+        not walked); only the non-history items are compared by content.
+        """
+        duplicates: list[Duplicate] = []
+        kept = offered
+        if len(set(map(_ID, offered))) != len(offered):
+            keep = [True] * len(offered)
+            dedupe_ids(offered, keep, duplicates)
+            kept = list(compress(offered, keep))
+        groups: dict[int | None, list[ContextItem]] = defaultdict(list)
+        start = 0
+        for tier, run in groupby(map(_TIER, kept)):
+            end = start + len(list(run))
+            groups[tier].extend(kept[start:end])
+            start = end
+        offered_per_tier = {int(t): len(g) for t, g in groups.items() if t is not None}
+        for dup in duplicates:
+            tier = int(dup.item.tier)
+            offered_per_tier[tier] = offered_per_tier.get(tier, 0) + 1
+        if _NEVER in map(_SHRINK, kept):
+            for tier in [t for t in groups if t is not None]:
+                never = [it for it in groups[tier] if it.shrink is _NEVER]
+                if never:
+                    groups[None].extend(never)
+                    groups[tier] = [it for it in groups[tier] if it.shrink is not _NEVER]
+        others = [it for t, g in groups.items() if t != _RECENT for it in g]
+        if len(others) > 1:
+            unique, dropped = dedupe(others, near_threshold=self.near_duplicate_threshold)
+            if dropped:
+                duplicates.extend(dropped)
+                alive = set(map(id, unique))
+                for t in list(groups):
+                    if t != _RECENT:
+                        groups[t] = [it for it in groups[t] if id(it) in alive]
+        return groups, duplicates, offered_per_tier
+
     # -- packing ---------------------------------------------------------------------------
     def _pack(
         self,
-        items: Sequence[ContextItem],
+        groups: dict[int | None, list[ContextItem]],
         budget: Budget,
         layout: Layout,
         *,
@@ -192,21 +237,25 @@ class ContextAssembler:
     ) -> _State:
         state = _State(layout=layout, budget=budget)
         promoted = {s.id: s for s in replaced.values()}
-        history: list[ContextItem] = []
         required: list[ContextItem] = []
         by_tier: dict[int, list[ContextItem]] = {}
-        for item in items:
-            if item.id in replaced:
+        history: list[ContextItem] = []
+        required.extend(groups.get(None, ()))
+        for tier, members in sorted((t, m) for t, m in groups.items() if t is not None):
+            if tier in NEVER_PRUNED_TIERS:
+                required.extend(members)
                 continue
-            item = promoted.get(item.id, item)
-            if item.never_pruned:
-                required.append(item)
-            elif item.tier == _RECENT and item.role is not None and item.id not in promoted:
-                history.append(item)
-            else:
-                by_tier.setdefault(int(item.tier), []).append(item)
-        covered = [it for it in items if it.id in replaced]
-        if covered:
+            if replaced:
+                members = [it for it in members if it.id not in replaced and it.id not in promoted]
+            if tier == _RECENT:
+                history, members = members, []
+            if members:
+                by_tier[tier] = members
+        for summary in sorted(promoted.values(), key=lambda it: it.id, reverse=True):
+            # A summary standing in for what it covers is packed first in their tier.
+            by_tier.setdefault(int(summary.tier), []).insert(0, summary)
+        if replaced:
+            covered = [it for members in groups.values() for it in members if it.id in replaced]
             state.lazy.append((covered, PruneReason.REPLACED_BY_SUMMARY, "a summary covers it"))
 
         state.used = layout.base_cost()
@@ -246,6 +295,7 @@ class ContextAssembler:
         if budget.floors:
             self._fill(by_tier, state, budget, promoted)
 
+        state.history = packer.chronological()
         if packer.cut:
             state.lazy.append((packer.cut, PruneReason.OVER_BUDGET, "history kept newest first"))
         state.lazy.append((_Remaining(packer), PruneReason.OVER_BUDGET, "older than kept history"))
@@ -287,7 +337,7 @@ class ContextAssembler:
             return
         sections = [_section(it, promoted) for it in fresh]
         costs = [layout.cost(it, s) for it, s in zip(fresh, sections, strict=True)]
-        opening = max(state.open_cost(s) for s in sections)
+        opening = max(state.open_cost(s) for s in set(sections))
         capacity = allowance - opening
         held_back = 0
         if self.summarizer is not None and sum(costs) > capacity:
@@ -310,21 +360,23 @@ class ContextAssembler:
                 left -= costs[i]
         for i in sorted(picked):
             state.add(fresh[i], sections[i], costs[i])
-        if not picked:
-            left = allowance
-        left += held_back
+        left = left + held_back if picked else allowance
         rest = [i for i in ranked if i not in picked]
-        left = self._shrink_rest(fresh, sections, rest, state, left)
+        if self.summarizer is not None or any(fresh[i].shrink is Shrink.TRUNCATE for i in rest):
+            self._shrink_rest(fresh, sections, rest, state, left)
         free = state.budget.available - state.used
+        cap = budget.cap_tokens(tier)
+        capped: list[ContextItem] = []
+        over: list[ContextItem] = []
         for i in rest:
             if fresh[i].id in state.included_ids:
                 continue
-            cap = budget.cap_tokens(tier)
-            if cap is not None and costs[i] <= free:
-                reason, detail = PruneReason.TIER_CAP, f"{tier_name(tier)} cap {cap:,} tokens"
-            else:
-                reason, detail = PruneReason.OVER_BUDGET, f"needs {costs[i]:,} tokens"
-            state.pruned.append(PrunedItem(fresh[i], reason, detail))
+            (capped if cap is not None and costs[i] <= free else over).append(fresh[i])
+        if capped:
+            detail = f"{tier_name(tier)} cap of {cap:,} tokens reached"
+            state.lazy.append((capped, PruneReason.TIER_CAP, detail))
+        if over:
+            state.lazy.append((over, PruneReason.OVER_BUDGET, f"{tier_name(tier)} was full"))
 
     def _shrink_rest(
         self,
@@ -463,7 +515,9 @@ class ContextAssembler:
                 state.add(item, section, layout.cost(item, section))
                 state.pruned = [p for p in state.pruned if p.item.id != item.id]
 
-    def _substitutions(self, items: Sequence[ContextItem], state: _State) -> dict[str, ContextItem]:
+    def _substitutions(
+        self, groups: dict[int | None, list[ContextItem]], state: _State
+    ) -> dict[str, ContextItem]:
         """Summaries to use in place of clusters that did not fully fit, costliest first.
 
         A summary covers the ids in its ``summary_of``, or, when that is empty, every item of
@@ -471,10 +525,11 @@ class ContextAssembler:
         room; it then takes the highest tier and score of what it covers.
         """
         summaries = [
-            it for it in items if it.tier == Tier.SUMMARY and (it.summary_of or it.cluster_id)
+            it for it in groups.get(int(Tier.SUMMARY), []) if it.summary_of or it.cluster_id
         ]
         if not summaries:
             return {}
+        items = [it for members in groups.values() for it in members]
         left_out = {p.item.id for p in state.pruned if p.reason in _ROOM_REASONS}
         for items_lazy, reason, _ in state.lazy:
             if reason in _ROOM_REASONS and not isinstance(items_lazy, _Remaining):
@@ -529,11 +584,10 @@ class ContextAssembler:
         layout: Layout,
         state: _State,
         placed: dict[str, list[ContextItem]],
-        position: dict[str, int],
     ) -> tuple[list[ContextItem], list[Part], int]:
         budget = state.budget
         while True:
-            victim = _least_valuable(placed, position)
+            victim = _least_valuable(placed)
             if victim is None:
                 msg = (
                     "the never-pruned items do not fit when counted exactly: "
@@ -591,11 +645,37 @@ class _Remaining(Sequence[ContextItem]):
         return iter(self._all())
 
 
+def _place(
+    state: _State, groups: dict[int | None, list[ContextItem]], offered: Sequence[ContextItem]
+) -> dict[str, list[ContextItem]]:
+    """Included items by section, in render order."""
+    placed: dict[str, list[ContextItem]] = {}
+    for item in state.included:
+        placed.setdefault(state.section[item.id], []).append(item)
+    index = {
+        it.id: i
+        for tier, members in groups.items()
+        if tier != _RECENT
+        for i, it in enumerate(members)
+    }
+    for section, members in placed.items():
+        if section != "history":
+            members.sort(key=lambda it: (int(it.tier), index.get(it.id, len(index)), it.id))
+        elif len(members) == len(state.history):
+            members[:] = state.history
+        else:  # never-pruned messages joined the packed ones: order by the conversation
+            order = {it.id: i for i, it in enumerate(offered)}
+            members.sort(key=lambda it: order.get(it.id, -1))
+    return placed
+
+
 def _checked(items: Iterable[ContextItem]) -> list[ContextItem]:
     if isinstance(items, ContextItem | str | bytes):
         msg = "items must be an iterable of ContextItem, not a single item or a string"
         raise InvalidItemError(msg)
     out = list(items)
+    if set(map(type, out)) <= {ContextItem}:
+        return out
     for index, item in enumerate(out):
         if not isinstance(item, ContextItem):
             msg = (
@@ -634,18 +714,17 @@ def _too_big(state: _State, budget: Budget) -> BudgetExceededError:
 
 
 def _least_valuable(
-    placed: dict[str, list[ContextItem]], position: dict[str, int]
+    placed: dict[str, list[ContextItem]],
 ) -> tuple[str, list[ContextItem]] | None:
     candidates = [
-        (section, item)
+        (section, index, item)
         for section, items in placed.items()
-        for item in items
-        if not item.never_pruned and section != "history"
+        if section != "history"
+        for index, item in enumerate(items)
+        if not item.never_pruned
     ]
     if candidates:
-        section, item = max(
-            candidates, key=lambda c: (int(c[1].tier), -c[1].score, position.get(c[1].id, 0))
-        )
+        section, _, item = max(candidates, key=lambda c: (int(c[2].tier), -c[2].score, c[1]))
         return section, [item]
     history = [it for it in placed.get("history", []) if not it.never_pruned]
     if not history:
@@ -659,10 +738,7 @@ def _least_valuable(
     return "history", drop
 
 
-def _usage(offered: Sequence[ContextItem], state: _State) -> dict[int, TierUsage]:
-    counts: dict[int, int] = {}
-    for item in offered:
-        counts[int(item.tier)] = counts.get(int(item.tier), 0) + 1
+def _usage(counts: dict[int, int], state: _State) -> dict[int, TierUsage]:
     kept: dict[int, int] = {}
     for item in state.included:
         kept[int(item.tier)] = kept.get(int(item.tier), 0) + 1

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 
 import numpy as np
 
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.items import ContextItem, Tier
 
-__all__ = ["Duplicate", "dedupe", "normalize"]
+__all__ = ["Duplicate", "dedupe", "dedupe_ids", "normalize"]
 
 _SPACE = re.compile(r"\s+")
 _NORMALIZED: dict[str, str] = {}
@@ -46,60 +48,80 @@ def _rank(item: ContextItem, index: int) -> tuple[int, int, float, int]:
     return (0 if item.never_pruned else 1, int(item.tier), -item.score, index)
 
 
+_ID = attrgetter("id")
+_TIER = attrgetter("tier")
+_HISTORY = int(Tier.RECENT)
+
+
 def dedupe(
-    items: Sequence[ContextItem],
-    *,
-    near_threshold: float | None = 0.95,
-    is_history: Callable[[ContextItem], bool] | None = None,
+    items: Sequence[ContextItem], *, near_threshold: float | None = 0.95
 ) -> tuple[list[ContextItem], list[Duplicate]]:
     """Keep the best copy of each duplicate group, in input order; report the rest.
 
     Same id: always duplicates (two *different* never-pruned items with one id are an error).
-    Same normalized content or cosine similarity of embeddings at or
-    above ``near_threshold``: duplicates unless both are history messages (people repeat
-    themselves; each turn is its own) or one of them is never pruned. The copy kept is the
-    never-pruned one, else the higher tier, else the higher score, else the earlier.
+    Same normalized content or cosine similarity of embeddings at or above ``near_threshold``:
+    duplicates unless one of them is a history message (people repeat themselves; each turn is
+    its own) or never pruned. The copy kept is the never-pruned one, else the higher tier, else
+    the higher score, else the earlier.
+
+    Cost: one C-speed pass over all items; only non-history items are compared by content, so a
+    long conversation costs next to nothing here.
     """
-    history = is_history or (lambda item: item.tier == Tier.RECENT and item.role is not None)
-    ranked = sorted(range(len(items)), key=lambda i: _rank(items[i], i))
-    keep = [False] * len(items)
+    n = len(items)
+    keep = [True] * n
     dropped: list[Duplicate] = []
-    by_id: dict[str, str] = {}
-    ranked_index: dict[str, int] = {}
+    if len(set(map(_ID, items))) != n:
+        dedupe_ids(items, keep, dropped)
+    tiers = list(map(_TIER, items))
+    others = [i for i in range(n) if tiers[i] != _HISTORY and keep[i]]
+    keys = [normalize(items[i].text) for i in others]
+    if len(set(keys)) == len(keys) and (
+        near_threshold is None or all(items[i].embedding is None for i in others)
+    ):
+        return list(compress(items, keep)), dropped  # nothing alike: no ranking needed
+    others.sort(key=lambda i: _rank(items[i], i))
     by_text: dict[str, str] = {}
     vectors: list[tuple[int, np.ndarray]] = []
-    for index in ranked:
+    for index in others:
         item = items[index]
-        if item.id in by_id:
-            first = items[ranked_index[item.id]]
-            if item.never_pruned and first.text != item.text:
-                msg = (
-                    f"two different never-pruned items share the id {item.id!r}; give each "
-                    "system prompt, query or shrink='never' item its own id"
-                )
-                raise InvalidItemError(msg)
-            dropped.append(Duplicate(item, by_id[item.id], "id"))
+        key = normalize(item.text)
+        if item.never_pruned:
+            by_text.setdefault(key, item.id)
             continue
-        if not history(item) and not item.never_pruned:
-            key = normalize(item.text)
-            if key in by_text:
-                dropped.append(Duplicate(item, by_text[key], "content"))
-                continue
-            by_text[key] = item.id
-        by_id[item.id] = item.id
-        ranked_index[item.id] = index
-        keep[index] = True
-        if (
-            near_threshold is not None
-            and item.embedding is not None
-            and not history(item)
-            and not item.never_pruned
-        ):
+        if key in by_text:
+            keep[index] = False
+            dropped.append(Duplicate(item, by_text[key], "content"))
+            continue
+        by_text[key] = item.id
+        if near_threshold is not None and item.embedding is not None:
             vectors.append((index, np.asarray(item.embedding, dtype=np.float64)))
     if near_threshold is not None and len(vectors) > 1:
-        dropped.extend(_near(items, vectors, keep, near_threshold, history))
-    kept = [item for index, item in enumerate(items) if keep[index]]
-    return kept, dropped
+        dropped.extend(_near(items, vectors, keep, near_threshold))
+    return list(compress(items, keep)), dropped
+
+
+def dedupe_ids(items: Sequence[ContextItem], keep: list[bool], dropped: list[Duplicate]) -> None:
+    """Mark all but the best copy of each id as not kept (``keep[i] = False``)."""
+    best: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first = best.get(item.id)
+        if first is None:
+            best[item.id] = index
+            continue
+        other = items[first]
+        if item.never_pruned and other.never_pruned and item.text != other.text:
+            msg = (
+                f"two different never-pruned items share the id {item.id!r}; give each "
+                "system prompt, query or shrink='never' item its own id"
+            )
+            raise InvalidItemError(msg)
+        if _rank(item, index) < _rank(other, first):
+            best[item.id] = index
+            keep[first] = False
+            dropped.append(Duplicate(other, item.id, "id"))
+        else:
+            keep[index] = False
+            dropped.append(Duplicate(item, other.id, "id"))
 
 
 def _near(
@@ -107,7 +129,6 @@ def _near(
     vectors: list[tuple[int, np.ndarray]],
     keep: list[bool],
     threshold: float,
-    history: Callable[[ContextItem], bool],
 ) -> list[Duplicate]:
     dims = {v.shape for _, v in vectors}
     if len(dims) != 1:

@@ -10,7 +10,7 @@ starts with a tool result, and never with an assistant reply whose user turn was
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ctxbudget.items import ContextItem
 
@@ -77,6 +77,7 @@ class HistoryPacker:
     cut: list[ContextItem]
     exchanges_kept: int = 0
     done: bool = False
+    blocks: list[list[ContextItem]] = field(default_factory=list)
 
     def take(self, allowance: int, *, max_exchanges: int | None = None) -> int:
         """Add exchanges while they fit in ``allowance``; return the tokens used.
@@ -96,6 +97,7 @@ class HistoryPacker:
             total = sum(costs)
             if used + total <= allowance:
                 self.kept.extend(items)
+                self.blocks.append(items)
                 used += total
                 self.exchanges_kept += 1
                 continue
@@ -136,8 +138,13 @@ class HistoryPacker:
             self.cut.extend(step)
         if kept:
             self.kept.extend(kept)
+            self.blocks.append(kept)
             self.exchanges_kept += 1
         return used
+
+    def chronological(self) -> list[ContextItem]:
+        """Kept history in conversation order (exchanges were packed newest first)."""
+        return [item for block in reversed(self.blocks) for item in block]
 
     def remaining(self) -> list[ContextItem]:
         """Everything not yet packed (call once packing is over)."""

@@ -182,6 +182,15 @@ class Layout:
             return 0
         return self._header_cost[section]
 
+    def groups_of(self, section: str) -> tuple[str, ...]:
+        """Every message a section writes into (the text formats' query header goes at the end
+        of the system message, the query itself into the user message).
+        """
+        group = self.group_of(section)
+        if group == "text-query" and self.open_cost(section):
+            return ("text", group)
+        return (group,)
+
     def group_open_cost(self, group: str) -> int:
         """Tokens paid once when a group (a message) gets its first item.
 
@@ -251,7 +260,7 @@ class Layout:
                 continue
             header = self.open_cost(section) and self._headers.get(section)
             if header:
-                parts.append(Part(self.group_of(section), "system", header, None))
+                parts.append(Part(self.groups_of(section)[0], "system", header, None))
             for item in items:
                 role = "system"
                 if section == "history":
@@ -270,12 +279,11 @@ class Layout:
         if self.format != "messages":
             # The query header stays at the end of the system message, so the messages carry
             # exactly the fragments of the text plus the per-message overhead.
-            queries = [p for p in parts if p.group == "text-query" and p.item is not None]
-            body = [p for p in parts if not (p.group == "text-query" and p.item is not None)]
+            queries = [p for p in parts if p.group == "text-query"]
+            body = [p for p in parts if p.group != "text-query"]
             out: list[dict[str, Any]] = []
-            prefix = "".join(p.text for p in body)
-            if prefix:
-                out.append({"role": "system", "content": prefix})
+            if body:  # even when every included text is empty: it was paid for
+                out.append({"role": "system", "content": "".join(p.text for p in body)})
             out.extend({"role": "user", "content": p.text} for p in queries)
             return out
         messages: list[dict[str, Any]] = []

@@ -397,9 +397,11 @@ def _valid_collection_name(name: object) -> str:
 class ChromaStore:
     """Records and their vectors in Chroma: embedded (a local folder) or a Chroma server.
 
-    Which Chroma: an explicit ``client``, else ``url`` (a server), else the environment variable
-    ``CTXBUDGET_CHROMA_URL``, else an embedded Chroma in ``path`` (``./.ctxbudget`` by default).
-    Telemetry is off. The default embedder is `LocalEmbedder`, loaded on first use.
+    Which Chroma: an explicit ``client``, else ``url`` (a server), else an embedded Chroma in
+    ``path``; with none of the three, the server in the environment variable
+    ``CTXBUDGET_CHROMA_URL`` if set, else an embedded Chroma in ``./.ctxbudget``. Telemetry is
+    off. The default embedder is `LocalEmbedder`, loaded on first use, so opening a store is
+    cheap.
 
     Args:
         path: folder of the embedded Chroma.
@@ -412,8 +414,8 @@ class ChromaStore:
         StoreError: Chroma cannot be opened or reached.
         StoreInputError: a malformed URL or collection name.
 
-    >>> store = ChromaStore(tmp_path)  # doctest: +SKIP
-    >>> store.add([Record(id="m1", kind="message", text="hi", session_id="s1")])[0].seq
+    >>> hi = Record(id="m1", kind="message", text="hi", session_id="s1")
+    >>> ChromaStore("./memory").add([hi])[0].seq  # doctest: +SKIP
     0
     """
 
@@ -434,7 +436,7 @@ class ChromaStore:
         self._info: tuple[str, int] | None = None
         self._warned_name = False
         settings = settings_cls(anonymized_telemetry=False)
-        if url is None and client is None:
+        if url is None and client is None and path is None:
             url = os.environ.get(_ENV_URL) or None
         if client is not None:
             self._location = f"the given Chroma client ({type(client).__name__})"
@@ -571,11 +573,17 @@ class ChromaStore:
             with self._chroma("delete", wrote="; some records may already be deleted"):
                 collection.delete(ids=list(keys[start : start + self._batch]))
 
-    def _upsert_meta(self, entries: dict[str, dict[str, Any]], *, wrote: str) -> None:
+    def _upsert_meta(
+        self,
+        entries: dict[str, dict[str, Any]],
+        *,
+        wrote: str,
+        action: str = "write session counters",
+    ) -> None:
         keys = list(entries)
         for start in range(0, len(keys), self._batch):
             chunk = keys[start : start + self._batch]
-            with self._chroma("write session counters", wrote=wrote):
+            with self._chroma(action, wrote=wrote):
                 self._meta.upsert(
                     ids=chunk,
                     embeddings=[[1.0]] * len(chunk),
@@ -598,14 +606,13 @@ class ChromaStore:
                 self._info = (str(meta.get("embedder")), int(meta["dim"]))
         return self._info
 
-    def _check_dimension(self, dimension: int, *, write: bool) -> None:
+    def _check_dimension(self, dimension: int) -> None:
         info = self._store_info()
         name = self._embedder.name
         if info is None:
-            if write:
-                entry = {"type": "store", "embedder": name, "dim": dimension}
-                self._upsert_meta({"store": entry}, wrote="")
-                self._info = (name, dimension)
+            entry = {"type": "store", "embedder": name, "dim": dimension}
+            self._upsert_meta({"store": entry}, action="record the embedder", wrote="")
+            self._info = (name, dimension)
             return
         stored_name, stored_dimension = info
         if stored_dimension != dimension:
@@ -676,7 +683,7 @@ class ChromaStore:
                     )
                     raise StoreInputError(msg + "; nothing was written")
                 if dimensions:
-                    self._check_dimension(dimensions.pop(), write=True)
+                    self._check_dimension(dimensions.pop())
             return self._write(batch, keys, stored, actions, vectors)
 
     @contextmanager
@@ -807,7 +814,8 @@ class ChromaStore:
 
     def _counters(self, sessions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
         ids = [_key("session", ns, sid) for ns, sid in sessions]
-        return {(m["ns"], m["sid"]): int(m["last"]) for _, _, m in self._rows(self._meta, ids=ids)}
+        rows = self._rows(self._meta, ids=ids, documents=False)
+        return {(m["ns"], m["sid"]): int(m["last"]) for _, _, m in rows}
 
     def _last_seq(self, namespace: str, session_id: str, counter: int) -> int:
         # The counter is a hint; messages past it (a failed counter write, another process) win.
@@ -996,9 +1004,9 @@ class ChromaStore:
             clauses.append({"kind": {"$in": wanted}})
         if where is not None:
             clauses.append(_user_where(where))
-        vector = self._query_vector(query)
         if k == 0:
             return []
+        vector = self._query_vector(query)
         info = self._store_info()
         if info is None:
             return []  # nothing was ever written
