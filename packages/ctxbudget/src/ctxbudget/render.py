@@ -183,8 +183,10 @@ class Layout:
         return self._header_cost[section]
 
     def groups_of(self, section: str) -> tuple[str, ...]:
-        """Every message a section writes into (the text formats' query header goes at the end
-        of the system message, the query itself into the user message).
+        """Every message a section writes into.
+
+        The text formats' query header goes at the end of the system message, the query itself
+        into the user message.
         """
         group = self.group_of(section)
         if group == "text-query" and self.open_cost(section):
