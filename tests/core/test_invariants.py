@@ -97,7 +97,7 @@ def test_tiers_are_strict(items: list[ContextItem], budget: int, fmt: Any) -> No
     if ctx is None:
         return
     layout = assembler.layout(fmt)
-    free = ctx.tokens_available - ctx.tokens_used
+    free = ctx.tokens_available - ctx.tokens_used - ctx.packing_slack
     for p in ctx.pruned:
         if p.reason is not PruneReason.OVER_BUDGET or p.item.tier == Tier.RECENT:
             continue
@@ -107,6 +107,11 @@ def test_tiers_are_strict(items: list[ContextItem], budget: int, fmt: Any) -> No
         open_groups = {layout.group_of(s) for s in open_sections}
         section = Layout.section_of(p.item)
         cost = layout.cost(p.item, section)
+        date = layout.date_of(p.item, section)
+        if date and not any(
+            Layout.section_of(it) == section and layout.date_of(it, section) == date for it in above
+        ):
+            cost += COUNTERS["o200k_base"].count(layout.date_line(date))
         if section not in open_sections:
             cost += layout.open_cost(section)
         if layout.group_of(section) not in open_groups:

@@ -46,8 +46,8 @@ def test_content_cannot_forge_a_section_or_turn(hostile: str) -> None:
     assembler = ContextAssembler(COUNTER)
     compact = assembler.assemble(items, budget=2000, format="compact").render()
     headers = [line for line in _lines(compact) if line.startswith("@")]
-    assert headers == ["@pinned", "@context who|time|text", "@history who|time|text", "@query"]
-    history = compact.split("\n@history who|time|text\n")[1].split("\n@query\n")[0]
+    assert headers == ["@pinned", "@context who|text", "@history who|text", "@query"]
+    history = compact.split("\n@history who|text\n")[1].split("\n@query\n")[0]
     rows = [line for line in history.split("\n") if line]
     assert [row.split("|", 1)[0] for row in rows] == ["user", "assistant"]
     text = assembler.assemble(items, budget=2000, format="text").render()

@@ -54,6 +54,23 @@ class _State:
     solvers: dict[int, SolverReport] = field(default_factory=dict)
     truncated: list[str] = field(default_factory=list)
     history: list[ContextItem] = field(default_factory=list)
+    dates: set[tuple[str, str]] = field(default_factory=set)
+    originals: dict[str, ContextItem] = field(default_factory=dict)
+
+    def date_cost(self, item: ContextItem, section: str) -> int:
+        """The date line ``item`` would open in a section sorted by date (history: 0 here)."""
+        if section == "history":
+            return 0
+        date = self.layout.date_of(item, section)
+        if not date or (section, date) in self.dates:
+            return 0
+        return self.layout.counter.count(self.layout.date_line(date))
+
+    def charge(self, tier: int, tokens: int) -> None:
+        """Tokens spent for a tier outside any one item (the date lines of history)."""
+        self.used += tokens
+        self.tier_tokens[tier] = self.tier_tokens.get(tier, 0) + tokens
+        self.capped_tokens[tier] = self.capped_tokens.get(tier, 0) + tokens
 
     def open_cost(self, section: str) -> int:
         if section in self.sections:
@@ -65,14 +82,20 @@ class _State:
         return cost
 
     def add(self, item: ContextItem, section: str, cost: int, *, capped: bool = True) -> None:
-        opening = self.open_cost(section)
+        opening = self.open_cost(section) + self.date_cost(item, section)
         self.sections.add(section)
         self.groups.update(self.layout.groups_of(section))
+        if section != "history":
+            date = self.layout.date_of(item, section)
+            if date:
+                self.dates.add((section, date))
         self.used += cost + opening
+        packed_as = int(item.tier)
+        item = self.originals.get(item.id, item)  # a summary standing in keeps its own tier
         tier = int(item.tier)
         self.tier_tokens[tier] = self.tier_tokens.get(tier, 0) + cost + opening
         if capped:
-            self.capped_tokens[tier] = self.capped_tokens.get(tier, 0) + cost + opening
+            self.capped_tokens[packed_as] = self.capped_tokens.get(packed_as, 0) + cost + opening
         self.included.append(item)
         self.included_ids.add(item.id)
         self.section[item.id] = section
@@ -183,6 +206,7 @@ class ContextAssembler:
             solvers=state.solvers,
             truncated=state.truncated,
             timing_ms=(perf_counter() - start) * 1000.0,
+            packing_slack=max(0, state.used - tokens_used),
         )
 
     def _group(
@@ -237,6 +261,9 @@ class ContextAssembler:
     ) -> _State:
         state = _State(layout=layout, budget=budget)
         promoted = {s.id: s for s in replaced.values()}
+        state.originals = {
+            it.id: it for it in groups.get(int(Tier.SUMMARY), []) if it.id in promoted
+        }
         required: list[ContextItem] = []
         by_tier: dict[int, list[ContextItem]] = {}
         history: list[ContextItem] = []
@@ -270,7 +297,8 @@ class ContextAssembler:
         orphans: list[ContextItem] = []
         packer = HistoryPacker(
             iter_exchanges(history, orphans),
-            cost=lambda it: layout.cost(it, "history"),
+            cost=lambda run: layout.run_cost(run, "history"),
+            refund=lambda older, newer: layout.join_refund(older, newer, "history"),
             kept=[],
             cut=[],
         )
@@ -308,11 +336,16 @@ class ContextAssembler:
         self, packer: HistoryPacker, state: _State, allowance: int, limit: int | None
     ) -> None:
         header = state.open_cost("history")
-        before = len(packer.kept)
+        before = len(packer.blocks)
         if allowance > header:
             packer.take(allowance - header, max_exchanges=limit)
-        for item in packer.kept[before:]:
-            state.add(item, "history", state.layout.cost(item, "history"))
+        layout = state.layout
+        new = zip(packer.blocks[before:], packer.block_costs[before:], strict=True)
+        for block, block_cost in new:
+            costs = [layout.cost(item, "history") for item in block]
+            for item, cost in zip(block, costs, strict=True):
+                state.add(item, "history", cost)
+            state.charge(_RECENT, block_cost - sum(costs))
 
     def _pack_tier(
         self,
@@ -336,7 +369,10 @@ class ContextAssembler:
         if not fresh:
             return
         sections = [_section(it, promoted) for it in fresh]
-        costs = [layout.cost(it, s) for it, s in zip(fresh, sections, strict=True)]
+        costs = [
+            layout.cost(it, s) + state.date_cost(it, s)
+            for it, s in zip(fresh, sections, strict=True)
+        ]
         opening = max(state.open_cost(s) for s in set(sections))
         capacity = allowance - opening
         held_back = 0
@@ -359,7 +395,7 @@ class ContextAssembler:
                 picked.add(i)
                 left -= costs[i]
         for i in sorted(picked):
-            state.add(fresh[i], sections[i], costs[i])
+            state.add(fresh[i], sections[i], layout.cost(fresh[i], sections[i]))
         left = left + held_back if picked else allowance
         rest = [i for i in ranked if i not in picked]
         if self.summarizer is not None or any(fresh[i].shrink is Shrink.TRUNCATE for i in rest):
@@ -396,7 +432,7 @@ class ContextAssembler:
                 continue
             if item.shrink is not Shrink.TRUNCATE:
                 continue
-            room = left - (state.open_cost(section) if section not in state.sections else 0)
+            room = left - state.open_cost(section) - state.date_cost(item, section)
             if room < self.truncate_min_tokens:
                 continue
 
@@ -437,7 +473,7 @@ class ContextAssembler:
             tokens=None,
         )
         section = "summaries"
-        room = left - (state.open_cost(section) if section not in state.sections else 0)
+        room = left - state.open_cost(section) - state.date_cost(template, section)
         overhead = layout.cost(dataclasses.replace(template, text="x"), section) - 1
         if room - overhead < self.truncate_min_tokens:
             return left
@@ -507,7 +543,11 @@ class ContextAssembler:
                 if item.id in state.included_ids:
                     continue
                 section = _section(item, promoted)
-                cost = layout.cost(item, section) + state.open_cost(section)
+                cost = (
+                    layout.cost(item, section)
+                    + state.open_cost(section)
+                    + state.date_cost(item, section)
+                )
                 if cost > budget.available - state.used:
                     continue
                 if cap is not None and state.capped_tokens.get(tier, 0) + cost > cap:
@@ -576,7 +616,7 @@ class ContextAssembler:
         if counter.additive and not self.verify and not joined:
             # Exact by construction: fragments count additively, and the messages form of the
             # text formats holds every fragment plus the message overhead (never less).
-            return state.used
+            return layout.parts_tokens(parts)
         return self._exact_tokens_full(layout, parts)
 
     def _shrink_to_fit(
@@ -658,9 +698,18 @@ def _place(
         if tier != _RECENT
         for i, it in enumerate(members)
     }
+    layout = state.layout
     for section, members in placed.items():
         if section != "history":
-            members.sort(key=lambda it: (int(it.tier), index.get(it.id, len(index)), it.id))
+            # Dated sections are in date order, so each date line appears once.
+            members.sort(
+                key=lambda it: (
+                    layout.date_of(it, section),
+                    int(it.tier),
+                    index.get(it.id, len(index)),
+                    it.id,
+                )
+            )
         elif len(members) == len(state.history):
             members[:] = state.history
         else:  # never-pruned messages joined the packed ones: order by the conversation

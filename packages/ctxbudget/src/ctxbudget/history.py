@@ -69,15 +69,27 @@ def iter_exchanges(
 
 @dataclass(slots=True)
 class HistoryPacker:
-    """Packs exchanges newest first into successive allowances; remembers where it stopped."""
+    """Packs exchanges newest first into successive allowances; remembers where it stopped.
+
+    ``cost`` gives the tokens of consecutive messages (with any date lines among them);
+    ``refund(older, newer)`` the tokens saved when ``older`` is placed right before ``newer``
+    (a date line ``newer`` no longer needs). ``block_costs`` holds what each kept block adds.
+    """
 
     exchanges: Iterator[Exchange]
-    cost: Callable[[ContextItem], int]
+    cost: Callable[[Sequence[ContextItem]], int]
     kept: list[ContextItem]
     cut: list[ContextItem]
     exchanges_kept: int = 0
     done: bool = False
     blocks: list[list[ContextItem]] = field(default_factory=list)
+    block_costs: list[int] = field(default_factory=list)
+    refund: Callable[[Sequence[ContextItem], Sequence[ContextItem]], int] | None = None
+
+    def _joined(self, block: Sequence[ContextItem], cost: int) -> int:
+        if self.refund is not None and self.blocks:
+            return cost - self.refund(block, self.blocks[-1])
+        return cost
 
     def take(self, allowance: int, *, max_exchanges: int | None = None) -> int:
         """Add exchanges while they fit in ``allowance``; return the tokens used.
@@ -93,11 +105,11 @@ class HistoryPacker:
                 self.done = True
                 break
             items = exchange.items()
-            costs = [self.cost(item) for item in items]
-            total = sum(costs)
+            total = self._joined(items, self.cost(items))
             if used + total <= allowance:
                 self.kept.extend(items)
                 self.blocks.append(items)
+                self.block_costs.append(total)
                 used += total
                 self.exchanges_kept += 1
                 continue
@@ -109,7 +121,7 @@ class HistoryPacker:
         used = 0
         kept: list[ContextItem] = []
         if exchange.head is not None:
-            head_cost = self.cost(exchange.head)
+            head_cost = self.cost([exchange.head])
             if head_cost > room:
                 self.cut.extend(exchange.items())
                 return 0
@@ -118,7 +130,7 @@ class HistoryPacker:
         steps = list(exchange.steps)
         split = len(steps)
         for position in range(len(steps) - 1, -1, -1):
-            step_cost = sum(self.cost(item) for item in steps[position])
+            step_cost = self.cost(steps[position])
             if used + step_cost > room:
                 break
             used += step_cost
@@ -137,9 +149,12 @@ class HistoryPacker:
         for step in steps[:split]:
             self.cut.extend(step)
         if kept:
+            cost = self._joined(kept, self.cost(kept))
             self.kept.extend(kept)
             self.blocks.append(kept)
+            self.block_costs.append(cost)
             self.exchanges_kept += 1
+            return cost
         return used
 
     def chronological(self) -> list[ContextItem]:

@@ -20,6 +20,7 @@ property are checked on the whole rendered output instead.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,9 +65,9 @@ _TEXT_HEADERS = {
 _COMPACT_HEADERS = {
     "pinned": "@pinned\n",
     "tools": "@tools\n",
-    "summaries": "@summaries who|time|text\n",
-    "knowledge": "@context who|time|text\n",
-    "history": "@history who|time|text\n",
+    "summaries": "@summaries who|text\n",
+    "knowledge": "@context who|text\n",
+    "history": "@history who|text\n",
     "query": "@query\n",
 }
 _SECTION_OF_TIER = {
@@ -76,6 +77,12 @@ _SECTION_OF_TIER = {
     int(Tier.TOOLS): "tools",
     int(Tier.RECENT): "history",
     int(Tier.SUMMARY): "summaries",
+}
+# Sections whose rows sit under date lines, per format (messages: history rows are messages).
+_DATED = {
+    "messages": frozenset({"knowledge", "summaries"}),
+    "text": frozenset({"knowledge", "summaries", "history"}),
+    "compact": frozenset({"knowledge", "summaries", "history"}),
 }
 # Characters a model (or a tokenizer) may read as a line break.
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -126,13 +133,37 @@ def _indent(text: str) -> str:
     return _LINE_BREAKS.sub("\n  ", text.strip())
 
 
-def _time(timestamp: float | None) -> str:
+def _date(timestamp: float | None) -> str:
     if timestamp is None:
         return ""
     try:
-        return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M")
+        return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d")
     except (OverflowError, OSError, ValueError):
         return ""
+
+
+def _with_calls(item: ContextItem) -> str:
+    """The text of a message, plus the tool calls it makes (a model must see what was called)."""
+    if not item.tool_calls:
+        return item.text
+    payloads = item.metadata.get("tool_calls")
+    calls: list[str] = []
+    if isinstance(payloads, list):
+        for call in payloads:
+            function = call.get("function", call) if isinstance(call, dict) else {}
+            name = function.get("name", "tool") if isinstance(function, dict) else "tool"
+            arguments = (
+                function.get("arguments", function.get("args", ""))
+                if isinstance(function, dict)
+                else ""
+            )
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
+            calls.append(f"{name}({arguments})")
+    else:
+        calls = [f"tool call {call_id}" for call_id in item.tool_calls]
+    text = item.text.strip()
+    return (text + " " if text else "") + "[calls " + "; ".join(calls) + "]"
 
 
 def _label(item: ContextItem) -> str:
@@ -226,20 +257,52 @@ class Layout:
         if section == "query" and self.format != "messages":
             return item.text.strip()  # last fragment of the text, after its header
         if self.format == "compact":
-            text = escape_compact(item.text.strip())
+            text = escape_compact(_with_calls(item).strip())
             if section in ("pinned", "tools"):
                 return f"- {text}\n"
             who = escape_compact(_label(item), field=True)
-            return f"{who}|{_time(item.timestamp)}|{text}\n"
-        body = _indent(item.text)
+            return f"{who}|{text}\n"
+        body = _indent(_with_calls(item))
         if section == "history":
             return f"{_label(item)}: {body}\n"
-        if section in ("knowledge", "summaries") and (item.role or item.timestamp is not None):
-            when = _time(item.timestamp)
-            prefix = f"[{when}] " if when else ""
-            who = f"{_label(item)}: " if item.role else ""
-            return f"- {prefix}{who}{body}\n"
+        if section in ("knowledge", "summaries") and item.role:
+            return f"- {_label(item)}: {body}\n"
         return f"- {body}\n"
+
+    # -- dates: one line when the date changes, not a time on every row ----------------------
+    def date_of(self, item: ContextItem, section: str) -> str:
+        """The date line an item sits under (empty: none), by format and section."""
+        if item.timestamp is None or section not in _DATED[self.format]:
+            return ""
+        return _date(item.timestamp)
+
+    def date_line(self, date: str) -> str:
+        """The line that opens a run of items of one date."""
+        return f"[{date}]\n"
+
+    def join_refund(
+        self, older: Sequence[ContextItem], newer: Sequence[ContextItem], section: str
+    ) -> int:
+        """Tokens saved when ``older`` renders right before ``newer``: the date line ``newer``
+        opens with is not needed when ``older`` ends on the same date.
+        """
+        first = next((d for d in (self.date_of(it, section) for it in newer) if d), "")
+        if not first:
+            return 0
+        last = next((d for d in (self.date_of(it, section) for it in reversed(older)) if d), "")
+        return self.counter.count(self.date_line(first)) if first == last else 0
+
+    def run_cost(self, items: Sequence[ContextItem], section: str) -> int:
+        """Tokens of consecutive items (in render order) with the date lines among them."""
+        total = 0
+        last = ""
+        for item in items:
+            date = self.date_of(item, section)
+            if date and date != last:
+                total += self.counter.count(self.date_line(date))
+                last = date
+            total += self.cost(item, section)
+        return total
 
     def cost(self, item: ContextItem, section: str) -> int:
         """Tokens ``item`` adds when included (its message overhead for the messages format)."""
@@ -263,7 +326,12 @@ class Layout:
             header = self.open_cost(section) and self._headers.get(section)
             if header:
                 parts.append(Part(self.groups_of(section)[0], "system", header, None))
+            last = ""
             for item in items:
+                date = self.date_of(item, section)
+                if date and date != last:
+                    parts.append(Part(self.group_of(section), "system", self.date_line(date), None))
+                    last = date
                 role = "system"
                 if section == "history":
                     role = item.role or "user"
@@ -271,6 +339,28 @@ class Layout:
                     role = "user"
                 parts.append(Part(self.group_of(section), role, self.fragment(item, section), item))
         return parts
+
+    def parts_tokens(self, parts: Sequence[Part]) -> int:
+        """The exact tokens of the output as sent, summed from the parts' cached counts.
+
+        Exact for counters whose counts add up over fragments (tiktoken); see the module
+        docstring.
+        """
+        counter = self.counter
+        total = counter.reply_priming
+        groups: set[str] = set()
+        for part in parts:
+            if part.item is not None and (
+                self.format == "messages" and part.group in ("history", "query")
+            ):
+                section = "query" if part.group == "query" else "history"
+                total += self.cost(part.item, section)
+                continue
+            if part.group not in groups:
+                groups.add(part.group)
+                total += self.group_open_cost(part.group)
+            total += counter.count(part.text)
+        return total
 
     def to_text(self, parts: Iterable[Part]) -> str:
         """Join parts into the text output (text and compact formats)."""

@@ -79,6 +79,7 @@ class AssembledContext:
         "tokens_used",
         "truncated",
         "tiers",
+        "packing_slack",
     )
 
     def __init__(
@@ -95,6 +96,7 @@ class AssembledContext:
         solvers: Mapping[int, SolverReport],
         truncated: Sequence[str],
         timing_ms: float,
+        packing_slack: int = 0,
     ) -> None:
         self._layout = layout
         self._parts = tuple(parts)
@@ -108,6 +110,9 @@ class AssembledContext:
         self.solvers = dict(solvers)
         self.truncated = tuple(truncated)
         self.timing_ms = timing_ms
+        #: Tokens packing set aside (date lines it could not know were shared) that the final
+        #: output did not need; ``tokens_used + packing_slack`` is what packing accounted.
+        self.packing_slack = packing_slack
         self.format: Format = layout.format
         self.counter_name = layout.counter.name
         self.approximate = layout.counter.approximate

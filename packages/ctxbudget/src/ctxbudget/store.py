@@ -939,6 +939,54 @@ class ChromaStore:
         found = self._records_where(self._session_where(namespace, session_id))
         return sorted(found, key=lambda r: r.seq or 0)
 
+    def find(
+        self,
+        *,
+        namespace: str,
+        kinds: Sequence[str] | None = None,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        seqs: Sequence[int] | None = None,
+        where: dict[str, Any] | None = None,
+    ) -> list[Record]:
+        """Records that pass every filter, by metadata alone (no vector search).
+
+        For small sets: a session's pinned facts and summaries, messages at given ``seqs``.
+        Results are sorted by kind, seq and id.
+
+        Args:
+            namespace: the tenant.
+            kinds: only these kinds.
+            session_id: only this session's records.
+            user_id: only this user's records.
+            seqs: only messages at these sequence numbers.
+            where: a filter over the records' user ``metadata`` keys (as in `search`).
+        """
+        clauses: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
+        if session_id is not None:
+            clauses.append({"sid": _require_name("session_id", session_id)})
+        if user_id is not None:
+            clauses.append({"uid": _require_name("user_id", user_id)})
+        if kinds is not None:
+            wanted = [kinds] if isinstance(kinds, str) else list(kinds)
+            unknown = [kind for kind in wanted if kind not in KINDS]
+            if unknown:
+                msg = f"kinds {unknown} are unknown; use some of {sorted(KINDS)}"
+                raise StoreInputError(msg)
+            if not wanted:
+                return []
+            clauses.append({"kind": {"$in": wanted}})
+        if seqs is not None:
+            numbers = sorted({_require_count("seq", n) for n in seqs})
+            if not numbers:
+                return []
+            clauses.append({"seq": {"$in": numbers}})
+        if where is not None:
+            clauses.append(_user_where(where))
+        found = self._records_where(_and(clauses))
+        found.sort(key=lambda r: (r.kind, -1 if r.seq is None else r.seq, r.id))
+        return found
+
     def get(self, ids: Sequence[str], *, namespace: str) -> list[Record]:
         """The records with these ids, in the order asked; unknown ids are skipped.
 

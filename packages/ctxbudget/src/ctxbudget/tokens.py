@@ -23,7 +23,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from itertools import islice
@@ -953,6 +953,19 @@ class TokenCounter:
         return total
 
     # -- cache ---------------------------------------------------------------------------------
+
+    def remember(self, known: Iterable[tuple[str, int]]) -> None:
+        """Put counts computed earlier (stored with records) into the cache, uncounted.
+
+        Only pass counts made with this counter's encoding (`name`): they are trusted.
+        """
+        fresh = {text: n for text, n in known if text not in self._cache}
+        bad = [n for n in fresh.values() if isinstance(n, bool) or not isinstance(n, int) or n < 0]
+        if bad:
+            msg = f"remembered token counts must be non-negative ints, got {bad[0]!r}"
+            raise InvalidItemError(msg)
+        if fresh:
+            _store(self._cache, self._stats, fresh)
 
     def cache_info(self) -> CacheInfo:
         """Hits, misses and size of the count cache this counter shares with its encoding's.

@@ -1,0 +1,311 @@
+"""The ``ctxbudget`` command: demo, ingest, assemble, explain, stats.
+
+User mistakes (a bad file, an unknown model, a budget too small) end with one clear line on
+stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ctxbudget.errors import CtxBudgetError
+
+__all__ = ["main"]
+
+_TELEMETRY = {"ANONYMIZED_TELEMETRY": "False", "ORT_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "1"}
+
+
+class UsageError(Exception):
+    """A mistake in the command line or an input file; the message says what to fix."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    for key, value in _TELEMETRY.items():
+        os.environ.setdefault(key, value)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        result: int = args.run(args)
+    except (CtxBudgetError, UsageError) as exc:
+        print(f"ctxbudget: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ctxbudget: interrupted", file=sys.stderr)
+        return 130
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ctxbudget",
+        description="Token-budgeted context assembly: store a conversation, assemble what fits.",
+    )
+    parser.add_argument(
+        "--path", help="folder of the embedded store (default ./.ctxbudget)", default=None
+    )
+    parser.add_argument(
+        "--chroma-url", help="use a Chroma server (or set CTXBUDGET_CHROMA_URL)", default=None
+    )
+    parser.add_argument("--namespace", default="default", help="tenant (default: default)")
+    parser.add_argument("--model", default="gpt-4o", help="model whose tokenizer counts")
+    commands = parser.add_subparsers(title="commands", dest="command")
+
+    demo = commands.add_parser(
+        "demo", help="build a store from the bundled conversation and assemble under 3 budgets"
+    )
+    demo.add_argument("--budgets", default="400,1200,4000", help="comma-separated token budgets")
+    demo.add_argument("--keep", action="store_true", help="keep the demo store (with --path)")
+    demo.set_defaults(run=_demo)
+
+    ingest = commands.add_parser("ingest", help="store chat logs (JSON/JSONL) or documents")
+    ingest.add_argument("file", help=".jsonl/.json chat log, or .txt/.md document")
+    ingest.add_argument("--session", help="session id for messages that carry none")
+    ingest.add_argument("--user", help="user id for the messages")
+    ingest.add_argument("--collection", default="kb", help="document collection (default kb)")
+    ingest.set_defaults(run=_ingest)
+
+    for name, helptext in (
+        ("assemble", "print the assembled context for a query"),
+        ("explain", "show what was kept and cut for a query, and why"),
+    ):
+        sub = commands.add_parser(name, help=helptext)
+        sub.add_argument("query", help="the user's current message")
+        sub.add_argument("--session", required=True, help="the session to assemble for")
+        sub.add_argument("--budget", type=int, default=4096, help="tokens (default 4096)")
+        sub.add_argument("--reserve", type=int, default=0, help="tokens kept for the reply")
+        sub.add_argument("--format", choices=("messages", "text", "compact"), default="messages")
+        sub.add_argument("--system", default=None, help="system prompt")
+        sub.add_argument("--user", default=None, help="user id (default: from the session)")
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        sub.set_defaults(run=_assemble if name == "assemble" else _explain)
+
+    stats = commands.add_parser("stats", help="what the store holds")
+    stats.set_defaults(run=_stats)
+    return parser
+
+
+def _memory(args: argparse.Namespace, path: str | None = None) -> Any:
+    from ctxbudget.memory import ContextMemory
+
+    return ContextMemory(
+        path=path or args.path,
+        chroma_url=args.chroma_url,
+        namespace=args.namespace,
+        model=args.model,
+    )
+
+
+def _budget(args: argparse.Namespace) -> Any:
+    from ctxbudget.budget import Budget
+
+    return Budget(window=args.budget + args.reserve, reserve=args.reserve)
+
+
+# -- demo --------------------------------------------------------------------------------------
+def _demo(args: argparse.Namespace) -> int:
+    budgets = _int_list(args.budgets, "--budgets")
+    folder = args.path if args.keep and args.path else tempfile.mkdtemp(prefix="ctxbudget-demo-")
+    data = resources.files("ctxbudget.demo_data")
+    try:
+        started = time.perf_counter()
+        memory = _memory(args, path=folder)
+        sessions: dict[str, list[dict[str, Any]]] = {}
+        for line in data.joinpath("conversation.jsonl").read_text("utf-8").splitlines():
+            if line.strip():
+                message = json.loads(line)
+                sessions.setdefault(message.pop("session"), []).append(message)
+        for session, messages in sessions.items():
+            memory.add_messages(session, messages, user_id="maya", progress=False)
+        memory.pin(user_id="maya", text="Maya is vegetarian and allergic to peanuts.")
+        memory.pin(user_id="maya", text="Maya's partner is Tomás; their dog is Pixel.")
+        memory.add_documents(
+            [{"id": "notes", "text": data.joinpath("notes.md").read_text("utf-8")}],
+            namespace="notes",
+        )
+        latest = list(sessions)[-1]
+        for session in sessions:
+            if session != latest:  # earlier sessions get summaries, found by search later
+                memory.summarize(session, keep_recent=0, stretch=12)
+        total = sum(len(m) for m in sessions.values())
+        print(
+            f"Stored {total} messages in {len(sessions)} sessions, 2 pinned facts and the notes "
+            f"in {time.perf_counter() - started:.1f} s (embedded Chroma in {folder}).\n"
+        )
+        questions = json.loads(data.joinpath("questions.json").read_text("utf-8"))
+        question = questions[0]
+        system = "You are Maya's assistant. Use the context; say when you do not know."
+        for budget in budgets:
+            ctx = memory.assemble(latest, question["question"], budget=budget, system=system)
+            found = [i for i in question["expect"] if i in ctx.included_ids]
+            print("=" * 78)
+            print(f"Budget {budget:,} tokens  |  question: {question['question']}")
+            print("=" * 78)
+            print(ctx.explain(show_pruned=8))
+            print(
+                f"evidence turns kept: {len(found)} of {len(question['expect'])} "
+                f"({', '.join(question['expect'])})\n"
+            )
+        memory.close()
+    finally:
+        if not (args.keep and args.path):
+            shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+# -- ingest ------------------------------------------------------------------------------------
+def _ingest(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        msg = f"{path}: no such file"
+        raise UsageError(msg)
+    suffix = path.suffix.lower()
+    memory = _memory(args)
+    if suffix in (".txt", ".md", ".markdown", ".rst"):
+        text = _read_text(path)
+        ids = memory.add_documents(
+            [{"id": path.stem, "text": text, "source": path.name}], namespace=args.collection
+        )
+        print(f"stored {path.name} as {len(ids)} chunks in collection {args.collection!r}")
+        return 0
+    if suffix not in (".json", ".jsonl"):
+        msg = f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .json, .txt or .md"
+        raise UsageError(msg)
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    for where, message in _messages(path):
+        session = message.pop("session", None) or message.pop("session_id", None) or args.session
+        if not session:
+            msg = f"{where}: the message has no 'session' and no --session was given"
+            raise UsageError(msg)
+        if "role" not in message or not isinstance(message.get("role"), str):
+            msg = f"{where}: expected an object with 'role' and 'text' (or 'content')"
+            raise UsageError(msg)
+        sessions.setdefault(str(session), []).append(message)
+    count = 0
+    for session, messages in sessions.items():
+        try:
+            memory.add_messages(session, messages, user_id=args.user)
+        except CtxBudgetError as exc:
+            msg = f"{path}: session {session!r}: {exc} (nothing of this session was stored)"
+            raise UsageError(msg) from exc
+        count += len(messages)
+    print(f"stored {count} messages in {len(sessions)} sessions from {path.name}")
+    return 0
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"{path}: not UTF-8 text (byte {exc.start}); convert it to UTF-8 first"
+        raise UsageError(msg) from exc
+
+
+def _messages(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    text = _read_text(path)
+    if path.suffix.lower() == ".jsonl":
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                msg = f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})"
+                raise UsageError(msg) from exc
+            if not isinstance(value, dict):
+                msg = (
+                    f"{path}:{number}: expected a JSON object per line, got {type(value).__name__}"
+                )
+                raise UsageError(msg)
+            yield f"{path}:{number}", value
+        return
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
+        raise UsageError(msg) from exc
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        value = value["messages"]
+    if isinstance(value, dict) and isinstance(value.get("sessions"), dict):
+        for session, messages in value["sessions"].items():
+            for index, message in enumerate(messages):
+                if isinstance(message, dict):
+                    yield f"{path}: sessions.{session}[{index}]", {"session": session, **message}
+                else:
+                    msg = f"{path}: sessions.{session}[{index}]: expected an object"
+                    raise UsageError(msg)
+        return
+    if not isinstance(value, list):
+        msg = (
+            f"{path}: expected a list of messages, {{'messages': [...]}} or "
+            "{'sessions': {id: [...]}}"
+        )
+        raise UsageError(msg)
+    for index, message in enumerate(value):
+        if not isinstance(message, dict):
+            msg = f"{path}: item {index}: expected an object, got {type(message).__name__}"
+            raise UsageError(msg)
+        yield f"{path}: item {index}", message
+
+
+# -- assemble / explain / stats ----------------------------------------------------------------
+def _run_assembly(args: argparse.Namespace) -> Any:
+    memory = _memory(args)
+    return memory.assemble(
+        args.session,
+        args.query,
+        budget=_budget(args),
+        system=args.system,
+        user_id=args.user,
+        format=args.format,
+    )
+
+
+def _assemble(args: argparse.Namespace) -> int:
+    ctx = _run_assembly(args)
+    if args.json:
+        print(json.dumps(ctx.to_messages(), ensure_ascii=False, indent=2))
+    else:
+        print(ctx.render())
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    ctx = _run_assembly(args)
+    print(ctx.to_json() if args.json else ctx.explain())
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    memory = _memory(args)
+    print(json.dumps(memory.stats(), indent=2, sort_keys=True))
+    return 0
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        msg = f"{flag} takes comma-separated whole numbers, e.g. 1024,2048; got {text!r}"
+        raise UsageError(msg) from exc
+    if not values or any(v <= 0 for v in values):
+        msg = f"{flag} needs positive token counts, got {text!r}"
+        raise UsageError(msg)
+    return values
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

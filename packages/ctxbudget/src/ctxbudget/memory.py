@@ -1,0 +1,785 @@
+"""`ContextMemory`: keep every message, fact and document; assemble what fits on every turn.
+
+One object most users touch. It writes to a `ChromaStore` (embedded by default, a Chroma server
+with ``chroma_url=`` or ``CTXBUDGET_CHROMA_URL``), gathers candidates for a question from every
+source, scores them (see `ctxbudget.scoring`), and hands them to the core `ContextAssembler`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ctxbudget.assemble import ContextAssembler
+from ctxbudget.budget import Budget
+from ctxbudget.chunking import chunk_text
+from ctxbudget.embed import Embedder, as_embedder
+from ctxbudget.errors import InvalidItemError, StoreInputError
+from ctxbudget.items import ROLES, ContextItem, Shrink, Tier
+from ctxbudget.render import Format
+from ctxbudget.report import AssembledContext
+from ctxbudget.scoring import Scoring, content_words
+from ctxbudget.store import ChromaStore, Hit, MetadataValue, Record
+from ctxbudget.summaries import ExtractiveSummarizer, Summarizer
+from ctxbudget.tasks import TaskNode, task_items
+from ctxbudget.tokens import TokenCounter
+
+__all__ = ["ContextMemory", "MemoryConfig", "to_timestamp"]
+
+_PROGRESS_AT = 200
+
+
+def to_timestamp(value: float | int | datetime | str | None) -> float | None:
+    """Seconds since the epoch from a number, a datetime (naive means UTC) or ISO-8601 text."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {value!r}"
+        raise InvalidItemError(msg)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.timestamp()
+    if isinstance(value, str):
+        try:
+            return to_timestamp(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError as exc:
+            msg = f"timestamp {value!r} is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)"
+            raise InvalidItemError(msg) from exc
+    msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {type(value).__name__}"
+    raise InvalidItemError(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """How `ContextMemory.assemble` gathers candidates.
+
+    Attributes:
+        recent_messages: newest messages of the session offered as history.
+        semantic_k: matches per query from the session's older messages.
+        query_turns: earlier user turns used as extra queries (multi-query retrieval).
+        other_sessions: also search the same user's other sessions (never other users').
+        other_sessions_k: matches per query from other sessions.
+        document_k: document chunks per query.
+        neighbours: turns on each side of a matched message offered with it.
+        scoring: the candidate score weights.
+        min_exchanges: newest exchanges kept before pinned facts (see `ContextAssembler`).
+    """
+
+    recent_messages: int = 40
+    semantic_k: int = 24
+    query_turns: int = 2
+    other_sessions: bool = True
+    other_sessions_k: int = 8
+    document_k: int = 8
+    neighbours: int = 1
+    scoring: Scoring = Scoring()
+    min_exchanges: int = 1
+
+
+class ContextMemory:
+    """Memory for an LLM app: store everything, assemble what matters within a token budget.
+
+    Args:
+        path: folder of the embedded store (default ``./.ctxbudget``).
+        chroma_url: a Chroma server instead (or set ``CTXBUDGET_CHROMA_URL``).
+        client: any chromadb client instead.
+        store: a ready `ChromaStore` (then path, url and client are not used).
+        embedder: an `Embedder`, a LangChain ``Embeddings``, a LlamaIndex embedding or a callable
+            (default: the local all-MiniLM-L6-v2, offline).
+        namespace: the tenant; nothing crosses namespaces.
+        model: the default model (its tokenizer counts, its window bounds budgets).
+        config: candidate gathering settings (`MemoryConfig`).
+        summarizer: used by `summarize` and for ``shrink="summarize"`` items (default:
+            extractive, no LLM).
+
+    >>> mem = ContextMemory(path=tmp_path)  # doctest: +SKIP
+    >>> mem.add_message("s1", "user", "I moved to Lisbon in May", id="m1")  # doctest: +SKIP
+    'm1'
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        chroma_url: str | None = None,
+        client: Any = None,
+        store: ChromaStore | None = None,
+        embedder: object = None,
+        namespace: str = "default",
+        model: str = "gpt-4o",
+        config: MemoryConfig | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        if store is None:
+            chosen: Embedder | None = None if embedder is None else as_embedder(embedder)
+            store = ChromaStore(path, url=chroma_url, client=client, embedder=chosen)
+        self.store = store
+        self.namespace = namespace
+        self.model = model
+        self.config = config or MemoryConfig()
+        self._counters: dict[str, TokenCounter] = {}
+        self.counter = self.counter_for(model)
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter.count)
+
+    # -- writing ---------------------------------------------------------------------------
+    def counter_for(self, model: str | None) -> TokenCounter:
+        """The (cached) token counter of ``model`` (the default model when None)."""
+        name = model or self.model
+        counter = self._counters.get(name)
+        if counter is None:
+            counter = self._counters[name] = TokenCounter.for_model(name)
+        return counter
+
+    def add_message(
+        self,
+        session_id: str,
+        role: str,
+        text: str,
+        *,
+        id: str | None = None,  # noqa: A002 - the name users pass
+        user_id: str | None = None,
+        timestamp: float | datetime | str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+        name: str | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] | Sequence[str] = (),
+        tool_call_id: str | None = None,
+    ) -> str:
+        """Store one message of a session; returns its id (the one given, or a new one)."""
+        message = {
+            "role": role,
+            "text": text,
+            "id": id,
+            "timestamp": timestamp,
+            "metadata": metadata,
+            "name": name,
+            "tool_calls": tool_calls,
+            "tool_call_id": tool_call_id,
+        }
+        return self.add_messages(session_id, [message], user_id=user_id, progress=False)[0]
+
+    def add_messages(
+        self,
+        session_id: str,
+        messages: Iterable[Mapping[str, Any] | tuple[str, str]],
+        *,
+        user_id: str | None = None,
+        progress: bool | None = None,
+        batch_size: int = 256,
+    ) -> list[str]:
+        """Store messages in order (dicts with role and text/content, or ``(role, text)``).
+
+        Everything is checked before anything is written; a bad message raises an error naming
+        its index. A progress bar shows on long imports (``progress=None``: over 200 messages).
+        """
+        records = [
+            self._message_record(session_id, index, message, user_id)
+            for index, message in enumerate(messages)
+        ]
+        self._remember_counts(records)
+        bar = _progress(len(records), "storing messages", progress)
+        ids: list[str] = []
+        for start in range(0, len(records), batch_size):
+            chunk = records[start : start + batch_size]
+            ids.extend(r.id for r in self.store.add(chunk))
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+        return ids
+
+    def _message_record(
+        self, session_id: str, index: int, message: object, user_id: str | None
+    ) -> Record:
+        if isinstance(message, tuple) and len(message) == 2:
+            message = {"role": message[0], "text": message[1]}
+        if not isinstance(message, Mapping):
+            msg = (
+                f"message {index} is a {type(message).__name__}; pass dicts with 'role' and "
+                "'text' (or 'content'), or (role, text) tuples"
+            )
+            raise StoreInputError(msg)
+        role = message.get("role")
+        if role not in ROLES:
+            msg = f"message {index}: role must be one of {sorted(ROLES)}, got {role!r}"
+            raise StoreInputError(msg)
+        text = message.get("text", message.get("content"))
+        if not isinstance(text, str):
+            msg = f"message {index}: text must be a str, got {type(text).__name__}"
+            raise StoreInputError(msg)
+        metadata: dict[str, MetadataValue] = dict(message.get("metadata") or {})
+        calls = list(message.get("tool_calls") or ())
+        call_ids = tuple(c if isinstance(c, str) else str(c.get("id", "")) for c in calls)
+        if any(not isinstance(c, str) for c in calls):
+            metadata["_tool_calls"] = json.dumps(calls, ensure_ascii=False, default=str)
+        if message.get("name"):
+            metadata["_name"] = str(message["name"])
+        if not text.strip() and not call_ids:
+            msg = f"message {index} has empty text; store only messages with content"
+            raise StoreInputError(msg)
+        try:
+            timestamp = to_timestamp(message.get("timestamp"))
+        except InvalidItemError as exc:
+            msg = f"message {index}: {exc}"
+            raise StoreInputError(msg) from exc
+        return Record(
+            id=str(message.get("id") or f"{session_id}:{uuid.uuid4().hex[:16]}"),
+            kind="message",
+            text=text if text.strip() else "(tool call)",
+            namespace=self.namespace,
+            session_id=session_id,
+            user_id=user_id or message.get("user_id"),
+            role=role,
+            timestamp=timestamp,
+            tool_calls=call_ids,
+            tool_call_id=message.get("tool_call_id"),
+            metadata=metadata,
+        )
+
+    def _remember_counts(self, records: list[Record]) -> None:
+        counts = self.counter.count_many([r.text for r in records])
+        for index, record in enumerate(records):
+            records[index] = _with_tokens(record, {self.counter.name: counts[index]})
+
+    def pin(
+        self,
+        session_id: str | None = None,
+        text: str | None = None,
+        *,
+        user_id: str | None = None,
+        id: str | None = None,  # noqa: A002
+        metadata: Mapping[str, MetadataValue] | None = None,
+    ) -> str:
+        """Pin a fact to a session or to a user; pinned facts are offered on every assembly.
+
+        ``pin("s1", "User is vegetarian")`` or ``pin(user_id="u1", text=...)``.
+        """
+        if text is None or not text.strip():
+            msg = "pin needs the text of the fact, e.g. mem.pin('s1', 'User is vegetarian')"
+            raise StoreInputError(msg)
+        if session_id is None and user_id is None:
+            msg = "pin needs a session_id or a user_id to attach the fact to"
+            raise StoreInputError(msg)
+        scope = "session" if session_id is not None else "user"
+        record = Record(
+            id=id or f"pin:{uuid.uuid4().hex[:16]}",
+            kind="pinned",
+            text=text,
+            namespace=self.namespace,
+            session_id=session_id,
+            user_id=user_id,
+            metadata={**(metadata or {}), "_scope": scope},
+            tokens={self.counter.name: self.counter.count(text)},
+        )
+        return self.store.add([record])[0].id
+
+    def unpin(self, id: str) -> bool:  # noqa: A002
+        """Remove a pinned fact; True when it existed."""
+        return self.store.delete([id], namespace=self.namespace) > 0
+
+    def add_documents(
+        self,
+        documents: Iterable[str | Mapping[str, Any] | tuple[str, str]],
+        *,
+        namespace: str = "kb",
+        chunk_tokens: int = 200,
+        overlap: int = 30,
+        source: str | None = None,
+        progress: bool | None = None,
+    ) -> list[str]:
+        """Store documents, cut into chunks of ``chunk_tokens`` tokens with ``overlap``.
+
+        Documents are strings, ``(id, text)`` pairs or dicts with ``text`` (and optional ``id``,
+        ``source``, ``metadata``). ``namespace`` names the collection of documents within this
+        memory's tenant (``assemble(documents=["kb"])`` restricts to it). Returns chunk ids
+        (``<document id>#<n>``).
+        """
+        records: list[Record] = []
+        for index, document in enumerate(documents):
+            doc_id, text, doc_source, metadata = _document(index, document)
+            doc_id = doc_id or f"doc:{uuid.uuid4().hex[:12]}"
+            chunks = chunk_text(
+                text, max_tokens=chunk_tokens, overlap=overlap, count=self.counter.count
+            )
+            for number, chunk in enumerate(chunks):
+                records.append(
+                    Record(
+                        id=f"{doc_id}#{number}",
+                        kind="document",
+                        text=chunk,
+                        namespace=self.namespace,
+                        source=doc_source or source,
+                        metadata={**metadata, "doc_namespace": namespace, "doc_id": doc_id},
+                    )
+                )
+        self._remember_counts(records)
+        bar = _progress(len(records), "storing document chunks", progress)
+        ids: list[str] = []
+        for start in range(0, len(records), 256):
+            chunk_records = records[start : start + 256]
+            ids.extend(r.id for r in self.store.add(chunk_records))
+            if bar is not None:
+                bar.update(len(chunk_records))
+        if bar is not None:
+            bar.close()
+        return ids
+
+    # -- reading ---------------------------------------------------------------------------
+    def history(self, session_id: str, *, limit: int | None = None) -> list[Record]:
+        """The session's messages in order (the last ``limit`` when given)."""
+        if limit is not None:
+            return self.store.recent(namespace=self.namespace, session_id=session_id, limit=limit)
+        return self.store.session_messages(namespace=self.namespace, session_id=session_id)
+
+    def assemble(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        budget: Budget | int = 4096,
+        model: str | None = None,
+        system: str | None = None,
+        user_id: str | None = None,
+        format: Format = "messages",  # noqa: A002 - the public name
+        tools: Sequence[Mapping[str, Any] | str] = (),
+        documents: bool | str | Sequence[str] = True,
+        other_sessions: bool | None = None,
+        extra: Sequence[ContextItem] = (),
+    ) -> AssembledContext:
+        """The context for answering ``query`` in ``session_id``, within ``budget``.
+
+        Candidates: the system prompt, pinned facts (session and user), the task stack, tool
+        schemas, the session's recent history, older turns of the session that match the query
+        or the last user turns (with their neighbouring turns), the user's other sessions (when
+        enabled), documents, and stored summaries; scored by relevance x recency x salience.
+
+        Args:
+            session_id: the conversation.
+            query: the current user message (rendered last; not stored here).
+            budget: tokens the rendered context may use, or a `Budget`.
+            model: the model whose tokenizer counts (default: this memory's model).
+            system: the system prompt (never pruned).
+            user_id: the user (default: the one stored with the session's messages).
+            format: ``"messages"``, ``"text"`` or ``"compact"``.
+            tools: tool schemas (dicts or JSON text) the call will carry, counted in the budget.
+            documents: search documents (True), none (False), or only these collections.
+            other_sessions: search the user's other sessions (default: the config's setting).
+            extra: more items to consider, as they are.
+        """
+        if not isinstance(query, str) or not query.strip():
+            msg = "query must be a non-empty string: the user's current message"
+            raise InvalidItemError(msg)
+        counter = self.counter_for(model)
+        config = self.config
+        ns = self.namespace
+        recent = self.store.recent(
+            namespace=ns, session_id=session_id, limit=config.recent_messages
+        )
+        if recent and recent[-1].role == "user" and recent[-1].text.strip() == query.strip():
+            recent = recent[:-1]  # the query was stored already: it is rendered as the query
+        user = user_id or next((r.user_id for r in reversed(recent) if r.user_id), None)
+        _prime(counter, recent)
+
+        items: list[ContextItem] = []
+        if system:
+            items.append(ContextItem("system", system, tier=Tier.SYSTEM, source="system"))
+        items.extend(self._pinned(session_id, user))
+        items.extend(_tool_items(tools))
+        items.extend(_history_item(r) for r in recent)
+        items.extend(self._summaries(session_id))
+        wants_docs = documents is not False
+        use_other = config.other_sessions if other_sessions is None else other_sessions
+        items.extend(
+            self._retrieved(
+                session_id, user, query, recent, counter, wants_docs, documents, use_other
+            )
+        )
+        items.extend(extra)
+        items.append(ContextItem("query", query, tier=Tier.QUERY, role="user", source="query"))
+        assembler = ContextAssembler(
+            counter, summarizer=self.summarizer, min_exchanges=config.min_exchanges
+        )
+        return assembler.assemble(items, budget=budget, format=format)
+
+    def _pinned(self, session_id: str, user: str | None) -> list[ContextItem]:
+        found = self.store.find(namespace=self.namespace, kinds=["pinned"], session_id=session_id)
+        if user is not None:
+            found += self.store.find(
+                namespace=self.namespace, kinds=["pinned"], user_id=user, where={"_scope": "user"}
+            )
+        seen: set[str] = set()
+        facts: list[ContextItem] = []
+        tasks: list[TaskNode] = []
+        for record in sorted(found, key=lambda r: (r.timestamp or 0.0, r.id)):
+            if record.id in seen:
+                continue
+            seen.add(record.id)
+            state = record.metadata.get("_task")
+            if state is not None:
+                tasks.append(_task_node(record))
+                continue
+            facts.append(
+                ContextItem(record.id, record.text, tier=Tier.PINNED, score=1.0, source="pinned")
+            )
+        return facts + task_items(tasks)
+
+    def _summaries(self, session_id: str) -> list[ContextItem]:
+        found = self.store.find(namespace=self.namespace, kinds=["summary"], session_id=session_id)
+        return [
+            ContextItem(
+                r.id,
+                r.text,
+                tier=Tier.SUMMARY,
+                score=1.0,
+                summary_of=r.summary_of,
+                timestamp=r.timestamp,
+                source="summary",
+            )
+            for r in sorted(found, key=lambda r: (int(r.metadata.get("_first_seq", 0)), r.id))
+        ]
+
+    def _retrieved(
+        self,
+        session_id: str,
+        user: str | None,
+        query: str,
+        recent: list[Record],
+        counter: TokenCounter,
+        wants_docs: bool,
+        documents: bool | str | Sequence[str],
+        use_other: bool,
+    ) -> list[ContextItem]:
+        config = self.config
+        ns = self.namespace
+        turns = [r.text for r in reversed(recent) if r.role == "user"][: config.query_turns]
+        queries = [query, *turns]
+        vectors = self.store.embedder.embed_documents(queries)
+        skip = {r.id for r in recent}
+        best: dict[str, tuple[Hit, float]] = {}
+        doc_filter = _doc_filter(documents)
+        for weight, vector in zip([1.0] + [0.8] * len(turns), vectors, strict=True):
+            searches = [
+                self.store.search(
+                    vector,
+                    namespace=ns,
+                    k=config.semantic_k,
+                    session_id=session_id,
+                    kinds=["message"],
+                )
+            ]
+            if use_other and user is not None:
+                searches.append(
+                    self.store.search(
+                        vector,
+                        namespace=ns,
+                        k=config.other_sessions_k,
+                        user_id=user,
+                        exclude_session_id=session_id,
+                        kinds=["message", "summary"],
+                    )
+                )
+            if wants_docs and config.document_k:
+                searches.append(
+                    self.store.search(
+                        vector,
+                        namespace=ns,
+                        k=config.document_k,
+                        kinds=["document"],
+                        where=doc_filter,
+                    )
+                )
+            for hits in searches:
+                for hit in hits:
+                    if hit.record.id in skip:
+                        continue
+                    similarity = hit.similarity * weight
+                    known = best.get(hit.record.id)
+                    if known is None or similarity > known[1]:
+                        best[hit.record.id] = (hit, similarity)
+        if config.neighbours:
+            best.update(self._neighbours(session_id, best, skip))
+        newest = max((r.timestamp for r in recent if r.timestamp is not None), default=None)
+        words = content_words(query)
+        items: list[ContextItem] = []
+        records = [hit.record for hit, _ in best.values()]
+        _prime(counter, records)
+        for hit, similarity in best.values():
+            record = hit.record
+            age = 0.0
+            if newest is not None and record.timestamp is not None:
+                age = newest - record.timestamp
+            salience = float(record.metadata.get("salience", 1.0))
+            if record.session_id not in (None, session_id):
+                salience *= 0.8
+            score = config.scoring.score(
+                similarity=similarity,
+                lexical=Scoring.lexical(words, record.text),
+                age_seconds=age,
+                salience=salience,
+            )
+            items.append(_retrieved_item(record, score))
+        items.sort(key=lambda it: (-it.score, it.id))
+        return items
+
+    def _neighbours(
+        self, session_id: str, best: dict[str, tuple[Hit, float]], skip: set[str]
+    ) -> dict[str, tuple[Hit, float]]:
+        """Turns next to the matched ones: the question before an answer, the reply after."""
+        wanted: dict[int, float] = {}
+        for hit, similarity in best.values():
+            record = hit.record
+            if record.kind != "message" or record.session_id != session_id or record.seq is None:
+                continue
+            for offset in range(1, self.config.neighbours + 1):
+                for seq in (record.seq - offset, record.seq + offset):
+                    if seq >= 0:
+                        wanted[seq] = max(wanted.get(seq, -1.0), similarity * 0.7 / offset)
+        if not wanted:
+            return {}
+        found = self.store.find(
+            namespace=self.namespace, kinds=["message"], session_id=session_id, seqs=list(wanted)
+        )
+        out: dict[str, tuple[Hit, float]] = {}
+        for record in found:
+            if record.id in skip or record.id in best or record.seq is None:
+                continue
+            similarity = wanted[record.seq]
+            out[record.id] = (Hit(record, similarity), similarity)
+        return out
+
+    # -- maintenance -----------------------------------------------------------------------
+    def summarize(
+        self,
+        session_id: str,
+        summarizer: Summarizer | None = None,
+        *,
+        keep_recent: int | None = None,
+        stretch: int = 30,
+        max_tokens: int = 150,
+    ) -> list[str]:
+        """Fold old stretches of a session into stored summaries; returns the new summary ids.
+
+        Only whole stretches of ``stretch`` messages older than the newest ``keep_recent`` (the
+        recent window by default) that no summary covers yet are folded, so calling this after
+        every turn summarizes each stretch once.
+        """
+        chosen = summarizer or self.summarizer
+        messages = self.history(session_id)
+        keep = self.config.recent_messages if keep_recent is None else keep_recent
+        older = messages[: max(0, len(messages) - keep)]
+        done = self.store.find(namespace=self.namespace, kinds=["summary"], session_id=session_id)
+        covered = max((int(r.metadata.get("_last_seq", -1)) for r in done), default=-1)
+        todo = [m for m in older if (m.seq if m.seq is not None else -1) > covered]
+        records: list[Record] = []
+        for start in range(0, len(todo) - stretch + 1, stretch):
+            part = todo[start : start + stretch]
+            lines = [f"{m.metadata.get('_name') or m.role}: {m.text}" for m in part]
+            text = chosen.summarize(lines, max_tokens).strip()
+            if not text:
+                continue
+            first, last = part[0].seq or 0, part[-1].seq or 0
+            records.append(
+                Record(
+                    id=f"summary:{session_id}:{first}-{last}",
+                    kind="summary",
+                    text=text,
+                    namespace=self.namespace,
+                    session_id=session_id,
+                    user_id=part[-1].user_id,
+                    timestamp=part[-1].timestamp,
+                    summary_of=tuple(m.id for m in part),
+                    metadata={"_first_seq": first, "_last_seq": last},
+                    tokens={self.counter.name: self.counter.count(text)},
+                )
+            )
+        if records:
+            self.store.add(records)
+        return [r.id for r in records]
+
+    def push_task(self, session_id: str, goal: str) -> str:
+        """Start a (sub-)task under the current one; returns its id."""
+        if not goal.strip():
+            msg = "push_task needs a goal"
+            raise StoreInputError(msg)
+        nodes = self._tasks(session_id)
+        open_nodes = sorted((n for n in nodes if not n.done), key=lambda n: n.order)
+        parent = open_nodes[-1].id if open_nodes else ""
+        order = max((n.order for n in nodes), default=-1) + 1
+        record = Record(
+            id=f"task:{session_id}:{order}",
+            kind="pinned",
+            text=goal,
+            namespace=self.namespace,
+            session_id=session_id,
+            metadata={"_task": "open", "_parent": parent, "_order": order, "_scope": "session"},
+        )
+        return self.store.add([record])[0].id
+
+    def pop_task(self, session_id: str, result: str) -> str:
+        """Finish the current task with its result; returns its id."""
+        records = self._task_records(session_id)
+        open_records = [r for r in records if r.metadata.get("_task") == "open"]
+        if not open_records:
+            msg = f"session {session_id!r} has no open task; push_task first"
+            raise StoreInputError(msg)
+        current = max(open_records, key=lambda r: int(r.metadata.get("_order", 0)))
+        done = Record(
+            id=current.id,
+            kind="pinned",
+            text=current.text,
+            namespace=self.namespace,
+            session_id=session_id,
+            metadata={**current.metadata, "_task": "done", "_result": result},
+        )
+        self.store.add([done], replace=True)
+        return current.id
+
+    def _task_records(self, session_id: str) -> list[Record]:
+        found = self.store.find(namespace=self.namespace, kinds=["pinned"], session_id=session_id)
+        return [r for r in found if "_task" in r.metadata]
+
+    def _tasks(self, session_id: str) -> list[TaskNode]:
+        return [_task_node(r) for r in self._task_records(session_id)]
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete every record of a session; returns how many were removed."""
+        return self.store.delete_session(namespace=self.namespace, session_id=session_id)
+
+    def delete_user(self, user_id: str) -> int:
+        """Delete every record of a user (all sessions, pins, summaries)."""
+        return self.store.delete_user(namespace=self.namespace, user_id=user_id)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per kind, sessions and namespaces of the underlying store."""
+        return dict(self.store.stats())
+
+    def close(self) -> None:
+        """Release the store's client."""
+        self.store.close()
+
+    def __enter__(self) -> ContextMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _with_tokens(record: Record, tokens: dict[str, int]) -> Record:
+    import dataclasses
+
+    return dataclasses.replace(record, tokens={**record.tokens, **tokens})
+
+
+def _prime(counter: TokenCounter, records: Sequence[Record]) -> None:
+    """Put stored token counts into the counter's cache: nothing is re-tokenized on read."""
+    known = [(r.text, r.tokens[counter.name]) for r in records if counter.name in r.tokens]
+    if known:
+        counter.remember(known)
+
+
+def _history_item(record: Record) -> ContextItem:
+    calls = record.metadata.get("_tool_calls")
+    metadata: dict[str, Any] = {}
+    if isinstance(calls, str):
+        metadata["tool_calls"] = json.loads(calls)
+    name = record.metadata.get("_name")
+    return ContextItem(
+        record.id,
+        record.text,
+        tier=Tier.RECENT,
+        role=record.role,
+        timestamp=record.timestamp,
+        tool_calls=record.tool_calls,
+        tool_call_id=record.tool_call_id,
+        name=str(name) if name else None,
+        source="history",
+        metadata=metadata,
+    )
+
+
+def _retrieved_item(record: Record, score: float) -> ContextItem:
+    name = record.metadata.get("_name")
+    return ContextItem(
+        record.id,
+        record.text,
+        tier=Tier.SUMMARY if record.kind == "summary" else Tier.RETRIEVED,
+        score=score,
+        role=record.role if record.kind == "message" else None,
+        name=str(name) if name else None,
+        timestamp=record.timestamp,
+        summary_of=record.summary_of,
+        source=record.kind if record.kind != "document" else (record.source or "document"),
+    )
+
+
+def _tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
+    items: list[ContextItem] = []
+    for index, tool in enumerate(tools):
+        if isinstance(tool, str):
+            text, name = tool, f"tool:{index}"
+        else:
+            text = json.dumps(tool, sort_keys=True, ensure_ascii=False, default=str)
+            inner = tool.get("function")
+            function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+            name = f"tool:{function.get('name', index)}"
+        # Tool schemas travel with the call whatever happens: never pruned.
+        items.append(ContextItem(name, text, tier=Tier.TOOLS, shrink=Shrink.NEVER, source="tools"))
+    return items
+
+
+def _task_node(record: Record) -> TaskNode:
+    result = record.metadata.get("_result")
+    parent = record.metadata.get("_parent")
+    return TaskNode(
+        id=record.id,
+        goal=record.text,
+        parent=str(parent) if parent else None,
+        order=int(record.metadata.get("_order", 0)),
+        result=str(result) if record.metadata.get("_task") == "done" else None,
+    )
+
+
+def _doc_filter(documents: bool | str | Sequence[str]) -> dict[str, Any] | None:
+    if isinstance(documents, bool):
+        return None
+    names = [documents] if isinstance(documents, str) else list(documents)
+    if len(names) == 1:
+        return {"doc_namespace": names[0]}
+    return {"doc_namespace": {"$in": names}}
+
+
+def _document(index: int, document: object) -> tuple[str | None, str, str | None, dict[str, Any]]:
+    metadata: dict[str, Any]
+    if isinstance(document, str):
+        doc_id, text, source, metadata = None, document, None, {}
+    elif isinstance(document, tuple) and len(document) == 2:
+        doc_id, text, source, metadata = str(document[0]), document[1], None, {}
+    elif isinstance(document, Mapping):
+        doc_id = document.get("id")
+        text = document.get("text", document.get("page_content"))
+        source = document.get("source")
+        metadata = dict(document.get("metadata") or {})
+    else:
+        msg = (
+            f"document {index} is a {type(document).__name__}; pass a str, an (id, text) pair "
+            "or a dict with 'text'"
+        )
+        raise StoreInputError(msg)
+    if not isinstance(text, str) or not text.strip():
+        msg = f"document {index} has no text"
+        raise StoreInputError(msg)
+    return (str(doc_id) if doc_id else None), text, source, metadata
+
+
+def _progress(total: int, label: str, progress: bool | None) -> Any:
+    if progress is False or (progress is None and total <= _PROGRESS_AT):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=label, unit="rec")
