@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -23,7 +24,12 @@ from ctxbudget.render import Layout
 COUNTERS = {name: TokenCounter.from_encoding(name) for name in ("o200k_base", "cl100k_base")}
 FORMATS = st.sampled_from(["messages", "text", "compact"])
 BUDGETS = st.integers(min_value=1, max_value=700)
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# CTXBUDGET_EXAMPLES=3000 for a thorough run; 150 keeps `make test` quick.
+SETTINGS = settings(
+    max_examples=int(os.environ.get("CTXBUDGET_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def exact_tokens(ctx: AssembledContext, counter: TokenCounter) -> int:

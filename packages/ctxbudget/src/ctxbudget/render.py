@@ -283,8 +283,9 @@ class Layout:
     def join_refund(
         self, older: Sequence[ContextItem], newer: Sequence[ContextItem], section: str
     ) -> int:
-        """Tokens saved when ``older`` renders right before ``newer``: the date line ``newer``
-        opens with is not needed when ``older`` ends on the same date.
+        """Tokens saved when ``older`` renders right before ``newer``.
+
+        The date line ``newer`` opens with is not needed when ``older`` ends on the same date.
         """
         first = next((d for d in (self.date_of(it, section) for it in newer) if d), "")
         if not first:
