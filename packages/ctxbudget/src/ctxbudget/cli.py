@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--budgets", default="400,1200,4000", help="comma-separated token budgets")
     demo.add_argument("--keep", action="store_true", help="keep the demo store (with --path)")
+    demo.add_argument(
+        "--question", type=int, default=1, help="which bundled question to ask (0-5, default 1)"
+    )
     demo.set_defaults(run=_demo)
 
     ingest = commands.add_parser("ingest", help="store chat logs (JSON/JSONL) or documents")
@@ -146,7 +149,10 @@ def _demo(args: argparse.Namespace) -> int:
             f"in {time.perf_counter() - started:.1f} s (embedded Chroma in {folder}).\n"
         )
         questions = json.loads(data.joinpath("questions.json").read_text("utf-8"))
-        question = questions[0]
+        if not 0 <= args.question < len(questions):
+            msg = f"--question must be between 0 and {len(questions) - 1}, got {args.question}"
+            raise UsageError(msg)
+        question = questions[args.question]
         system = "You are Maya's assistant. Use the context; say when you do not know."
         for budget in budgets:
             ctx = memory.assemble(latest, question["question"], budget=budget, system=system)

@@ -70,6 +70,9 @@ class MemoryConfig:
         neighbours: turns on each side of a matched message offered with it.
         scoring: the candidate score weights.
         min_exchanges: newest exchanges kept before pinned facts (see `ContextAssembler`).
+        retrieved_floor: when ``assemble`` gets a plain token count, the share kept for
+            retrieved memories and documents even against recent history (only as much as
+            they can use; the rest flows back). A `Budget` passed in is used as given.
     """
 
     recent_messages: int = 40
@@ -81,6 +84,7 @@ class MemoryConfig:
     neighbours: int = 1
     scoring: Scoring = Scoring()
     min_exchanges: int = 1
+    retrieved_floor: float = 0.35
 
 
 class ContextMemory:
@@ -405,6 +409,11 @@ class ContextMemory:
         assembler = ContextAssembler(
             counter, summarizer=self.summarizer, min_exchanges=config.min_exchanges
         )
+        if not isinstance(budget, Budget):
+            budget = Budget.coerce(budget)
+            if config.retrieved_floor > 0:
+                floor = {int(Tier.RETRIEVED): min(1.0, config.retrieved_floor)}
+                budget = Budget(window=budget.window, floors=floor)
         return assembler.assemble(items, budget=budget, format=format)
 
     def _pinned(self, session_id: str, user: str | None) -> list[ContextItem]:
