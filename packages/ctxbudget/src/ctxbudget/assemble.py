@@ -388,15 +388,23 @@ class ContextAssembler:
         chosen, report = solve(values, weights, max(capacity, -1), exact_limit=self.exact_limit)
         state.solvers[tier] = report
         picked = {ranked[i] for i in chosen}
-        # Fill: items the objective ignored (score <= 0) still use room nobody else wants.
-        left = capacity - sum(costs[i] for i in picked)
-        for i in ranked:
-            if i not in picked and costs[i] <= left:
-                picked.add(i)
-                left -= costs[i]
+        before = state.used
         for i in sorted(picked):
             state.add(fresh[i], sections[i], layout.cost(fresh[i], sections[i]))
-        left = left + held_back if picked else allowance
+        # Fill with exact costs: the solver's weights charged every item its own date line, and
+        # items the objective ignored (score <= 0) may still use room nobody else wants.
+        left = allowance - held_back - (state.used - before)
+        for i in ranked:
+            if i in picked:
+                continue
+            section = sections[i]
+            cost = layout.cost(fresh[i], section)
+            extra = state.open_cost(section) + state.date_cost(fresh[i], section)
+            if cost + extra <= left:
+                picked.add(i)
+                state.add(fresh[i], section, cost)
+                left -= cost + extra
+        left += held_back
         rest = [i for i in ranked if i not in picked]
         if self.summarizer is not None or any(fresh[i].shrink is Shrink.TRUNCATE for i in rest):
             self._shrink_rest(fresh, sections, rest, state, left)
