@@ -54,10 +54,13 @@ test-fast: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/ctxbudget demo
 
+# Prints the figures recorded in docs/benchmarks.md (bench_memory embeds 20,000 texts twice:
+# several minutes on two cores).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_assemble.py
 	$(BIN)/python benchmarks/bench_knapsack_gap.py
 	$(BIN)/python benchmarks/bench_compact.py
+	$(BIN)/python benchmarks/bench_memory.py
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
