@@ -247,6 +247,9 @@ def _messages(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         value = value["messages"]
     if isinstance(value, dict) and isinstance(value.get("sessions"), dict):
         for session, messages in value["sessions"].items():
+            if not isinstance(messages, list):
+                msg = f"{path}: sessions.{session}: expected a list of messages"
+                raise UsageError(msg)
             for index, message in enumerate(messages):
                 if isinstance(message, dict):
                     yield f"{path}: sessions.{session}[{index}]", {"session": session, **message}

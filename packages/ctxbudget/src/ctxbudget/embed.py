@@ -257,6 +257,7 @@ class LocalEmbedder:
             raise MissingDependencyError(msg)
         device = self._requested_device or ("cuda" if torch.cuda.is_available() else "cpu")
         logger.info("loading embedding model %s from %s on %s", self._name, path, device)
+        _quiet_transformers()
         model = SentenceTransformer(str(path), device=device)
         self._device = device
         return model
@@ -300,6 +301,16 @@ def _model_label(obj: object) -> str:
         if isinstance(value, str) and value:
             return f"{type(obj).__name__}:{value}"
     return type(obj).__name__
+
+
+def _quiet_transformers() -> None:
+    """No "Loading weights" progress bar on stderr: a library should not draw on the terminal."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 
 
 def as_embedder(obj: object, *, name: str | None = None) -> Embedder:

@@ -186,6 +186,11 @@ class ContextMemory:
             self._message_record(session_id, index, message, user_id)
             for index, message in enumerate(messages)
         ]
+        try:
+            self.store.check(records)  # all of them, before the first batch is written
+        except StoreInputError as exc:
+            msg = f"{str(exc).replace('record ', 'message ', 1)}; nothing was written"
+            raise StoreInputError(msg) from exc
         self._remember_counts(records)
         bar = _progress(len(records), "storing messages", progress)
         ids: list[str] = []
@@ -217,8 +222,22 @@ class ContextMemory:
         if not isinstance(text, str):
             msg = f"message {index}: text must be a str, got {type(text).__name__}"
             raise StoreInputError(msg)
-        metadata: dict[str, MetadataValue] = dict(message.get("metadata") or {})
-        calls = list(message.get("tool_calls") or ())
+        raw_metadata = message.get("metadata") or {}
+        if not isinstance(raw_metadata, Mapping):
+            msg = f"message {index}: metadata must be a dict, got {type(raw_metadata).__name__}"
+            raise StoreInputError(msg)
+        metadata: dict[str, MetadataValue] = dict(raw_metadata)
+        raw_calls = message.get("tool_calls") or ()
+        if isinstance(raw_calls, str | bytes) or not isinstance(raw_calls, list | tuple):
+            msg = (
+                f"message {index}: tool_calls must be a list of call ids or call dicts, "
+                f"got {type(raw_calls).__name__}"
+            )
+            raise StoreInputError(msg)
+        calls = list(raw_calls)
+        if any(not isinstance(c, str | Mapping) for c in calls):
+            msg = f"message {index}: each tool call must be an id (str) or a dict with an 'id'"
+            raise StoreInputError(msg)
         call_ids = tuple(c if isinstance(c, str) else str(c.get("id", "")) for c in calls)
         if any(not isinstance(c, str) for c in calls):
             metadata["_tool_calls"] = json.dumps(calls, ensure_ascii=False, default=str)
@@ -661,8 +680,15 @@ class ContextMemory:
         return self.store.delete_session(namespace=self.namespace, session_id=session_id)
 
     def delete_user(self, user_id: str) -> int:
-        """Delete every record of a user (all sessions, pins, summaries)."""
-        return self.store.delete_user(namespace=self.namespace, user_id=user_id)
+        """Delete every record of a user; returns how many were removed.
+
+        Their sessions go whole (messages, session pins, tasks, summaries), and so does anything
+        else carrying their user id.
+        """
+        removed = 0
+        for session in self.store.list_sessions(namespace=self.namespace, user_id=user_id):
+            removed += self.store.delete_session(namespace=self.namespace, session_id=session)
+        return removed + self.store.delete_user(namespace=self.namespace, user_id=user_id)
 
     def stats(self) -> dict[str, Any]:
         """Counts per kind, sessions and namespaces of the underlying store."""

@@ -656,8 +656,7 @@ class ChromaStore:
             StoreError: Chroma failed; the message says what may have been written.
         """
         batch = list(records)
-        for index, record in enumerate(batch):
-            _check_record(index, record)
+        self.check(batch)
         if not batch:
             return []
         keys = [_key(r.namespace, r.id) for r in batch]
@@ -938,6 +937,20 @@ class ChromaStore:
         _require_name("session_id", session_id)
         found = self._records_where(self._session_where(namespace, session_id))
         return sorted(found, key=lambda r: r.seq or 0)
+
+    def check(self, records: Sequence[Record]) -> None:
+        """Validate records as `add` does, writing nothing (for callers that write in batches).
+
+        Raises:
+            StoreInputError: naming the record (its index in ``records``) and what is wrong.
+        """
+        for index, record in enumerate(records):
+            _check_record(index, record)
+        ids = Counter((r.namespace, r.id) for r in records)
+        twice = [key for key, n in ids.items() if n > 1]
+        if twice:
+            msg = f"the id {twice[0][1]!r} appears more than once; give each record its own id"
+            raise StoreInputError(msg)
 
     def find(
         self,
