@@ -186,13 +186,19 @@ class ContextMemory:
             self._message_record(session_id, index, message, user_id)
             for index, message in enumerate(messages)
         ]
+        return self._write(records, "message", progress, batch_size)
+
+    def _write(
+        self, records: list[Record], noun: str, progress: bool | None, batch_size: int = 256
+    ) -> list[str]:
+        """Check every record, count tokens once, then store in batches with a progress bar."""
         try:
             self.store.check(records)  # all of them, before the first batch is written
         except StoreInputError as exc:
-            msg = f"{str(exc).replace('record ', 'message ', 1)}; nothing was written"
+            msg = f"{str(exc).replace('record ', noun + ' ', 1)}; nothing was written"
             raise StoreInputError(msg) from exc
         self._remember_counts(records)
-        bar = _progress(len(records), "storing messages", progress)
+        bar = _progress(len(records), f"storing {noun}s", progress)
         ids: list[str] = []
         for start in range(0, len(records), batch_size):
             chunk = records[start : start + batch_size]
@@ -341,17 +347,7 @@ class ContextMemory:
                         metadata={**metadata, "doc_namespace": namespace, "doc_id": doc_id},
                     )
                 )
-        self._remember_counts(records)
-        bar = _progress(len(records), "storing document chunks", progress)
-        ids: list[str] = []
-        for start in range(0, len(records), 256):
-            chunk_records = records[start : start + 256]
-            ids.extend(r.id for r in self.store.add(chunk_records))
-            if bar is not None:
-                bar.update(len(chunk_records))
-        if bar is not None:
-            bar.close()
-        return ids
+        return self._write(records, "document chunk", progress)
 
     # -- reading ---------------------------------------------------------------------------
     def history(self, session_id: str, *, limit: int | None = None) -> list[Record]:

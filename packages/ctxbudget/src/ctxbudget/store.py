@@ -660,11 +660,6 @@ class ChromaStore:
         if not batch:
             return []
         keys = [_key(r.namespace, r.id) for r in batch]
-        if len(set(keys)) != len(keys):
-            counts = Counter(keys)
-            twice = sorted({r.id for r, k in zip(batch, keys, strict=True) if counts[k] > 1})
-            msg = f"ids {twice} appear more than once in one add(); give each record its own id"
-            raise StoreInputError(msg + "; nothing was written")
         # Embedding is the slow part: do it before taking the lock, then plan again under it.
         vectors: dict[str, list[float]] = {}
         with self._unwritten():
@@ -946,11 +941,12 @@ class ChromaStore:
         """
         for index, record in enumerate(records):
             _check_record(index, record)
-        ids = Counter((r.namespace, r.id) for r in records)
-        twice = [key for key, n in ids.items() if n > 1]
-        if twice:
-            msg = f"the id {twice[0][1]!r} appears more than once; give each record its own id"
-            raise StoreInputError(msg)
+        keys = [_key(r.namespace, r.id) for r in records]
+        if len(set(keys)) != len(keys):
+            counts = Counter(keys)
+            twice = sorted({r.id for r, k in zip(records, keys, strict=True) if counts[k] > 1})
+            msg = f"ids {twice} appear more than once in one add(); give each record its own id"
+            raise StoreInputError(msg + "; nothing was written")
 
     def find(
         self,
@@ -975,27 +971,14 @@ class ChromaStore:
             seqs: only messages at these sequence numbers.
             where: a filter over the records' user ``metadata`` keys (as in `search`).
         """
-        clauses: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
-        if session_id is not None:
-            clauses.append({"sid": _require_name("session_id", session_id)})
-        if user_id is not None:
-            clauses.append({"uid": _require_name("user_id", user_id)})
-        if kinds is not None:
-            wanted = [kinds] if isinstance(kinds, str) else list(kinds)
-            unknown = [kind for kind in wanted if kind not in KINDS]
-            if unknown:
-                msg = f"kinds {unknown} are unknown; use some of {sorted(KINDS)}"
-                raise StoreInputError(msg)
-            if not wanted:
-                return []
-            clauses.append({"kind": {"$in": wanted}})
+        clauses = _filters(namespace, session_id, user_id, None, kinds, where)
+        if clauses is None:
+            return []
         if seqs is not None:
             numbers = sorted({_require_count("seq", n) for n in seqs})
             if not numbers:
                 return []
             clauses.append({"seq": {"$in": numbers}})
-        if where is not None:
-            clauses.append(_user_where(where))
         found = self._records_where(_and(clauses))
         found.sort(key=lambda r: (r.kind, -1 if r.seq is None else r.seq, r.id))
         return found
@@ -1044,27 +1027,10 @@ class ChromaStore:
         Returns:
             Hits by similarity, highest first, ties broken by id.
         """
-        clauses: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
         _require_count("k", k)
-        if session_id is not None:
-            clauses.append({"sid": _require_name("session_id", session_id)})
-        if user_id is not None:
-            clauses.append({"uid": _require_name("user_id", user_id)})
-        if exclude_session_id is not None:
-            clauses.append(
-                {"sid": {"$ne": _require_name("exclude_session_id", exclude_session_id)}}
-            )
-        if kinds is not None:
-            wanted = [kinds] if isinstance(kinds, str) else list(kinds)
-            unknown = [kind for kind in wanted if kind not in KINDS]
-            if unknown:
-                msg = f"kinds {unknown} are unknown; use some of {sorted(KINDS)}"
-                raise StoreInputError(msg)
-            if not wanted:
-                return []
-            clauses.append({"kind": {"$in": wanted}})
-        if where is not None:
-            clauses.append(_user_where(where))
+        clauses = _filters(namespace, session_id, user_id, exclude_session_id, kinds, where)
+        if clauses is None:
+            return []
         if k == 0:
             return []
         vector = self._query_vector(query)
@@ -1226,6 +1192,36 @@ class ChromaStore:
                 if not self._ids(self._records, scope, limit=1):
                     self._delete(self._meta, self._ids(self._meta, scope))
         return len(rows)
+
+
+def _filters(
+    namespace: str,
+    session_id: str | None,
+    user_id: str | None,
+    exclude_session_id: str | None,
+    kinds: Sequence[str] | None,
+    where: dict[str, Any] | None,
+) -> list[dict[str, Any]] | None:
+    """The Chroma ``where`` clauses of a read (None: nothing can match, e.g. no kinds)."""
+    clauses: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
+    if session_id is not None:
+        clauses.append({"sid": _require_name("session_id", session_id)})
+    if user_id is not None:
+        clauses.append({"uid": _require_name("user_id", user_id)})
+    if exclude_session_id is not None:
+        clauses.append({"sid": {"$ne": _require_name("exclude_session_id", exclude_session_id)}})
+    if kinds is not None:
+        wanted = [kinds] if isinstance(kinds, str) else list(kinds)
+        unknown = [kind for kind in wanted if kind not in KINDS]
+        if unknown:
+            msg = f"kinds {unknown} are unknown; use some of {sorted(KINDS)}"
+            raise StoreInputError(msg)
+        if not wanted:
+            return None
+        clauses.append({"kind": {"$in": wanted}})
+    if where is not None:
+        clauses.append(_user_where(where))
+    return clauses
 
 
 def _user_where(where: object) -> dict[str, Any]:

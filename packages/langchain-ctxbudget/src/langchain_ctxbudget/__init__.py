@@ -1,9 +1,50 @@
-"""LangChain adapters for ctxbudget.
+"""LangChain adapters for ctxbudget: the prompt always fits, counted with the model's tokenizer.
 
-The adapters (middleware, retriever, compressor, chat history) land with their own issue; the
-package exists now so that the monorepo layout is final.
+* `CtxBudgetMiddleware`: agent middleware for ``langchain.agents.create_agent`` (needs the
+  ``agents`` extra: ``pip install 'langchain-ctxbudget[agents]'``).
+* `budget_messages`: a drop-in for ``trim_messages`` (also a Runnable for LCEL).
+* `CtxBudgetRetriever`, `CtxBudgetCompressor`: retrieved context packed into a token budget.
+* `CtxBudgetChatMessageHistory`: chat history stored in a ``ContextMemory``.
+* `ChatModelSummarizer`: a ``ctxbudget.Summarizer`` backed by any chat model.
+
+>>> from langchain_core.messages import HumanMessage
+>>> from langchain_ctxbudget import budget_messages
+>>> [m.content for m in budget_messages([HumanMessage("Hi")], max_tokens=20)]
+['Hi']
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import TYPE_CHECKING, Any
+
+from langchain_ctxbudget.chat_history import CtxBudgetChatMessageHistory
+from langchain_ctxbudget.compressors import CtxBudgetCompressor
+from langchain_ctxbudget.messages import budget_messages
+from langchain_ctxbudget.retrievers import CtxBudgetRetriever
+from langchain_ctxbudget.summarizers import DEFAULT_SUMMARY_PROMPT, ChatModelSummarizer
+
+if TYPE_CHECKING:
+    from langchain_ctxbudget.middleware import CtxBudgetMiddleware
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "ChatModelSummarizer",
+    "CtxBudgetChatMessageHistory",
+    "CtxBudgetCompressor",
+    "CtxBudgetMiddleware",
+    "CtxBudgetRetriever",
+    "budget_messages",
+]
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The middleware needs the optional `langchain` package: import it on first use, so the
+    # rest of the package works without it (the import error names the extra to install).
+    if name == "CtxBudgetMiddleware":
+        from langchain_ctxbudget.middleware import CtxBudgetMiddleware
+
+        return CtxBudgetMiddleware
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

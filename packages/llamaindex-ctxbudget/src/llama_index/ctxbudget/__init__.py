@@ -1,9 +1,27 @@
 """LlamaIndex adapters for ctxbudget, importable as ``llama_index.ctxbudget``.
 
-The adapters (memory, retriever, node postprocessor) land with their own issue; the package
-exists now so that the monorepo layout is final.
+* `CtxBudgetMemory`: a chat memory whose ``get`` always fits its token limit, backed by a
+  ctxbudget ``ContextMemory`` (Chroma and a local embedder).
+* `CtxBudgetRetriever`: retrieval from a ``ContextMemory`` within a token budget.
+* `CtxBudgetNodePostprocessor`: any retriever's nodes packed into a token budget.
+* `CtxBudgetEmbedding`: ctxbudget's local embedder as a LlamaIndex embedding model.
+* `LLMSummarizer`: a ctxbudget ``Summarizer`` backed by any LlamaIndex LLM.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
+from llama_index.ctxbudget.memory import CtxBudgetMemory, block_tier
+from llama_index.ctxbudget.postprocessor import CtxBudgetNodePostprocessor
+from llama_index.ctxbudget.retriever import CtxBudgetRetriever
+from llama_index.ctxbudget.summarizer import DEFAULT_SUMMARY_PROMPT, LLMSummarizer
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "CtxBudgetEmbedding",
+    "CtxBudgetMemory",
+    "CtxBudgetNodePostprocessor",
+    "CtxBudgetRetriever",
+    "LLMSummarizer",
+    "block_tier",
+]

@@ -1,0 +1,213 @@
+"""LangChain messages, tools and records to ctxbudget items and back (internal).
+
+Every message is read through its OpenAI form (``convert_to_openai_messages``), so what the core
+counts for a message is exactly what ``TokenCounter.count_messages`` gives for the message as
+sent: role, content, name, tool calls and tool call id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.utils import convert_to_openai_messages
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ctxbudget import ContextItem, Tier, TokenCounter
+from ctxbudget.errors import InvalidItemError
+from ctxbudget.items import ROLES, Shrink
+from ctxbudget.store import Record
+
+__all__ = [
+    "counter_for",
+    "item_of",
+    "message_of_record",
+    "openai_message",
+    "record_payload",
+    "resolve_counter",
+    "tool_schema",
+    "tool_tokens",
+]
+
+# The core stores an empty assistant text that only calls tools as this placeholder.
+_TOOL_CALL_PLACEHOLDER = "(tool call)"
+_FAST_ROLES = {"human": "user", "ai": "assistant", "system": "system"}
+
+
+@lru_cache(maxsize=64)
+def counter_for(model: str) -> TokenCounter:
+    """The (cached) counter of a registered model; building one loads its encoding."""
+    return TokenCounter.for_model(model)
+
+
+def resolve_counter(token_counter: object, model: str | None) -> TokenCounter:
+    """A `TokenCounter` from a counter, a model name, or ``"approximate"``.
+
+    Callables and LangChain models are refused: the core needs a tokenizer to count each piece
+    it renders, and ``BaseLanguageModel.get_num_tokens`` returns 0 offline.
+    """
+    if token_counter is None:
+        return counter_for(model or "gpt-4o")
+    if isinstance(token_counter, TokenCounter):
+        return token_counter
+    if token_counter == "approximate":
+        return TokenCounter.approximate()
+    if isinstance(token_counter, str):
+        return counter_for(token_counter)
+    msg = (
+        f"token_counter must be a model name (e.g. 'gpt-4o'), a ctxbudget TokenCounter or "
+        f"'approximate', got {type(token_counter).__name__}; functions and LangChain models "
+        "cannot be used: ctxbudget counts every piece it renders with the model's tokenizer "
+        "(and BaseLanguageModel.get_num_tokens returns 0 without network access)"
+    )
+    raise ValueError(msg)
+
+
+def openai_message(message: BaseMessage) -> dict[str, Any]:
+    """The OpenAI chat form of a message (plain text messages skip LangChain's converter)."""
+    content = message.content
+    role = _FAST_ROLES.get(message.type)
+    if (
+        role is not None
+        and isinstance(content, str)
+        and not message.additional_kwargs
+        and not (
+            isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)
+        )
+    ):
+        out: dict[str, Any] = {"role": role}
+        if message.name:
+            out["name"] = message.name
+        out["content"] = content
+        return out
+    return dict(convert_to_openai_messages(message, text_format="string"))
+
+
+def item_of(
+    message: BaseMessage,
+    *,
+    id: str,  # noqa: A002 - the ContextItem field
+    index: int,
+    tier: int = Tier.RECENT,
+    shrink: Shrink = Shrink.DROP,
+    timestamp: float | None = None,
+) -> ContextItem:
+    """A history item that counts exactly as the message will be sent.
+
+    Raises:
+        InvalidItemError: a role the core does not know, or content with non-text parts.
+    """
+    data = openai_message(message)
+    role = data.get("role")
+    if role not in ROLES:
+        msg = (
+            f"message {index} has the role {role!r}; ctxbudget packs system, user, assistant and "
+            "tool messages (convert others first)"
+        )
+        raise InvalidItemError(msg)
+    content = data.get("content")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        kinds = sorted({str(p.get("type")) for p in content if isinstance(p, Mapping)})
+        msg = (
+            f"message {index} ({message.type}) has non-text content parts {kinds}; ctxbudget "
+            "items are text, so these parts could not be counted: send them outside the "
+            "budgeted history or convert them to text"
+        )
+        raise InvalidItemError(msg)
+    calls = data.get("tool_calls") or []
+    metadata: dict[str, Any] = {"tool_calls": calls} if calls else {}
+    return ContextItem(
+        id,
+        content,
+        tier=tier,
+        role=role,
+        name=data.get("name") or None,
+        tool_calls=tuple(str(call.get("id") or "") for call in calls),
+        tool_call_id=data.get("tool_call_id"),
+        metadata=metadata,
+        shrink=shrink,
+        timestamp=timestamp,
+        source="history",
+    )
+
+
+def tool_schema(tool: object) -> dict[str, Any]:
+    """The OpenAI schema of a tool as a chat model binds it."""
+    return dict(convert_to_openai_tool(tool))  # type: ignore[arg-type]
+
+
+def tool_tokens(counter: TokenCounter, tools: Sequence[object]) -> int:
+    """Tokens of tool schemas: each one's compact JSON (sorted keys), as the docs state."""
+    return sum(
+        counter.count(json.dumps(tool_schema(t), sort_keys=True, ensure_ascii=False, default=str))
+        for t in tools
+    )
+
+
+def record_payload(message: BaseMessage, *, id: str, timestamp: float) -> dict[str, Any] | None:  # noqa: A002
+    """What `ContextMemory.add_messages` takes for a message; None when there is nothing to keep.
+
+    Non-text parts (images) are not stored: only the text is.
+    """
+    data = convert_to_openai_messages(message, text_format="string")
+    role = data.get("role")
+    if role not in ROLES:
+        return None
+    content = data.get("content")
+    text = content if isinstance(content, str) else message.text
+    calls = data.get("tool_calls") or []
+    if not (text or "").strip() and not calls:
+        return None
+    payload: dict[str, Any] = {
+        "role": role,
+        "text": text or "",
+        "id": id,
+        "timestamp": timestamp,
+        "tool_calls": calls,
+        "tool_call_id": data.get("tool_call_id"),
+    }
+    if data.get("name"):
+        payload["name"] = data["name"]
+    return payload
+
+
+def message_of_record(record: Record) -> BaseMessage:
+    """The LangChain message of a stored message record (id, name and tool calls restored)."""
+    name = record.metadata.get("_name")
+    raw_calls = record.metadata.get("_tool_calls")
+    common: dict[str, Any] = {"id": record.id}
+    if name:
+        common["name"] = str(name)
+    if record.role == "assistant":
+        calls = json.loads(raw_calls) if isinstance(raw_calls, str) else []
+        tool_calls = [_tool_call(call) for call in calls if isinstance(call, Mapping)]
+        text = record.text
+        if tool_calls and text == _TOOL_CALL_PLACEHOLDER:
+            text = ""
+        return AIMessage(content=text, tool_calls=tool_calls, **common)
+    if record.role == "tool":
+        return ToolMessage(content=record.text, tool_call_id=record.tool_call_id or "", **common)
+    if record.role == "system":
+        return SystemMessage(content=record.text, **common)
+    return HumanMessage(content=record.text, **common)
+
+
+def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    function = call.get("function")
+    if isinstance(function, Mapping):  # OpenAI form: arguments as JSON text
+        arguments = function.get("arguments") or "{}"
+        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        return {"name": str(function.get("name", "")), "args": args, "id": call.get("id")}
+    args = dict(call.get("args") or {})
+    return {"name": str(call.get("name", "")), "args": args, "id": call.get("id")}

@@ -1,0 +1,96 @@
+"""`CtxBudgetChatMessageHistory`: a LangChain chat history kept in a `ContextMemory`."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables.config import run_in_executor
+
+from ctxbudget.errors import StoreInputError
+from ctxbudget.memory import ContextMemory
+from langchain_ctxbudget._convert import message_of_record, record_payload
+
+__all__ = ["CtxBudgetChatMessageHistory"]
+
+
+class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
+    """The messages of one session, stored in a `ctxbudget.memory.ContextMemory` (Chroma).
+
+    A drop-in storage for ``RunnableWithMessageHistory``: messages are stored with their ids,
+    names and tool calls, embedded by the memory's model so they can be recalled later, and
+    read back in order. New code should use `CtxBudgetMiddleware` with ``memory=`` instead: it
+    stores the conversation the same way and also keeps every model call within the window.
+
+    Args:
+        memory: where the messages are kept.
+        session_id: the conversation.
+        user_id: the user the messages belong to (lets the memory recall across sessions).
+
+    >>> history = CtxBudgetChatMessageHistory(memory, "s1")  # doctest: +SKIP
+    >>> history.add_user_message("I moved to Lisbon")  # doctest: +SKIP
+    >>> [m.content for m in history.messages]  # doctest: +SKIP
+    ['I moved to Lisbon']
+    """
+
+    def __init__(
+        self, memory: ContextMemory, session_id: str, *, user_id: str | None = None
+    ) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            msg = f"session_id must be a non-empty string, got {session_id!r}"
+            raise StoreInputError(msg)
+        self.memory = memory
+        self.session_id = session_id
+        self.user_id = user_id
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """Every message of the session, oldest first."""
+        return [message_of_record(r) for r in self.memory.history(self.session_id)]
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """Async `messages` (the store is read in an executor)."""
+        return await run_in_executor(None, lambda: self.messages)
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Store messages in order (all checked before any is written).
+
+        Messages without an id get a new one. A message with no text and no tool calls is not
+        stored (the memory keeps only messages with content).
+
+        Raises:
+            StoreInputError: a message the store cannot keep; nothing was written.
+        """
+        now = time.time()
+        payloads = []
+        for message in messages:
+            key = message.id or f"{self.session_id}:{uuid.uuid4().hex[:16]}"
+            payload = record_payload(message, id=key, timestamp=now)
+            if payload is None:
+                if message.type not in ("human", "ai", "system", "tool"):
+                    msg = (
+                        f"a {message.type} message cannot be stored; store human, ai, system "
+                        "and tool messages"
+                    )
+                    raise StoreInputError(msg)
+                continue
+            payloads.append(payload)
+        if payloads:
+            self.memory.add_messages(
+                self.session_id, payloads, user_id=self.user_id, progress=False
+            )
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Async `add_messages`."""
+        await run_in_executor(None, self.add_messages, messages)
+
+    def clear(self) -> None:
+        """Delete everything stored for the session (messages, session pins and summaries)."""
+        self.memory.delete_session(self.session_id)
+
+    async def aclear(self) -> None:
+        """Async `clear`."""
+        await run_in_executor(None, self.clear)

@@ -1,0 +1,148 @@
+"""`CtxBudgetCompressor`: the output of any retriever, packed into a token budget."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import BaseDocumentCompressor, Document
+from langchain_core.embeddings import Embeddings
+from pydantic import ConfigDict, Field
+
+from ctxbudget import (
+    Budget,
+    BudgetExceededError,
+    ContextAssembler,
+    ContextItem,
+    InvalidItemError,
+    Tier,
+    TokenCounter,
+)
+from ctxbudget.items import Shrink
+from langchain_ctxbudget._convert import resolve_counter
+
+__all__ = ["CtxBudgetCompressor"]
+
+_SCORE_KEYS = ("relevance_score", "score", "similarity")
+
+
+def pack_items(
+    items: list[ContextItem],
+    counter: TokenCounter,
+    budget: Budget,
+    *,
+    near_duplicate_threshold: float | None = 0.95,
+) -> list[ContextItem]:
+    """The items the core keeps within ``budget`` (rendered as text), in no set order."""
+    if not items:
+        return []
+    assembler = ContextAssembler(counter, near_duplicate_threshold=near_duplicate_threshold)
+    try:
+        return list(assembler.assemble(items, budget=budget, format="text").included)
+    except BudgetExceededError:
+        # No item is never-pruned: the budget is below the rendering's own overhead.
+        return []
+
+
+class CtxBudgetCompressor(BaseDocumentCompressor):
+    """Keeps the most valuable retrieved documents that fit ``max_tokens``, counted exactly.
+
+    For ``ContextualCompressionRetriever``-style pipelines: give it the documents of any
+    retriever and the query. The core drops duplicates (same text once normalized, and near
+    duplicates when ``embeddings`` is given), packs the highest total score into the budget,
+    and, with ``truncate``, cuts one more document at a sentence boundary (marked `` …``) to
+    use the room left. Documents come back best first, each a copy with ``tokens`` (of the
+    returned ``page_content``), ``truncated`` and, unless it has one, ``score`` added to its
+    metadata.
+
+    A document's value is its metadata's ``score_key`` (higher is better), else its
+    ``relevance_score``, ``score`` or ``similarity``, else ``1 / (1 + rank)`` from the order
+    given. As for `CtxBudgetRetriever`, the budget bounds the documents as the core renders
+    them, so the ``tokens`` of the returned documents add up to at most ``max_tokens``.
+
+    Args:
+        max_tokens: the token budget of all returned documents.
+        model: the model whose tokenizer counts.
+        token_counter: a `ctxbudget.TokenCounter` (or model name) instead of ``model``'s.
+        truncate: let one document be cut at a sentence boundary to fill the budget.
+        score_key: the metadata key holding each document's score.
+        embeddings: embeds the documents so near duplicates are dropped too.
+        near_duplicate_threshold: cosine similarity from which two documents are duplicates.
+
+    >>> compressor = CtxBudgetCompressor(max_tokens=500)
+    >>> compressor.compress_documents([Document("Lisbon is sunny."),
+    ...                                Document("lisbon is  sunny.")], "weather")[0].page_content
+    'Lisbon is sunny.'
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    max_tokens: int = Field(gt=0)
+    model: str = "gpt-4o"
+    token_counter: TokenCounter | str | None = None
+    truncate: bool = True
+    score_key: str | None = None
+    embeddings: Embeddings | None = None
+    near_duplicate_threshold: float | None = Field(default=0.95, gt=0.0, le=1.0)
+
+    def compress_documents(
+        self,
+        documents: Sequence[Document],
+        query: str,
+        callbacks: Callbacks | None = None,
+    ) -> Sequence[Document]:
+        """Pack ``documents`` into ``max_tokens``; ``query`` is not used for scoring."""
+        docs = [d for d in documents if d.page_content.strip()]
+        if not docs:
+            return []
+        counter = resolve_counter(self.token_counter, self.model)
+        vectors: list[list[float]] | None = None
+        if self.embeddings is not None:
+            vectors = self.embeddings.embed_documents([d.page_content for d in docs])
+        items = [
+            ContextItem(
+                f"doc:{index}",
+                doc.page_content,
+                tier=Tier.RETRIEVED,
+                score=self._score(doc, index),
+                shrink=Shrink.TRUNCATE if self.truncate else Shrink.DROP,
+                embedding=None if vectors is None else vectors[index],
+            )
+            for index, doc in enumerate(docs)
+        ]
+        kept = pack_items(
+            items,
+            counter,
+            Budget(window=self.max_tokens),
+            near_duplicate_threshold=self.near_duplicate_threshold,
+        )
+        kept.sort(key=lambda it: (-it.score, int(it.id.split(":")[1])))
+        out: list[Document] = []
+        for item in kept:
+            original = docs[int(item.id.split(":")[1])]
+            metadata: dict[str, Any] = dict(original.metadata)
+            metadata.setdefault("score", item.score)
+            metadata["tokens"] = counter.count(item.text)
+            metadata["truncated"] = item.text != original.page_content
+            update = {"page_content": item.text, "metadata": metadata}
+            out.append(original.model_copy(update=update))
+        return out
+
+    def _score(self, doc: Document, rank: int) -> float:
+        keys = (self.score_key,) if self.score_key else _SCORE_KEYS
+        for key in keys:
+            value = doc.metadata.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if not math.isfinite(value):
+                    msg = f"document {rank}: metadata[{key!r}] must be finite, got {value!r}"
+                    raise InvalidItemError(msg)
+                return float(value)
+            if value is not None or self.score_key:
+                msg = (
+                    f"document {rank}: metadata[{key!r}] must be a number (higher is better), "
+                    f"got {value!r}"
+                )
+                raise InvalidItemError(msg)
+        return 1.0 / (1.0 + rank)

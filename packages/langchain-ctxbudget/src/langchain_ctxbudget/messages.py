@@ -1,0 +1,222 @@
+"""`budget_messages`: a drop-in for ``langchain_core.messages.trim_messages`` built on the core.
+
+The messages become `ctxbudget.ContextItem`s (the leading system message is never pruned,
+``pinned`` facts come next, then the conversation as whole exchanges, newest first), the core
+`ContextAssembler` packs them, and the messages it kept come back as the very objects given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial, wraps
+from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar, cast, overload
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages.utils import MessageLikeRepresentation, convert_to_messages
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableLambda
+
+from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
+from ctxbudget.items import Shrink
+from langchain_ctxbudget._convert import item_of, resolve_counter
+
+__all__ = ["budget_messages"]
+
+MessageType = str | type[BaseMessage]
+"""A message type as trim_messages takes it: ``"human"``, ``"ai"``... or a message class."""
+
+_P = ParamSpec("_P")
+_R_co = TypeVar("_R_co", covariant=True)
+_Input = Sequence[MessageLikeRepresentation] | PromptValue
+
+_ASSEMBLERS: dict[str, ContextAssembler] = {}
+
+
+class _RunnableSupport(Protocol[_P, _R_co]):
+    @overload
+    def __call__(
+        self, messages: None = None, *args: _P.args, **kwargs: _P.kwargs
+    ) -> Runnable[_Input, _R_co]: ...
+
+    @overload
+    def __call__(self, messages: _Input, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+    def __call__(
+        self, messages: _Input | None = None, *args: _P.args, **kwargs: _P.kwargs
+    ) -> _R_co | Runnable[_Input, _R_co]: ...
+
+
+def _runnable_support(
+    func: Callable[Concatenate[_Input, _P], _R_co],
+) -> _RunnableSupport[_P, _R_co]:
+    """Called without messages, return a Runnable (as trim_messages does)."""
+
+    @wraps(func)
+    def wrapped(
+        messages: _Input | None = None, *args: _P.args, **kwargs: _P.kwargs
+    ) -> _R_co | Runnable[_Input, _R_co]:
+        if messages is not None:
+            return func(messages, *args, **kwargs)
+        return RunnableLambda(partial(func, **kwargs), name=func.__name__)
+
+    return cast("_RunnableSupport[_P, _R_co]", wrapped)
+
+
+@_runnable_support
+def budget_messages(
+    messages: _Input,
+    *,
+    max_tokens: int,
+    model: str = "gpt-4o",
+    token_counter: str | TokenCounter | None = None,
+    strategy: Literal["last"] = "last",
+    include_system: bool = True,
+    start_on: MessageType | Sequence[MessageType] | None = "human",
+    end_on: MessageType | Sequence[MessageType] | None = None,
+    allow_partial: Literal[False] = False,
+    text_splitter: None = None,
+    pinned: Sequence[str] = (),
+) -> list[BaseMessage]:
+    """Keep the newest whole exchanges that fit ``max_tokens``, counted exactly.
+
+    A drop-in for ``trim_messages(strategy="last", include_system=True, start_on="human")``
+    (see docs/langchain.md for the table of equivalent settings). The differences are on
+    purpose: counts are exact (the model's tokenizer and the provider's per-message overhead,
+    tool calls included); the system message and ``pinned`` facts are never dropped (an error
+    says so when they alone do not fit, where trim_messages returns more than ``max_tokens``);
+    history is kept as whole exchanges (a user message and everything that answers it), so it
+    never starts with an orphan tool result and never separates a tool call from its result.
+
+    Called without ``messages`` it returns a Runnable, for LCEL:
+    ``prompt | budget_messages(max_tokens=2000) | model``.
+
+    Args:
+        messages: the conversation (messages, message-likes or a PromptValue), oldest first.
+        max_tokens: the most the returned messages may cost, reply priming included
+            (``TokenCounter.count_messages`` of their OpenAI form never exceeds it).
+        model: the model whose tokenizer counts (a name the ctxbudget registry knows).
+        token_counter: instead of ``model``: a model name, a `ctxbudget.TokenCounter` or
+            ``"approximate"``. Functions and LangChain models are not accepted (they cannot
+            count the pieces the core renders; ``get_num_tokens`` returns 0 offline).
+        strategy: only ``"last"``: keeping the oldest messages would drop the current question.
+        include_system: keep a `SystemMessage` at index 0 whatever happens (never pruned).
+            When False it is an ordinary message of the history.
+        start_on: ``"human"`` (the default; also ``HumanMessage`` or ``["human"]``) drops the
+            messages before the first human one; None keeps them when everything fits. Whole
+            exchanges always start on a human message, so no other type can be honoured.
+        end_on: drop messages after the last one of these types first (as trim_messages).
+        allow_partial: only False: a message is kept or dropped whole.
+        text_splitter: not supported (it only serves ``allow_partial``).
+        pinned: facts that are always sent, in the system message after its text. The system
+            message returned is then a new one holding both.
+
+    Returns:
+        The kept messages in order: the given objects (a new `SystemMessage` when ``pinned``).
+
+    Raises:
+        BudgetExceededError: the system message and the pinned facts alone exceed max_tokens.
+        InvalidBudgetError: max_tokens is not a positive int.
+        InvalidItemError: a message with non-text content parts or an unknown role.
+        ValueError: an unsupported trim_messages option (the message says why).
+
+    >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    >>> history = [SystemMessage("Be brief."), HumanMessage("Hi"), AIMessage("Hello!"),
+    ...            HumanMessage("What is 2 + 2?")]
+    >>> [m.type for m in budget_messages(history, max_tokens=30)]
+    ['system', 'human']
+    """
+    _check_options(strategy, allow_partial, text_splitter, start_on)
+    counter = resolve_counter(token_counter, model)
+    given = list(convert_to_messages(messages))
+    if end_on is not None:
+        while given and not _is_type(given[-1], end_on):
+            given.pop()
+    system: BaseMessage | None = None
+    if include_system and given and isinstance(given[0], SystemMessage):
+        system, given = given[0], given[1:]
+    if start_on is not None:
+        first = next((i for i, m in enumerate(given) if isinstance(m, HumanMessage)), len(given))
+        given = given[first:]
+
+    items: list[ContextItem] = []
+    originals: dict[str, BaseMessage] = {}
+    if system is not None:
+        if pinned:
+            items.append(ContextItem("system", system.text, tier=Tier.SYSTEM, source="system"))
+        else:
+            # Sent verbatim as its own message, so it is counted exactly as given.
+            items.append(item_of(system, id="m0", index=0, shrink=Shrink.NEVER))
+            originals["m0"] = system
+    offset = 1 if system is not None else 0
+    for index, message in enumerate(given, start=offset):
+        key = f"m{index}"
+        items.append(item_of(message, id=key, index=index))
+        originals[key] = message
+    items.extend(
+        ContextItem(f"pinned:{i}", fact, tier=Tier.PINNED, shrink=Shrink.NEVER, source="pinned")
+        for i, fact in enumerate(pinned)
+    )
+    ctx = _assembler(counter).assemble(items, budget=Budget.coerce(max_tokens))
+    kept = [originals[it.id] for it in ctx.included if it.id in originals]
+    rendered = ctx.to_messages()
+    head = rendered[: len(rendered) - len(kept)]
+    if not head:
+        return kept
+    prefix = SystemMessage(
+        content="".join(str(m["content"]) for m in head),
+        id=system.id if system is not None else None,
+    )
+    return [prefix, *kept]
+
+
+def _assembler(counter: TokenCounter) -> ContextAssembler:
+    key = f"{counter.name}:{counter.model}:{id(counter)}"
+    assembler = _ASSEMBLERS.get(key)
+    if assembler is None or assembler.counter is not counter:
+        if len(_ASSEMBLERS) > 32:
+            _ASSEMBLERS.clear()
+        assembler = _ASSEMBLERS[key] = ContextAssembler(counter)
+    return assembler
+
+
+def _check_options(
+    strategy: object, allow_partial: object, text_splitter: object, start_on: object
+) -> None:
+    if strategy != "last":
+        msg = (
+            f"budget_messages supports strategy='last' only, got {strategy!r}: it keeps the "
+            "newest exchanges; keeping the oldest would drop the question being answered"
+        )
+        raise ValueError(msg)
+    if allow_partial:
+        msg = (
+            "budget_messages keeps or drops each message whole (allow_partial=False): half a "
+            "message can change its meaning and half a tool call cannot be sent"
+        )
+        raise ValueError(msg)
+    if text_splitter is not None:
+        msg = "text_splitter is only used with allow_partial=True, which is not supported"
+        raise ValueError(msg)
+    if start_on is not None and not _means_human(start_on):
+        msg = (
+            f"start_on must be 'human' (or HumanMessage) or None, got {start_on!r}: history is "
+            "kept as whole exchanges, which always start on a human message"
+        )
+        raise ValueError(msg)
+
+
+def _means_human(kind: object) -> bool:
+    if isinstance(kind, str | type):
+        kinds: list[object] = [kind]
+    elif isinstance(kind, Sequence):
+        kinds = list(kind)
+    else:
+        return False
+    return bool(kinds) and all(
+        k == "human" or (isinstance(k, type) and issubclass(k, HumanMessage)) for k in kinds
+    )
+
+
+def _is_type(message: BaseMessage, kind: MessageType | Sequence[MessageType]) -> bool:
+    kinds: Sequence[Any] = [kind] if isinstance(kind, str | type) else kind
+    return any(message.type == k if isinstance(k, str) else isinstance(message, k) for k in kinds)

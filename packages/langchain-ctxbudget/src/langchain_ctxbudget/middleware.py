@@ -1,0 +1,529 @@
+"""`CtxBudgetMiddleware`: every model call of a ``create_agent`` agent fits the model's window.
+
+Needs the ``agents`` extra (``pip install 'langchain-ctxbudget[agents]'``), which brings
+``langchain``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables.config import run_in_executor
+
+from ctxbudget import (
+    AssembledContext,
+    Budget,
+    BudgetExceededError,
+    ContextAssembler,
+    ContextItem,
+    InvalidBudgetError,
+    PruneReason,
+    StoreInputError,
+    Summarizer,
+    Tier,
+    TokenCounter,
+    UnknownModelError,
+    lookup_model,
+)
+from ctxbudget.errors import MissingDependencyError
+from ctxbudget.items import Shrink
+from langchain_ctxbudget._convert import (
+    counter_for,
+    item_of,
+    record_payload,
+    resolve_counter,
+    tool_tokens,
+)
+from langchain_ctxbudget._scoring import score_hits
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+    from langchain.agents.middleware.types import ModelResponse
+except ImportError as exc:  # pragma: no cover - exercised by a test that hides langchain
+    _msg = (
+        "CtxBudgetMiddleware needs LangChain's agents (the 'langchain' package): "
+        "pip install 'langchain-ctxbudget[agents]'"
+    )
+    raise MissingDependencyError(_msg) from exc
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
+
+    from ctxbudget.memory import ContextMemory
+
+__all__ = ["CtxBudgetMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+_UNBOUNDED = 1 << 40  # a window nothing reaches: ContextMemory.assemble used to gather candidates
+_SESSIONS_REMEMBERED = 1024
+_COPY = "memory:"
+
+
+class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Agent middleware that assembles each model call's context within the model's window.
+
+    Before every model call, the request's system prompt, the ``pinned`` facts, long-term
+    memories from ``memory`` and the conversation are packed by the core `ContextAssembler`
+    into ``window - reserve - safety`` tokens minus what the tool schemas cost, counted with
+    the model's tokenizer. The call gets the result through ``request.override``: the agent's
+    state keeps every message. What the model receives:
+
+    * one system message: the system prompt, then pinned facts, then (with ``memory``) stored
+      summaries and retrieved memories and documents;
+    * the newest whole exchanges of the conversation (a user message and everything that
+      answers it), the very message objects of the state. History never starts with a tool
+      result and a tool call is never sent without its results.
+
+    With ``memory``, every message of the state is stored in the `ContextMemory` (once, under
+    its message id) before each model call and when the agent finishes, and with
+    ``summarizer`` old stretches of the session are folded into stored summaries when the
+    agent finishes (`ContextMemory.summarize`); a summary then stands in for the messages it
+    covers once they no longer fit.
+
+    Tool schemas count as the tokens of their compact JSON (``convert_to_openai_tool``, sorted
+    keys); providers do not publish their own rendering, so keep a few tokens of ``safety``.
+
+    Args:
+        model: the model's name in the ctxbudget registry: its tokenizer counts and its window
+            is the budget. When None, the name is read from the chat model of the request
+            (its ``model_name`` or ``model``).
+        budget: a complete `ctxbudget.Budget` instead of ``model``'s window (then neither
+            ``max_tokens``, ``reserve`` nor ``safety`` may be given).
+        max_tokens: the window to use instead of the model's.
+        reserve: tokens kept for the reply; default: ``model``'s output limit capped as in
+            `Budget.for_model`, or 0 with ``max_tokens``.
+        safety: extra tokens kept free.
+        token_counter: a model name, a `ctxbudget.TokenCounter` or ``"approximate"`` to count
+            with, when it is not ``model``'s tokenizer.
+        pinned: facts sent on every call, whatever happens (a call they do not fit raises
+            `BudgetExceededError`).
+        memory: a `ctxbudget.memory.ContextMemory` to store the conversation in and to recall
+            long-term memories from.
+        session_id: the memory session; default: ``session_id`` of the runtime context, else
+            ``configurable["session_id"]`` or the ``thread_id`` of the run's config.
+        user_id: the memory user; default: ``user_id`` of the runtime context or config.
+        documents: which document collections of ``memory`` to search (True: all; False: none).
+        summarizer: folds old stretches of the session into summaries after each run (e.g.
+            `ChatModelSummarizer`); only with ``memory``.
+        min_exchanges: newest exchanges kept before pinned facts and memories are packed.
+
+    Raises:
+        ValueError: ``budget`` combined with ``max_tokens``, ``reserve`` or ``safety``.
+        UnknownModelError: ``model`` is not in the ctxbudget registry.
+
+    >>> from langchain.agents import create_agent  # doctest: +SKIP
+    >>> agent = create_agent(llm, tools, middleware=[  # doctest: +SKIP
+    ...     CtxBudgetMiddleware(model="gpt-4o", reserve=1024, pinned=["User is vegetarian"])])
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        budget: Budget | None = None,
+        max_tokens: int | None = None,
+        reserve: int | None = None,
+        safety: int = 0,
+        token_counter: str | TokenCounter | None = None,
+        pinned: Sequence[str] = (),
+        memory: ContextMemory | None = None,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        documents: bool | str | Sequence[str] = True,
+        summarizer: Summarizer | None = None,
+        min_exchanges: int = 1,
+    ) -> None:
+        super().__init__()
+        if budget is not None and (max_tokens is not None or reserve is not None or safety):
+            msg = "pass either budget= or max_tokens=/reserve=/safety=, not both"
+            raise ValueError(msg)
+        if isinstance(pinned, str):
+            msg = "pinned must be a list of facts, not one string; pass [fact]"
+            raise ValueError(msg)
+        if summarizer is not None and memory is None:
+            msg = "summarizer= folds stored messages into summaries: it needs memory= too"
+            raise ValueError(msg)
+        self.model = model
+        self.memory = memory
+        self.session_id = session_id
+        self.user_id = user_id
+        self.documents = documents
+        self.summarizer = summarizer
+        self.pinned = tuple(pinned)
+        self._counter = (
+            resolve_counter(token_counter, model)
+            if token_counter is not None or model is not None
+            else None
+        )
+        floors: dict[int, float] = {}
+        if memory is not None and memory.config.retrieved_floor > 0:
+            # As ContextMemory does for plain budgets: a share for memories even against history.
+            floors[int(Tier.RETRIEVED)] = min(1.0, memory.config.retrieved_floor)
+        self._floors = floors
+        self._budget: Budget | None = budget
+        self._max_tokens = max_tokens
+        self._reserve = reserve
+        self._safety = safety
+        if budget is None and (model is not None or max_tokens is not None):
+            self._budget = self._make_budget(model)
+        self.min_exchanges = min_exchanges
+        self._assemblers: dict[int, ContextAssembler] = {}
+        self._stored: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
+        self._recalled: OrderedDict[tuple[str, str, str], list[ContextItem]] = OrderedDict()
+        self._lock = threading.Lock()
+        for fact in self.pinned:
+            if not isinstance(fact, str) or not fact.strip():
+                msg = f"each pinned fact must be non-empty text, got {fact!r}"
+                raise ValueError(msg)
+
+    # -- the hook ---------------------------------------------------------------------------
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Any:
+        """Send the model the budgeted context instead of the whole state."""
+        ids = self._identity(request.runtime)
+        return handler(self._prepare(request, ids))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Any:
+        """Async `wrap_model_call` (memory I/O runs in an executor)."""
+        ids = self._identity(request.runtime)
+        if self.memory is None:
+            prepared = self._prepare(request, ids)
+        else:
+            prepared = await run_in_executor(None, self._prepare, request, ids)
+        return await handler(prepared)
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store the run's last messages and fold old stretches into summaries (with memory)."""
+        if self.memory is not None:
+            self._finish(state["messages"], self._identity(runtime))
+        return None
+
+    async def aafter_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async `after_agent`."""
+        if self.memory is not None:
+            await run_in_executor(None, self._finish, state["messages"], self._identity(runtime))
+        return None
+
+    # -- assembling -------------------------------------------------------------------------
+    def _prepare(
+        self, request: ModelRequest[Any], ids: tuple[str, str | None] | None
+    ) -> ModelRequest[Any]:
+        counter = self._counter or self._counter_of(request.model)
+        messages = list(request.messages)
+        items: list[ContextItem] = []
+        system = request.system_message
+        if system is None and messages and isinstance(messages[0], SystemMessage):
+            system, messages = messages[0], messages[1:]
+        if system is not None and system.text.strip():
+            items.append(ContextItem("system", system.text, tier=Tier.SYSTEM, source="system"))
+        items.extend(
+            ContextItem(f"pinned:{i}", fact, tier=Tier.PINNED, shrink=Shrink.NEVER, source="pinned")
+            for i, fact in enumerate(self.pinned)
+        )
+        keys = _message_keys(messages, ids[0] if ids is not None else None)
+        originals: dict[str, AnyMessage] = {}
+        for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
+            items.append(item_of(message, id=key, index=index))
+            originals[key] = message
+        copies: list[ContextItem] = []
+        if self.memory is not None and ids is not None:
+            self._store(messages, keys, ids)
+            extras, copies = self._recall(messages, ids, set(originals))
+            items.extend(extras)
+
+        budget = self._call_budget(counter, request.model, request.tools)
+        ctx = self._assemble(counter, items, budget, bool(request.tools))
+        if copies:
+            # Older turns of this conversation come back as memories only when the history
+            # lost them: a second pass offers the copies of the messages the first one cut
+            # (history can only shrink when more is offered, so no copy repeats a kept turn).
+            kept_ids = {it.id for it in ctx.included}
+            lost = [c for c in copies if c.id.removeprefix(_COPY) not in kept_ids]
+            if lost:
+                ctx = self._assemble(counter, [*items, *lost], budget, bool(request.tools))
+        kept = [originals[it.id] for it in ctx.included if it.id in originals]
+        rendered = ctx.to_messages()
+        head = rendered[: len(rendered) - len(kept)]
+        new_system: SystemMessage | None = None
+        if head:
+            # Prefix and memories in one system message: their texts add up exactly, and one
+            # message costs less overhead than two (some providers take only one).
+            new_system = SystemMessage(
+                content="".join(str(m["content"]) for m in head),
+                id=system.id if system is not None else None,
+            )
+        return request.override(system_message=new_system, messages=list(kept))
+
+    def _assemble(
+        self, counter: TokenCounter, items: list[ContextItem], budget: Budget, tools: bool
+    ) -> AssembledContext:
+        try:
+            return self._assembler(counter).assemble(items, budget=budget)
+        except BudgetExceededError as exc:
+            if not tools:
+                raise
+            msg = f"{exc} (the reserve includes the tool schemas)"
+            raise BudgetExceededError(msg, required=exc.required, available=exc.available) from exc
+
+    def _assembler(self, counter: TokenCounter) -> ContextAssembler:
+        assembler = self._assemblers.get(id(counter))
+        if assembler is None or assembler.counter is not counter:
+            assembler = ContextAssembler(counter, min_exchanges=self.min_exchanges)
+            self._assemblers[id(counter)] = assembler
+        return assembler
+
+    def _make_budget(self, model: str | None) -> Budget:
+        if self._max_tokens is None:
+            if model is None:  # pragma: no cover - guarded by the callers
+                msg = "no model to take the window from"
+                raise UnknownModelError(msg)
+            return Budget.for_model(
+                model, reserve=self._reserve, safety=self._safety, floors=self._floors
+            )
+        return Budget(
+            window=self._max_tokens,
+            reserve=self._reserve or 0,
+            safety=self._safety,
+            floors=self._floors,
+        )
+
+    def _call_budget(self, counter: TokenCounter, model: object, tools: Sequence[object]) -> Budget:
+        budget = self._budget or self._make_budget(self._model_name(model))
+        schemas = tool_tokens(counter, tools) if tools else 0
+        if not schemas:
+            return budget
+        try:
+            return dataclasses.replace(budget, reserve=budget.reserve + schemas)
+        except InvalidBudgetError as exc:
+            msg = (
+                f"the {len(tools)} tool schemas need {schemas:,} tokens but only "
+                f"{budget.available:,} are available (window {budget.window:,} - reserve "
+                f"{budget.reserve:,} - safety {budget.safety:,}); use fewer or shorter tools "
+                "or a larger window"
+            )
+            raise BudgetExceededError(msg, required=schemas, available=budget.available) from exc
+
+    def _counter_of(self, model: object) -> TokenCounter:
+        return counter_for(self._model_name(model))
+
+    def _model_name(self, model: object) -> str:
+        if self.model is not None:
+            return self.model
+        for attribute in ("model_name", "model", "model_id"):
+            name = getattr(model, attribute, None)
+            if isinstance(name, str) and name:
+                try:
+                    return lookup_model(name).name
+                except UnknownModelError:
+                    continue
+        msg = (
+            f"CtxBudgetMiddleware cannot tell which model {type(model).__name__} is; pass "
+            "model='<name>' (a model ctxbudget knows, e.g. 'gpt-4o') or token_counter= and "
+            "max_tokens="
+        )
+        raise UnknownModelError(msg)
+
+    # -- memory -----------------------------------------------------------------------------
+    def _identity(self, runtime: Runtime[Any] | None) -> tuple[str, str | None] | None:
+        """The memory (session, user) of this run, or None without memory."""
+        if self.memory is None:
+            return None
+        context = getattr(runtime, "context", None)
+        configurable = _configurable()
+        session = (
+            self.session_id
+            or _field(context, "session_id")
+            or _text(configurable.get("session_id"))
+            or _text(configurable.get("thread_id"))
+        )
+        if session is None:
+            info = getattr(runtime, "execution_info", None)
+            session = _text(getattr(info, "thread_id", None))
+        if session is None:
+            msg = (
+                "CtxBudgetMiddleware(memory=...) needs a session id: pass session_id=, put "
+                "session_id in the runtime context, or run the agent with a thread_id"
+            )
+            raise StoreInputError(msg)
+        user = self.user_id or _field(context, "user_id") or _text(configurable.get("user_id"))
+        return session, user
+
+    def _store(
+        self, messages: Sequence[BaseMessage], keys: Sequence[str], ids: tuple[str, str | None]
+    ) -> None:
+        """Store the state's messages that the memory does not hold yet (once each)."""
+        memory = self.memory
+        if memory is None:
+            return
+        session, user = ids
+        key = (memory.namespace, session)
+        with self._lock:
+            known = self._stored.setdefault(key, set())
+            self._stored.move_to_end(key)
+            while len(self._stored) > _SESSIONS_REMEMBERED:
+                self._stored.popitem(last=False)
+            fresh = [(m, k) for m, k in zip(messages, keys, strict=True) if k not in known]
+        if not fresh:
+            return
+        found = {r.id for r in memory.store.get([k for _, k in fresh], namespace=memory.namespace)}
+        now = time.time()
+        payloads = [
+            payload
+            for m, k in fresh
+            if k not in found and (payload := record_payload(m, id=k, timestamp=now)) is not None
+        ]
+        if payloads:
+            try:
+                memory.add_messages(session, payloads, user_id=user, progress=False)
+            except StoreInputError as exc:
+                # A message edited in the state under an id already stored: the memory keeps
+                # the first version; the call goes on.
+                logger.warning("ctxbudget memory did not store messages of %r: %s", session, exc)
+        with self._lock:
+            self._stored.setdefault(key, set()).update(k for _, k in fresh)
+
+    def _recall(
+        self,
+        messages: Sequence[BaseMessage],
+        ids: tuple[str, str | None],
+        in_state: set[str],
+    ) -> tuple[list[ContextItem], list[ContextItem]]:
+        """What the memory adds: ``(extras, copies)``.
+
+        Extras: pinned facts, tasks, summaries, documents, the user's other sessions and stored
+        turns the state does not hold, gathered and scored by `ContextMemory.assemble` (with a
+        window nothing reaches, it keeps them all; the history it reads is the state's).
+        Copies: older turns of the state that match the question (ids ``memory:<id>``).
+        """
+        memory = self.memory
+        position = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
+            None,
+        )
+        if memory is None or position is None or not messages[position].text.strip():
+            return [], []
+        session, user = ids
+        query = messages[position].text
+        # The candidates of one question are gathered once: the calls that follow tool results
+        # in the same turn reuse them (what the tools returned is in the state).
+        cache_key = (memory.namespace, session, f"{position}:{messages[position].id}")
+        with self._lock:
+            cached = self._recalled.get(cache_key)
+        if cached is None:
+            everything = memory.assemble(
+                session,
+                query,
+                budget=Budget(window=_UNBOUNDED),
+                user_id=user,
+                documents=self.documents,
+            )
+            # A summary is "redundant" there when all it covers was retrieved too; here what it
+            # covers may be cut, so it stays a candidate.
+            gathered = [
+                *everything.included,
+                *(p.item for p in everything.pruned if p.reason is PruneReason.REDUNDANT_SUMMARY),
+            ]
+            # ContextMemory leaves the session's newest stored turns out of its search (it sends
+            # them as history); here the state is the history, so they are searched too.
+            hits = memory.store.search(
+                query,
+                namespace=memory.namespace,
+                k=memory.config.semantic_k,
+                session_id=session,
+                kinds=["message"],
+            )
+            scores = score_hits(hits, query, memory.config.scoring, now=time.time())
+            matches = [
+                ContextItem(
+                    hit.record.id,
+                    hit.record.text,
+                    tier=Tier.RETRIEVED,
+                    score=score,
+                    role=hit.record.role,
+                    timestamp=hit.record.timestamp,
+                    source="message",
+                )
+                for hit, score in zip(hits, scores, strict=True)
+            ]
+            cached = [*gathered, *matches]
+            with self._lock:
+                self._recalled[cache_key] = cached
+                while len(self._recalled) > _SESSIONS_REMEMBERED:
+                    self._recalled.popitem(last=False)
+        extras: list[ContextItem] = []
+        copies: dict[str, ContextItem] = {}
+        for item in cached:
+            if item.id in ("query", "system"):
+                continue
+            if item.id in in_state:
+                if item.tier != Tier.RECENT and item.id not in copies:
+                    copies[item.id] = dataclasses.replace(
+                        item, id=_COPY + item.id, tool_calls=(), tool_call_id=None
+                    )
+                continue
+            if item.tier == Tier.RECENT:
+                # Stored turns the state does not hold (an earlier thread of the session).
+                item = dataclasses.replace(
+                    item, id=_COPY + item.id, tier=Tier.RETRIEVED, tool_calls=(), tool_call_id=None
+                )
+            extras.append(item)
+        return extras, list(copies.values())
+
+    def _finish(self, messages: Sequence[BaseMessage], ids: tuple[str, str | None] | None) -> None:
+        if self.memory is None or ids is None:
+            return
+        self._store(messages, _message_keys(messages, ids[0]), ids)
+        if self.summarizer is not None:
+            self.memory.summarize(ids[0], self.summarizer)
+
+
+def _message_keys(messages: Sequence[BaseMessage], session: str | None) -> list[str]:
+    """Item (and record) ids: the message ids, else the position in the session."""
+    keys: list[str] = []
+    seen: set[str] = set()
+    for index, message in enumerate(messages):
+        key = message.id or (f"{session}:msg:{index}" if session else f"msg:{index}")
+        if key in seen:
+            key = f"{key}#{index}"
+        seen.add(key)
+        keys.append(key)
+    return keys
+
+
+def _configurable() -> Mapping[str, Any]:
+    from langgraph.config import get_config
+
+    try:
+        config = get_config()
+    except RuntimeError:  # outside a runnable (a direct call in a test or a script)
+        return {}
+    configurable = config.get("configurable")
+    return configurable if isinstance(configurable, Mapping) else {}
+
+
+def _field(context: object, name: str) -> str | None:
+    if context is None:
+        return None
+    value = context.get(name) if isinstance(context, Mapping) else getattr(context, name, None)
+    return _text(value)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,131 @@
+"""`CtxBudgetRetriever`: documents or memories of a `ContextMemory`, packed into a token budget."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import Field
+
+from ctxbudget import Budget, ContextItem, InvalidBudgetError, Tier, TokenCounter
+from ctxbudget.memory import ContextMemory
+from ctxbudget.store import Hit
+from langchain_ctxbudget._convert import resolve_counter
+from langchain_ctxbudget._scoring import score_hits
+from langchain_ctxbudget.compressors import pack_items
+
+__all__ = ["CtxBudgetRetriever"]
+
+_KINDS: dict[str, list[str] | None] = {
+    "documents": ["document"],
+    "memories": ["message", "summary", "pinned"],
+    "all": None,
+}
+
+
+class CtxBudgetRetriever(BaseRetriever):
+    """The best chunks of a `ctxbudget.memory.ContextMemory` that fit a token budget.
+
+    The ``fetch_k`` nearest records are scored as `ContextMemory` scores candidates (relevance
+    x recency x salience, `ctxbudget.scoring.Scoring` of the memory's config), the core packs
+    the best total score into ``max_tokens``, and the ``k`` best of those are returned, best
+    first. Each `Document` carries in its metadata: ``id``, ``score``, ``similarity``,
+    ``tokens`` (of its ``page_content``, with the model's tokenizer), ``kind`` and the record's
+    own fields (``session_id``, ``user_id``, ``source``, ``timestamp`` and its metadata).
+
+    The budget bounds the chunks as the core renders them (one ``- `` line each under a header,
+    with a chat message's overhead), so the ``tokens`` of the returned documents never add up
+    to more than ``max_tokens``.
+
+    Args:
+        memory: the memory to search.
+        k: at most this many documents (also a keyword of ``invoke``).
+        max_tokens: the token budget of all returned documents (also a keyword of ``invoke``).
+        search: ``"documents"`` (chunks of `ContextMemory.add_documents`), ``"memories"``
+            (messages, summaries and pinned facts) or ``"all"``.
+        collections: only these document collections (the ``namespace`` of ``add_documents``).
+        session_id: only this session's memories.
+        user_id: only this user's memories.
+        fetch_k: candidates searched before packing (default ``max(4 * k, 20)``).
+        model: the model whose tokenizer counts.
+        token_counter: a `ctxbudget.TokenCounter` (or model name) instead of ``model``'s.
+
+    >>> retriever = CtxBudgetRetriever(memory=mem, k=4, max_tokens=800)  # doctest: +SKIP
+    >>> docs = retriever.invoke("Where does the user live?")  # doctest: +SKIP
+    """
+
+    memory: ContextMemory
+    k: int = Field(default=4, ge=0)
+    max_tokens: int = Field(default=1000, gt=0)
+    search: Literal["documents", "memories", "all"] = "documents"
+    collections: list[str] | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    fetch_k: int | None = Field(default=None, ge=1)
+    model: str = "gpt-4o"
+    token_counter: TokenCounter | str | None = None
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        max_tokens: int | None = None,
+    ) -> list[Document]:
+        limit = self.k if k is None else k
+        budget = self.max_tokens if max_tokens is None else max_tokens
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            msg = f"k must be a non-negative int, got {limit!r}"
+            raise ValueError(msg)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            msg = f"max_tokens must be a positive int, got {budget!r}"
+            raise InvalidBudgetError(msg)
+        if limit == 0 or not query.strip():
+            return []
+        memory = self.memory
+        where: dict[str, Any] | None = None
+        if self.search == "documents" and self.collections:
+            names = list(self.collections)
+            where = {"doc_namespace": names[0] if len(names) == 1 else {"$in": names}}
+        hits = memory.store.search(
+            query,
+            namespace=memory.namespace,
+            k=self.fetch_k or max(4 * limit, 20),
+            kinds=_KINDS[self.search],
+            session_id=self.session_id,
+            user_id=self.user_id,
+            where=where,
+        )
+        scores = score_hits(hits, query, memory.config.scoring, now=time.time())
+        counter = resolve_counter(self.token_counter, self.model)
+        items = [
+            ContextItem(hit.record.id, hit.record.text, tier=Tier.RETRIEVED, score=score)
+            for hit, score in zip(hits, scores, strict=True)
+        ]
+        kept = pack_items(items, counter, Budget(window=budget))
+        kept.sort(key=lambda it: -it.score)
+        by_id = {hit.record.id: hit for hit in hits}
+        return [_document(by_id[it.id], it.score, counter.count(it.text)) for it in kept[:limit]]
+
+
+def _document(hit: Hit, score: float, tokens: int) -> Document:
+    record = hit.record
+    metadata: dict[str, Any] = {
+        key: value for key, value in record.metadata.items() if not key.startswith("_")
+    }
+    metadata.update(
+        id=record.id,
+        score=score,
+        similarity=hit.similarity,
+        tokens=tokens,
+        kind=record.kind,
+    )
+    for name in ("session_id", "user_id", "role", "source", "timestamp"):
+        value = getattr(record, name)
+        if value is not None:
+            metadata[name] = value
+    return Document(page_content=record.text, metadata=metadata, id=record.id)

@@ -1,0 +1,233 @@
+"""LlamaIndex `ChatMessage` to ctxbudget message dicts and back (internal)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ContentBlock,
+    MessageRole,
+    TextBlock,
+    ToolCallBlock,
+)
+
+from ctxbudget.errors import InvalidItemError
+from ctxbudget.store import Record
+
+__all__ = [
+    "KWARGS_KEY",
+    "NO_TEXT_KEY",
+    "from_provider",
+    "from_record",
+    "role_of",
+    "text_of",
+    "text_of_blocks",
+    "to_stored",
+]
+
+logger = logging.getLogger(__name__)
+
+KWARGS_KEY = "li_kwargs"
+"""Record metadata key holding a message's other ``additional_kwargs`` (JSON)."""
+NO_TEXT_KEY = "li_no_text"
+"""Record metadata key set when the message had no text (only tool calls)."""
+
+_ROLES = {
+    MessageRole.SYSTEM: "system",
+    MessageRole.DEVELOPER: "system",
+    MessageRole.USER: "user",
+    MessageRole.ASSISTANT: "assistant",
+    MessageRole.CHATBOT: "assistant",
+    MessageRole.MODEL: "assistant",
+    MessageRole.TOOL: "tool",
+    MessageRole.FUNCTION: "tool",
+}
+_EMPTY_RESULT = "(no output)"
+# additional_kwargs keys that become message fields instead of opaque metadata.
+_FIELDS = frozenset({"tool_calls", "tool_call_id", "name"})
+
+
+def role_of(message: ChatMessage) -> str:
+    """The ctxbudget role of a message (``developer`` is a system message, ``function`` a tool)."""
+    return _ROLES.get(MessageRole(message.role), "user")
+
+
+def text_of_blocks(blocks: Sequence[Any]) -> str:
+    """The text of content blocks; other blocks (images, audio...) are left out."""
+    texts = [block.text for block in blocks if isinstance(block, TextBlock)]
+    skipped = [
+        type(block).__name__
+        for block in blocks
+        if not isinstance(block, TextBlock | ToolCallBlock | ChatMessage)
+    ]
+    if skipped:
+        logger.warning(
+            "ctxbudget keeps text only: %s block(s) left out of memory and of the token count",
+            ", ".join(sorted(set(skipped))),
+        )
+    return "\n".join(texts)
+
+
+def text_of(message: ChatMessage) -> str:
+    """The text of a message (its text blocks, joined by newlines)."""
+    return text_of_blocks(message.blocks)
+
+
+def to_stored(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:
+    """A message as `ContextMemory.add_messages` takes it; None when it holds nothing to keep.
+
+    An empty tool result is stored as ``(no output)``: its call must keep a result to be sent.
+
+    Raises:
+        InvalidItemError: a tool call without a name, or arguments that are not JSON.
+    """
+    role = role_of(message)
+    text = text_of(message)
+    calls = _tool_calls(message, index)
+    kwargs = message.additional_kwargs or {}
+    empty = not text.strip()
+    if empty and role == "tool":
+        text = _EMPTY_RESULT  # a tool may return nothing; its call still needs a result
+    elif empty and not calls:
+        return None
+    metadata: dict[str, str | int | float | bool] = {}
+    others = {k: v for k, v in kwargs.items() if k not in _FIELDS}
+    if others:
+        metadata[KWARGS_KEY] = json.dumps(others, ensure_ascii=False, default=str)
+    if empty:
+        metadata[NO_TEXT_KEY] = True
+    stored: dict[str, Any] = {"role": role, "text": text, "metadata": metadata}
+    if calls:
+        stored["tool_calls"] = calls
+    call_id = kwargs.get("tool_call_id")
+    if role == "tool" and call_id:
+        stored["tool_call_id"] = str(call_id)
+    name = kwargs.get("name")
+    if isinstance(name, str) and name:
+        stored["name"] = name
+    return stored
+
+
+def _tool_calls(message: ChatMessage, index: int) -> list[dict[str, Any]]:
+    """Tool calls as OpenAI-style dicts, from ToolCallBlocks and ``additional_kwargs``."""
+    calls: list[dict[str, Any]] = []
+    for block in message.blocks:
+        if isinstance(block, ToolCallBlock):
+            calls.append(_call(block.tool_call_id, block.tool_name, block.tool_kwargs, index))
+    raw = (message.additional_kwargs or {}).get("tool_calls") or []
+    seen = {call["id"] for call in calls}
+    for entry in raw if isinstance(raw, list | tuple) else []:
+        call = _raw_call(entry, index)
+        if call["id"] not in seen:
+            calls.append(call)
+            seen.add(call["id"])
+    return calls
+
+
+def _raw_call(entry: object, index: int) -> dict[str, Any]:
+    """One entry of ``additional_kwargs["tool_calls"]``: a dict, an OpenAI object or a selection."""
+    if hasattr(entry, "tool_name"):  # llama_index ToolSelection
+        return _call(
+            getattr(entry, "tool_id", None),
+            entry.tool_name,
+            getattr(entry, "tool_kwargs", {}),
+            index,
+        )
+    if hasattr(entry, "model_dump"):
+        entry = entry.model_dump()
+    if not isinstance(entry, Mapping):
+        msg = f"message {index}: a tool call must be a dict or a ToolCallBlock, got {entry!r:.80}"
+        raise InvalidItemError(msg)
+    function = entry.get("function")
+    function = function if isinstance(function, Mapping) else entry
+    return _call(
+        entry.get("id"), function.get("name"), function.get("arguments", ""), index, raw=entry
+    )
+
+
+def _call(
+    call_id: object,
+    name: object,
+    arguments: object,
+    index: int,
+    raw: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    if not isinstance(name, str) or not name:
+        msg = f"message {index}: a tool call has no tool name ({raw or arguments!r:.80})"
+        raise InvalidItemError(msg)
+    if not isinstance(arguments, str):
+        try:
+            arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            msg = f"message {index}: the arguments of tool call {name!r} are not JSON: {exc}"
+            raise InvalidItemError(msg) from exc
+    return {
+        "id": str(call_id or ""),
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def _blocks(content: str, calls: object) -> list[ContentBlock]:
+    blocks: list[ContentBlock] = []
+    if content:
+        blocks.append(TextBlock(text=content))
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function", {}) if isinstance(call, Mapping) else {}
+        arguments = function.get("arguments", "")
+        kwargs: dict[str, Any] | str = arguments
+        if isinstance(arguments, str):
+            try:
+                parsed = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                parsed = arguments
+            kwargs = parsed if isinstance(parsed, dict) else arguments
+        blocks.append(
+            ToolCallBlock(
+                tool_call_id=str(call.get("id") or "") or None,
+                tool_name=str(function.get("name", "")),
+                tool_kwargs=kwargs,
+            )
+        )
+    return blocks
+
+
+def from_provider(message: Mapping[str, Any]) -> ChatMessage:
+    """A `ChatMessage` from one of `AssembledContext.to_messages` (exactly what was counted)."""
+    kwargs: dict[str, Any] = {}
+    if message.get("tool_call_id") is not None:
+        kwargs["tool_call_id"] = message["tool_call_id"]
+    if message.get("name"):
+        kwargs["name"] = message["name"]
+    content = message.get("content") or ""
+    return ChatMessage(
+        role=MessageRole(message["role"]),
+        blocks=_blocks(content, message.get("tool_calls")),
+        additional_kwargs=kwargs,
+    )
+
+
+def from_record(record: Record) -> ChatMessage:
+    """A stored message as the `ChatMessage` that was put (text, tool calls and extra kwargs)."""
+    metadata = record.metadata
+    kwargs: dict[str, Any] = {}
+    extra = metadata.get(KWARGS_KEY)
+    if isinstance(extra, str):
+        kwargs.update(json.loads(extra))
+    if record.tool_call_id is not None:
+        kwargs["tool_call_id"] = record.tool_call_id
+    name = metadata.get("_name")
+    if name:
+        kwargs["name"] = str(name)
+    calls_json = metadata.get("_tool_calls")
+    calls = json.loads(calls_json) if isinstance(calls_json, str) else []
+    text = "" if metadata.get(NO_TEXT_KEY) else record.text
+    return ChatMessage(
+        role=MessageRole(record.role or "user"),
+        blocks=_blocks(text, calls),
+        additional_kwargs=kwargs,
+    )

@@ -1,0 +1,167 @@
+"""`CtxBudgetNodePostprocessor`: any retriever's nodes, packed into a token budget."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+
+from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget.errors import InvalidBudgetError, InvalidItemError
+
+__all__ = ["CtxBudgetNodePostprocessor", "with_text"]
+
+
+def _tier(node: NodeWithScore, key: str | None) -> int:
+    if key is None:
+        return int(Tier.RETRIEVED)
+    value = node.node.metadata.get(key)
+    if value is None:
+        return int(Tier.RETRIEVED)
+    if isinstance(value, str) and not value.lstrip("-").isdigit():
+        try:
+            tier = int(Tier[value.upper()])
+        except KeyError as exc:
+            names = [t.name for t in Tier if t not in (Tier.SYSTEM, Tier.QUERY, Tier.RECENT)]
+            msg = (
+                f"node {node.node_id!r}: metadata {key}={value!r} is not a tier; "
+                f"use one of {names} or an int"
+            )
+            raise InvalidItemError(msg) from exc
+    elif isinstance(value, int | str) and not isinstance(value, bool):
+        tier = int(value)
+    else:
+        msg = f"node {node.node_id!r}: metadata {key}={value!r} must be a tier name or an int"
+        raise InvalidItemError(msg)
+    if tier <= Tier.QUERY or tier == Tier.RECENT:
+        msg = (
+            f"node {node.node_id!r}: metadata {key}={value!r} is a tier nodes cannot take "
+            "(SYSTEM, QUERY and RECENT hold the prompt, the query and the chat history); "
+            "use PINNED (20) or a larger number"
+        )
+        raise InvalidItemError(msg)
+    return tier
+
+
+def with_text(node: NodeWithScore, text: str, metadata_mode: MetadataMode) -> NodeWithScore:
+    """A copy of ``node`` whose content, as the LLM reads it, is ``text`` (a truncated version).
+
+    When ``text`` was cut from the content with its metadata header (``MetadataMode.LLM``), the
+    copy hides its metadata from the LLM so the header is not sent twice.
+    """
+    inner = node.node
+    update: dict[str, Any] = {"text": text}
+    if metadata_mode == MetadataMode.LLM and inner.get_metadata_str(MetadataMode.LLM):
+        update["excluded_llm_metadata_keys"] = list(inner.metadata)
+    return NodeWithScore(node=inner.model_copy(update=update), score=node.score)
+
+
+class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
+    """Keeps the most valuable nodes that fit ``token_budget`` tokens; use it in any query engine.
+
+    Nodes are ctxbudget items: higher score first (the exact knapsack when it is small enough),
+    duplicates dropped (same node id, same text, or near-same embedding when nodes carry
+    embeddings), and the next node cut at a sentence boundary to use the room left. A metadata
+    ``tier_key`` puts nodes in tiers (``"PINNED"``, ``"RETRIEVED"``, ``"ENTITY"``... or an int; a
+    lower tier is packed first). Kept nodes come back in the order given.
+
+    What is counted is each node's content as the response synthesizer sends it
+    (``metadata_mode``, LlamaIndex's ``MetadataMode.LLM`` by default) with ``model``'s
+    tokenizer, rendered one node per line: the kept nodes fit ``token_budget``.
+
+    Attributes:
+        token_budget: the most tokens the kept nodes may take.
+        model: the model whose tokenizer counts.
+        tier_key: the metadata key naming a node's tier (None: every node is RETRIEVED).
+        metadata_mode: which content is counted.
+        truncate: cut a node that does not fit whole at a sentence boundary (else drop it).
+        near_duplicate_threshold: cosine similarity at which nodes with embeddings are
+            duplicates (None: off).
+
+    >>> from llama_index.core import VectorStoreIndex  # doctest: +SKIP
+    >>> index.as_query_engine(node_postprocessors=[  # doctest: +SKIP
+    ...     CtxBudgetNodePostprocessor(token_budget=1500, model="gpt-4o")])
+    """
+
+    token_budget: int
+    model: str = "gpt-4o"
+    tier_key: str | None = "ctxbudget_tier"
+    metadata_mode: MetadataMode = MetadataMode.LLM
+    truncate: bool = True
+    near_duplicate_threshold: float | None = 0.95
+
+    _assembler: ContextAssembler = PrivateAttr()
+    _last: AssembledContext | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any) -> None:
+        """Validate the budget and build the assembler (``model``'s tokenizer)."""
+        budget = data.get("token_budget")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            msg = f"token_budget must be a positive int number of tokens, got {budget!r}"
+            raise InvalidBudgetError(msg)
+        super().__init__(**data)
+        self._assembler = ContextAssembler(
+            model=self.model,
+            min_exchanges=0,
+            near_duplicate_threshold=self.near_duplicate_threshold,
+        )
+
+    @classmethod
+    def class_name(cls) -> str:
+        """The class name LlamaIndex serializes."""
+        return "CtxBudgetNodePostprocessor"
+
+    @property
+    def last_context(self) -> AssembledContext | None:
+        """The assembly of the last call: what was kept, cut and why (``.explain()``)."""
+        return self._last
+
+    def _postprocess_nodes(
+        self,
+        nodes: list[NodeWithScore],
+        query_bundle: QueryBundle | None = None,
+    ) -> list[NodeWithScore]:
+        items: list[ContextItem] = []
+        for node in nodes:
+            shrink = Shrink.DROP
+            if self.truncate and isinstance(node.node, TextNode):
+                shrink = Shrink.TRUNCATE
+            items.append(
+                ContextItem(
+                    node.node_id,
+                    node.node.get_content(metadata_mode=self.metadata_mode),
+                    tier=_tier(node, self.tier_key),
+                    score=float(node.score) if node.score is not None else 0.0,
+                    shrink=shrink,
+                    source="node",
+                    embedding=node.node.embedding,
+                )
+            )
+        context = self._assembler.assemble(items, budget=self.token_budget, format="text")
+        self._last = context
+        return _kept(nodes, context, self.metadata_mode)
+
+
+def _kept(
+    nodes: list[NodeWithScore], context: AssembledContext, metadata_mode: MetadataMode
+) -> list[NodeWithScore]:
+    """The included nodes in input order, each once, truncated ones replaced by their copy."""
+    included: Mapping[str, ContextItem] = {item.id: item for item in context.included}
+    truncated = set(context.truncated)
+    best: dict[str, NodeWithScore] = {}
+    for node in nodes:  # one node id twice (fusion retrievers): keep the higher score
+        known = best.get(node.node_id)
+        if known is None or (node.score or 0.0) > (known.score or 0.0):
+            best[node.node_id] = node
+    out: list[NodeWithScore] = []
+    for node in nodes:
+        item = included.get(node.node_id)
+        if item is None or best.get(node.node_id) is not node:
+            continue
+        if node.node_id in truncated:
+            node = with_text(node, item.text, metadata_mode)
+        out.append(node)
+    return out

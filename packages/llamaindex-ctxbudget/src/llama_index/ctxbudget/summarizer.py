@@ -1,0 +1,66 @@
+"""`LLMSummarizer`: a ctxbudget `Summarizer` backed by any LlamaIndex LLM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llama_index.core.llms.llm import LLM
+from llama_index.core.prompts import PromptTemplate
+
+from ctxbudget import TokenCounter
+from ctxbudget.summaries import truncate_to_tokens
+
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "LLMSummarizer"]
+
+DEFAULT_SUMMARY_PROMPT = PromptTemplate(
+    "Summarize the conversation below in at most {max_tokens} tokens. Keep names, numbers, "
+    "decisions, preferences and open questions; write plain sentences, no preamble.\n\n"
+    "{text}\n\nSummary:"
+)
+"""The default prompt; it gets ``{text}`` (the texts, one per line) and ``{max_tokens}``."""
+
+
+class LLMSummarizer:
+    """Summaries written by a LlamaIndex LLM, cut to the token limit they are asked for.
+
+    Use it wherever ctxbudget takes a `Summarizer`: ``ContextMemory(summarizer=...)``,
+    ``CtxBudgetMemory.summarize(...)``, ``ContextAssembler(summarizer=...)``. The reply is
+    trimmed at a sentence boundary when the model writes more than ``max_tokens``.
+
+    Args:
+        llm: any LlamaIndex LLM.
+        model: the model whose tokenizer enforces ``max_tokens`` (when ``counter`` is None).
+        counter: the token counter instead.
+        prompt: a prompt with ``{text}`` and ``{max_tokens}`` (str or ``PromptTemplate``).
+
+    >>> from llama_index.core.llms import MockLLM
+    >>> LLMSummarizer(MockLLM(max_tokens=3)).summarize(["We met in Lisbon."], 10)
+    'text text text'
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        model: str = "gpt-4o",
+        counter: TokenCounter | None = None,
+        prompt: str | PromptTemplate = DEFAULT_SUMMARY_PROMPT,
+    ) -> None:
+        template = PromptTemplate(prompt) if isinstance(prompt, str) else prompt
+        missing = {"text", "max_tokens"} - set(template.template_vars)
+        if missing:
+            msg = (
+                "the summary prompt must use {text} and {max_tokens}; "
+                f"missing {sorted(missing)}"
+            )
+            raise ValueError(msg)
+        self.llm = llm
+        self.counter = counter or TokenCounter.for_model(model)
+        self.prompt = template
+
+    def summarize(self, texts: Sequence[str], max_tokens: int) -> str:
+        """Summarize ``texts`` (in order) in at most ``max_tokens`` tokens (empty when none fit)."""
+        if max_tokens <= 0 or not any(t.strip() for t in texts):
+            return ""
+        reply = self.llm.predict(self.prompt, text="\n".join(texts), max_tokens=str(max_tokens))
+        return truncate_to_tokens(reply.strip(), max_tokens, self.counter.count) or ""
