@@ -361,7 +361,7 @@ class ContextAssembler:
         for item in candidates:
             if item.id in state.included_ids:
                 continue
-            if item.tier == Tier.SUMMARY and _redundant(item, state.included_ids, candidates):
+            if item.tier == Tier.SUMMARY and _redundant(item, state.included_ids):
                 detail = "everything it covers is included"
                 state.pruned.append(PrunedItem(item, PruneReason.REDUNDANT_SUMMARY, detail))
                 continue
@@ -456,18 +456,17 @@ class ContextAssembler:
             left -= state.used - before
             state.truncated.append(item.id)
         if summarizable and self.summarizer is not None:
-            left = self._summarize(items, sections, summarizable, state, left)
+            left = self._summarize(self.summarizer, items, summarizable, state, left)
         return left
 
     def _summarize(
         self,
+        summarizer: Summarizer,
         items: list[ContextItem],
-        sections: list[str],
         indices: list[int],
         state: _State,
         left: int,
     ) -> int:
-        assert self.summarizer is not None  # noqa: S101 - checked by the caller
         layout = state.layout
         group = [items[i] for i in indices]
         template = dataclasses.replace(
@@ -485,7 +484,7 @@ class ContextAssembler:
         overhead = layout.cost(dataclasses.replace(template, text="x"), section) - 1
         if room - overhead < self.truncate_min_tokens:
             return left
-        text = self.summarizer.summarize([it.text for it in group], room - overhead).strip()
+        text = summarizer.summarize([it.text for it in group], room - overhead).strip()
         if not text:
             return left
         summary = dataclasses.replace(template, text=text)
@@ -753,7 +752,7 @@ def _section(item: ContextItem, promoted: dict[str, ContextItem]) -> str:
     return Layout.section_of(item)
 
 
-def _redundant(summary: ContextItem, included: set[str], _: Sequence[ContextItem]) -> bool:
+def _redundant(summary: ContextItem, included: set[str]) -> bool:
     return bool(summary.summary_of) and all(i in included for i in summary.summary_of)
 
 
