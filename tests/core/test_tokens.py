@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from ctxbudget import tokens
+from ctxbudget import encodings, tokens
 from ctxbudget.errors import (
     InvalidItemError,
     TokenizerUnavailableError,
@@ -113,7 +113,7 @@ def unique(n: int) -> list[str]:
 
 def test_bundled_urls_and_hashes_are_the_ones_tiktoken_checks() -> None:
     source = inspect.getsource(tiktoken_ext.openai_public)
-    for url, sha256 in tokens._BLOBS.values():
+    for url, sha256 in encodings._BLOBS.values():
         assert f'"{url}"' in source
         assert f'expected_hash="{sha256}"' in source
 
@@ -173,7 +173,7 @@ def run_child(tmp_path: Path, mode: str, **env: str | None) -> dict[str, object]
 def expected_files(directory: Path) -> dict[Path, str]:
     return {
         directory / hashlib.sha1(url.encode()).hexdigest(): sha256
-        for url, sha256 in tokens._BLOBS.values()
+        for url, sha256 in encodings._BLOBS.values()
     }
 
 
