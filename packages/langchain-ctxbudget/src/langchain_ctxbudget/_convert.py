@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from langchain_core.messages import (
@@ -41,6 +42,7 @@ __all__ = [
 # The core stores an empty assistant text that only calls tools as this placeholder.
 _TOOL_CALL_PLACEHOLDER = "(tool call)"
 _FAST_ROLES = {"human": "user", "ai": "assistant", "system": "system"}
+_NO_METADATA: Mapping[str, Any] = MappingProxyType({})
 
 
 @lru_cache(maxsize=64)
@@ -106,6 +108,33 @@ def item_of(
     Raises:
         InvalidItemError: a role the core does not know, or content with non-text parts.
     """
+    content = message.content
+    fast_role = _FAST_ROLES.get(message.type)
+    if (
+        fast_role is not None
+        and isinstance(content, str)
+        and not message.additional_kwargs
+        and not (
+            isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)
+        )
+    ):
+        # Plain text: the hot path of long histories (same result as the general one below).
+        return ContextItem(
+            id,
+            content,
+            tier,
+            1.0,
+            fast_role,
+            timestamp,
+            None,
+            (),
+            "history",
+            _NO_METADATA,
+            shrink,
+            (),
+            None,
+            message.name or None,
+        )
     data = openai_message(message)
     role = data.get("role")
     if role not in ROLES:
@@ -114,11 +143,11 @@ def item_of(
             "tool messages (convert others first)"
         )
         raise InvalidItemError(msg)
-    content = data.get("content")
-    if content is None:
-        content = ""
-    if not isinstance(content, str):
-        kinds = sorted({str(p.get("type")) for p in content if isinstance(p, Mapping)})
+    text = data.get("content")
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        kinds = sorted({str(p.get("type")) for p in text if isinstance(p, Mapping)})
         msg = (
             f"message {index} ({message.type}) has non-text content parts {kinds}; ctxbudget "
             "items are text, so these parts could not be counted: send them outside the "
@@ -129,7 +158,7 @@ def item_of(
     metadata: dict[str, Any] = {"tool_calls": calls} if calls else {}
     return ContextItem(
         id,
-        content,
+        text,
         tier=tier,
         role=role,
         name=data.get("name") or None,

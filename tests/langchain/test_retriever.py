@@ -1,0 +1,147 @@
+"""`CtxBudgetRetriever`: LangChain's standard retriever suite, then the budget it promises."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnablePassthrough
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+from lc_fakes import RecordingChatModel
+
+from ctxbudget import InvalidBudgetError, TokenCounter
+from ctxbudget.embed import LocalEmbedder
+from ctxbudget.memory import ContextMemory
+from langchain_ctxbudget import CtxBudgetRetriever
+
+COUNTER = TokenCounter.for_model("gpt-4o")
+DOCS = [
+    ("lisbon", "Ana lives in Lisbon, in the Alfama district, since May 2025."),
+    ("porto", "The train from Lisbon to Porto takes about three hours. It leaves from Oriente."),
+    ("food", "Ana is vegetarian. Her favourite restaurant serves grilled vegetables and rice."),
+    ("run", "Ana is training for a 10k race in October; she runs along the river on Tuesdays."),
+    ("work", "Ana works as a product designer for a booking app, mostly from home."),
+    ("sister", "Beatriz, Ana's sister, lives in Coimbra and visits every other weekend."),
+    ("lessons", "Ana takes Portuguese lessons on Thursday evenings with a tutor named Rui."),
+    ("flat", "The flat has a small balcony facing the river and a noisy neighbour upstairs."),
+    ("long", " ".join(f"Sentence {i} about the budget for the trip to Porto." for i in range(60))),
+]
+
+
+@pytest.fixture(scope="module")
+def standard_memory(
+    tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder
+) -> Iterator[ContextMemory]:
+    memory = ContextMemory(path=tmp_path_factory.mktemp("standard"), embedder=embedder)
+    memory.add_documents(DOCS)
+    yield memory
+    memory.close()
+
+
+class TestStandardRetrieverSuite(RetrieversIntegrationTests):
+    """LangChain's own view of a correct retriever, on a real embedded Chroma."""
+
+    memory: ContextMemory
+
+    @pytest.fixture(autouse=True)
+    def _memory(self, standard_memory: ContextMemory) -> None:
+        self.memory = standard_memory
+
+    @property
+    def retriever_constructor(self) -> type[CtxBudgetRetriever]:
+        return CtxBudgetRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"memory": self.memory, "max_tokens": 1500}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "Where does Ana live?"
+
+
+@pytest.fixture
+def kb(any_memory: ContextMemory) -> ContextMemory:
+    any_memory.add_documents(DOCS, namespace="kb")
+    any_memory.add_documents(
+        [("other", "Ana's cat is called Pastel and lives in Lisbon.")], namespace="pets"
+    )
+    return any_memory
+
+
+def test_documents_fit_the_budget_and_carry_scores_and_counts(kb: ContextMemory) -> None:
+    retriever = CtxBudgetRetriever(memory=kb, k=20, max_tokens=120)
+    docs = retriever.invoke("Where does Ana live?")
+    assert docs, "nothing retrieved"
+    assert sum(d.metadata["tokens"] for d in docs) <= 120
+    for doc in docs:
+        assert doc.metadata["tokens"] == COUNTER.count(doc.page_content)
+        assert doc.metadata["kind"] == "document"
+        assert -1.0 <= doc.metadata["similarity"] <= 1.0
+        assert doc.id == doc.metadata["id"]
+    scores = [d.metadata["score"] for d in docs]
+    assert scores == sorted(scores, reverse=True)
+    assert "Alfama" in docs[0].page_content
+    # A larger budget keeps more; k caps the count whatever the budget.
+    more = retriever.invoke("Where does Ana live?", max_tokens=2000)
+    assert len(more) > len(docs)
+    assert len(retriever.invoke("Where does Ana live?", k=2, max_tokens=2000)) == 2
+
+
+@pytest.mark.parametrize("budget", [15, 40, 90, 250])
+def test_the_budget_holds_for_every_size(kb: ContextMemory, budget: int) -> None:
+    docs = CtxBudgetRetriever(memory=kb, k=50, max_tokens=budget).invoke("the trip to Porto")
+    assert sum(d.metadata["tokens"] for d in docs) <= budget
+
+
+def test_collections_and_memories(kb: ContextMemory) -> None:
+    pets = CtxBudgetRetriever(memory=kb, collections=["pets"], k=5).invoke("Where does Ana live?")
+    assert [d.metadata["id"] for d in pets] == ["other#0"]
+    kb.add_messages(
+        "s1",
+        [("user", "My cat Pastel hates the vacuum cleaner."), ("assistant", "Poor Pastel!")],
+        user_id="ana",
+    )
+    kb.add_messages("s2", [("user", "Pastel is my neighbour's dog.")], user_id="bob")
+    memories = CtxBudgetRetriever(memory=kb, search="memories", user_id="ana", k=5).invoke("Pastel")
+    assert {d.metadata["session_id"] for d in memories} == {"s1"}
+    assert all(d.metadata["kind"] == "message" for d in memories)
+
+
+def test_bad_arguments(kb: ContextMemory) -> None:
+    retriever = CtxBudgetRetriever(memory=kb)
+    with pytest.raises(InvalidBudgetError):
+        retriever.invoke("x", max_tokens=0)
+    with pytest.raises(ValueError, match="k must be"):
+        retriever.invoke("x", k=-1)
+    assert retriever.invoke("x", k=0) == []
+
+
+def test_in_an_lcel_chain(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    memory = ContextMemory(path=tmp_path / "m", embedder=embedder)
+    memory.add_documents(DOCS)
+    retriever = CtxBudgetRetriever(memory=memory, k=3, max_tokens=80)
+    model = RecordingChatModel(messages=iter(["She lives in Lisbon."]))
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Answer from the context:\n{context}"), ("human", "{question}")]
+    )
+
+    def join(docs: list[Document]) -> str:
+        return "\n\n".join(d.page_content for d in docs)
+
+    chain = (
+        {"context": retriever | join, "question": RunnablePassthrough()}
+        | prompt
+        | model
+        | StrOutputParser()
+    )
+    assert chain.invoke("Where does Ana live?") == "She lives in Lisbon."
+    sent = model.calls[0][0]
+    assert "Alfama" in sent[0].text
+    assert COUNTER.count(sent[0].text) <= 80 + COUNTER.count("Answer from the context:\n")
+    memory.close()
