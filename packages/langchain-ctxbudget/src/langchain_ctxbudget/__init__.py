@@ -9,7 +9,7 @@
 
 >>> from langchain_core.messages import HumanMessage
 >>> from langchain_ctxbudget import budget_messages
->>> [m.content for m in budget_messages([HumanMessage("Hi")], max_tokens=20)]
+>>> print([m.content for m in budget_messages([HumanMessage("Hi")], max_tokens=20)])
 ['Hi']
 """
 

@@ -122,7 +122,7 @@ def budget_messages(
     >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     >>> history = [SystemMessage("Be brief."), HumanMessage("Hi"), AIMessage("Hello!"),
     ...            HumanMessage("What is 2 + 2?")]
-    >>> [m.type for m in budget_messages(history, max_tokens=30)]
+    >>> print([m.type for m in budget_messages(history, max_tokens=30)])
     ['system', 'human']
     """
     _check_options(strategy, allow_partial, text_splitter, start_on)
