@@ -59,12 +59,12 @@ class _State:
 
     def date_cost(self, item: ContextItem, section: str) -> int:
         """The date line ``item`` would open in a section sorted by date (history: 0 here)."""
-        if section == "history":
+        if section == "history" or item.timestamp is None:
             return 0
         date = self.layout.date_of(item, section)
         if not date or (section, date) in self.dates:
             return 0
-        return self.layout.counter.count(self.layout.date_line(date))
+        return self.layout.date_line_cost(date)
 
     def charge(self, tier: int, tokens: int) -> None:
         """Tokens spent for a tier outside any one item (the date lines of history)."""
@@ -369,10 +369,9 @@ class ContextAssembler:
         if not fresh:
             return
         sections = [_section(it, promoted) for it in fresh]
-        costs = [
-            layout.cost(it, s) + state.date_cost(it, s)
-            for it, s in zip(fresh, sections, strict=True)
-        ]
+        base = [layout.cost(it, s) for it, s in zip(fresh, sections, strict=True)]
+        # The solver's weights: each item as if it opened its date line (an upper bound).
+        costs = [b + state.date_cost(it, s) for b, it, s in zip(base, fresh, sections, strict=True)]
         opening = max(state.open_cost(s) for s in set(sections))
         capacity = allowance - opening
         held_back = 0
@@ -382,7 +381,8 @@ class ContextAssembler:
                 held_back = max(2 * self.truncate_min_tokens, allowance // 4)
                 held_back = min(held_back, max(capacity, 0))
                 capacity -= held_back
-        ranked = sorted(range(len(fresh)), key=lambda i: (-fresh[i].score, i))
+        negated = [-it.score for it in fresh]
+        ranked = sorted(range(len(fresh)), key=negated.__getitem__)  # stable: ties by input
         values = [fresh[i].score for i in ranked]
         weights = [costs[i] for i in ranked]
         chosen, report = solve(values, weights, max(capacity, -1), exact_limit=self.exact_limit)
@@ -390,20 +390,19 @@ class ContextAssembler:
         picked = {ranked[i] for i in chosen}
         before = state.used
         for i in sorted(picked):
-            state.add(fresh[i], sections[i], layout.cost(fresh[i], sections[i]))
+            state.add(fresh[i], sections[i], base[i])
         # Fill with exact costs: the solver's weights charged every item its own date line, and
         # items the objective ignored (score <= 0) may still use room nobody else wants.
         left = allowance - held_back - (state.used - before)
         for i in ranked:
-            if i in picked:
+            if i in picked or base[i] > left:
                 continue
             section = sections[i]
-            cost = layout.cost(fresh[i], section)
             extra = state.open_cost(section) + state.date_cost(fresh[i], section)
-            if cost + extra <= left:
+            if base[i] + extra <= left:
                 picked.add(i)
-                state.add(fresh[i], section, cost)
-                left -= cost + extra
+                state.add(fresh[i], section, base[i])
+                left -= base[i] + extra
         left += held_back
         rest = [i for i in ranked if i not in picked]
         if self.summarizer is not None or any(fresh[i].shrink is Shrink.TRUNCATE for i in rest):

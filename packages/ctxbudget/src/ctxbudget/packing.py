@@ -108,7 +108,8 @@ def _exact(values: Sequence[float], weights: Sequence[int], capacity: int) -> li
 def _greedy(
     values: Sequence[float], weights: Sequence[int], capacity: int
 ) -> tuple[list[int], float]:
-    order = sorted(range(len(values)), key=lambda i: (-values[i] / weights[i], -values[i], i))
+    keys = [(-values[i] / weights[i], -values[i]) for i in range(len(values))]
+    order = sorted(range(len(values)), key=keys.__getitem__)  # stable: ties by index
     chosen: list[int] = []
     room = capacity
     for i in order:

@@ -20,6 +20,7 @@ property are checked on the whole rendered output instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -133,6 +134,7 @@ def _indent(text: str) -> str:
     return _LINE_BREAKS.sub("\n  ", text.strip())
 
 
+@functools.lru_cache(maxsize=65_536)
 def _date(timestamp: float | None) -> str:
     if timestamp is None:
         return ""
@@ -185,6 +187,8 @@ class Layout:
         self._headers = _COMPACT_HEADERS if fmt == "compact" else _TEXT_HEADERS
         self._header_cost = {s: counter.count(h) for s, h in self._headers.items()}
         self._fragments: dict[tuple[Any, ...], str] = {}
+        self._costs: dict[tuple[Any, ...], int] = {}
+        self._date_costs: dict[str, int] = {}
 
     # -- where things go -------------------------------------------------------------------
     @staticmethod
@@ -280,6 +284,13 @@ class Layout:
         """The line that opens a run of items of one date."""
         return f"[{date}]\n"
 
+    def date_line_cost(self, date: str) -> int:
+        """Tokens of `date_line` (cached)."""
+        tokens = self._date_costs.get(date)
+        if tokens is None:
+            tokens = self._date_costs[date] = self.counter.count(self.date_line(date))
+        return tokens
+
     def join_refund(
         self, older: Sequence[ContextItem], newer: Sequence[ContextItem], section: str
     ) -> int:
@@ -291,7 +302,7 @@ class Layout:
         if not first:
             return 0
         last = next((d for d in (self.date_of(it, section) for it in reversed(older)) if d), "")
-        return self.counter.count(self.date_line(first)) if first == last else 0
+        return self.date_line_cost(first) if first == last else 0
 
     def run_cost(self, items: Sequence[ContextItem], section: str) -> int:
         """Tokens of consecutive items (in render order) with the date lines among them."""
@@ -300,13 +311,25 @@ class Layout:
         for item in items:
             date = self.date_of(item, section)
             if date and date != last:
-                total += self.counter.count(self.date_line(date))
+                total += self.date_line_cost(date)
                 last = date
             total += self.cost(item, section)
         return total
 
     def cost(self, item: ContextItem, section: str) -> int:
         """Tokens ``item`` adds when included (its message overhead for the messages format)."""
+        if item.tool_calls:  # the count depends on the call payloads in metadata: not cached
+            return self._cost(item, section)
+        key = (section, item.text, item.role, item.name, item.timestamp, item.tool_call_id)
+        tokens = self._costs.get(key)
+        if tokens is None:
+            tokens = self._cost(item, section)
+            if len(self._costs) > 200_000:
+                self._costs.clear()
+            self._costs[key] = tokens
+        return tokens
+
+    def _cost(self, item: ContextItem, section: str) -> int:
         text = self.fragment(item, section)
         if self.format == "messages" and section in ("history", "query"):
             role = "user" if section == "query" else (item.role or "user")
