@@ -161,7 +161,7 @@ def _call(
         raise InvalidItemError(msg)
     if not isinstance(arguments, str):
         try:
-            arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+            arguments = json.dumps(arguments)  # as LlamaIndex LLMs serialize tool kwargs
         except (TypeError, ValueError) as exc:
             msg = f"message {index}: the arguments of tool call {name!r} are not JSON: {exc}"
             raise InvalidItemError(msg) from exc

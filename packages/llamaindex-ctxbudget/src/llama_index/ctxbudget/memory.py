@@ -133,7 +133,8 @@ class CtxBudgetMemory(BaseMemory):
     session_id: str
     model: str = "gpt-4o"
     user_id: str | None = None
-    memory_blocks: list[BaseMemoryBlock[Any]] = Field(default_factory=list)
+    # Bare generic, as llama_index's Memory has it: pydantic would rebuild BaseMemoryBlock[Any].
+    memory_blocks: list[BaseMemoryBlock] = Field(default_factory=list)  # type: ignore[type-arg]
     block_tiers: dict[str, int] = Field(default_factory=dict)
 
     _memory: ContextMemory = PrivateAttr()

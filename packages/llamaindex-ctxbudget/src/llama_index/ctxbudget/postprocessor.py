@@ -9,10 +9,22 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget import AssembledContext, Budget, ContextAssembler, ContextItem, Shrink, Tier
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError
 
-__all__ = ["CtxBudgetNodePostprocessor", "with_text"]
+__all__ = ["CtxBudgetNodePostprocessor", "content_budget", "with_text"]
+
+
+def content_budget(assembler: ContextAssembler, tokens: int) -> Budget:
+    """A budget for node contents alone: ``tokens`` plus what the text layout adds once.
+
+    The assembler's text format charges the reply priming, one message's overhead and the
+    "Relevant context" header, which a synthesizer never sends; they come on top of ``tokens``.
+    Each node's own bullet and line end are still charged, so the contents fit with room to spare.
+    """
+    layout = assembler.layout("text")
+    fixed = layout.base_cost() + layout.group_open_cost("text") + layout.open_cost("knowledge")
+    return Budget(window=tokens + fixed)
 
 
 def _tier(node: NodeWithScore, key: str | None) -> int:
@@ -70,7 +82,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     What is counted is each node's content as the response synthesizer sends it
     (``metadata_mode``, LlamaIndex's ``MetadataMode.LLM`` by default) with ``model``'s
-    tokenizer, rendered one node per line: the kept nodes fit ``token_budget``.
+    tokenizer, each as a line of its own: the kept nodes' contents fit ``token_budget``.
 
     Attributes:
         token_budget: the most tokens the kept nodes may take.
@@ -116,7 +128,11 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     @property
     def last_context(self) -> AssembledContext | None:
-        """The assembly of the last call: what was kept, cut and why (``.explain()``)."""
+        """The assembly of the last call: what was kept, cut and why (``.explain()``).
+
+        Its ``tokens_available`` is ``token_budget`` plus the layout's fixed overhead (see
+        `content_budget`).
+        """
         return self._last
 
     def _postprocess_nodes(
@@ -140,7 +156,8 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
                     embedding=node.node.embedding,
                 )
             )
-        context = self._assembler.assemble(items, budget=self.token_budget, format="text")
+        budget = content_budget(self._assembler, self.token_budget)
+        context = self._assembler.assemble(items, budget=budget, format="text")
         self._last = context
         return _kept(nodes, context, self.metadata_mode)
 

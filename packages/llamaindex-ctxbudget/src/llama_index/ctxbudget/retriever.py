@@ -14,6 +14,7 @@ from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, T
 from ctxbudget.errors import InvalidBudgetError
 from ctxbudget.memory import ContextMemory
 from ctxbudget.store import Hit, Record
+from llama_index.ctxbudget.postprocessor import content_budget
 
 __all__ = ["CtxBudgetRetriever"]
 
@@ -46,9 +47,9 @@ class CtxBudgetRetriever(BaseRetriever):
     Searches the memory's Chroma store with its embedder, then packs the hits with the core
     assembler: most similar first, duplicates dropped, the next hit cut at a sentence boundary
     to use the room left. The node texts are exactly what was packed (metadata is kept on the
-    nodes but hidden from the LLM), so the retrieved context fits ``token_budget`` tokens of
-    ``model``'s tokenizer, rendered one node per line. Nodes come back most similar first, with
-    the cosine similarity as score.
+    nodes but hidden from the LLM), so the retrieved texts fit ``token_budget`` tokens of
+    ``model``'s tokenizer, each counted as a line of its own. Nodes come back most similar
+    first, with the cosine similarity as score.
 
     Args:
         memory: the `ContextMemory` to search (its namespace, store and embedder).
@@ -148,7 +149,8 @@ class CtxBudgetRetriever(BaseRetriever):
             )
             for hit in hits
         ]
-        context = self._assembler.assemble(items, budget=self.token_budget, format="text")
+        budget = content_budget(self._assembler, self.token_budget)
+        context = self._assembler.assemble(items, budget=budget, format="text")
         self._last = context
         kept = sorted(context.included, key=lambda item: (-item.score, item.id))
         nodes: list[NodeWithScore] = []

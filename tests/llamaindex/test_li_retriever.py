@@ -1,0 +1,92 @@
+"""CtxBudgetRetriever: retrieval from a ContextMemory that fits its token budget."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import MetadataMode
+
+from ctxbudget import InvalidBudgetError, TokenCounter
+from ctxbudget.memory import ContextMemory
+from llama_index.ctxbudget import CtxBudgetRetriever
+
+from .helpers import RecordingLLM
+
+GUIDES = {
+    "lisbon": "Lisbon's tram 28 climbs through Alfama. " * 10
+    + "Pastéis de nata are best warm, with cinnamon.",
+    "porto": "Porto sits on the Douro river. " * 10 + "Port wine cellars line the Gaia bank.",
+    "madrid": "Madrid's Prado museum opens at ten. " * 10 + "Churros come with thick chocolate.",
+    "rome": "Rome's Colosseum needs a booked ticket. " * 10 + "Carbonara has no cream in Rome.",
+}
+
+
+@pytest.fixture
+def guides(context_memory: ContextMemory) -> ContextMemory:
+    context_memory.add_documents(list(GUIDES.items()), namespace="travel", chunk_tokens=60)
+    context_memory.add_documents(["Our refund policy: 30 days."], namespace="policies")
+    return context_memory
+
+
+def tokens(counter: TokenCounter, nodes: list) -> int:  # type: ignore[type-arg]
+    return sum(counter.count(n.node.get_content(MetadataMode.LLM)) for n in nodes)
+
+
+def test_retrieves_the_best_matches_within_budget(
+    guides: ContextMemory, counter: TokenCounter
+) -> None:
+    retriever = CtxBudgetRetriever(memory=guides, token_budget=120)
+    nodes = retriever.retrieve("Where can I taste port wine?")
+
+    assert nodes and tokens(counter, nodes) <= 120
+    assert "Port wine cellars" in nodes[0].node.get_content()
+    assert [n.score for n in nodes] == sorted((n.score or 0.0 for n in nodes), reverse=True)
+    assert nodes[0].node.metadata["kind"] == "document"
+    assert nodes[0].node.metadata["doc_namespace"] == "travel"
+    everything = CtxBudgetRetriever(memory=guides, token_budget=100_000).retrieve("Porto")
+    assert tokens(counter, everything) > 120  # the budget, not a lack of matches, cut it
+
+
+async def test_async_retrieval_matches_sync(guides: ContextMemory) -> None:
+    retriever = CtxBudgetRetriever(memory=guides, token_budget=200)
+    sync = retriever.retrieve("museum opening hours")
+    assert [
+        (n.node_id, n.node.text) for n in await retriever.aretrieve("museum opening hours")
+    ] == [(n.node_id, n.node.text) for n in sync]
+
+
+def test_collections_sessions_and_users(guides: ContextMemory) -> None:
+    only = CtxBudgetRetriever(memory=guides, token_budget=500, documents="policies")
+    assert [n.node.text for n in only.retrieve("Can I get my money back?")] == [
+        "Our refund policy: 30 days."
+    ]
+    guides.add_messages(
+        "s1",
+        [("user", "My passport expires in June."), ("assistant", "Renew it before the trip.")],
+        user_id="ada",
+    )
+    session = CtxBudgetRetriever(memory=guides, token_budget=300, documents=False, session_id="s1")
+    nodes = session.retrieve("When does my passport expire?")
+    assert nodes[0].node.text == "My passport expires in June."
+    assert nodes[0].node.metadata["role"] == "user"
+    user = CtxBudgetRetriever(memory=guides, token_budget=300, documents=False, user_id="ada")
+    assert nodes[0].node_id in {n.node_id for n in user.retrieve("passport")}
+
+
+def test_in_a_query_engine_the_context_fits(guides: ContextMemory, counter: TokenCounter) -> None:
+    llm = RecordingLLM(max_tokens=10)
+    retriever = CtxBudgetRetriever(memory=guides, token_budget=150)
+    engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
+    engine.query("What should I eat in Rome?")
+    (prompt,) = llm.text_prompts()
+    assert "Carbonara" in prompt
+    assert counter.count(prompt) <= 150 + 120  # the context, plus the QA template and query
+
+
+def test_arguments_are_checked(guides: ContextMemory) -> None:
+    with pytest.raises(InvalidBudgetError, match="token_budget"):
+        CtxBudgetRetriever(memory=guides, token_budget=0)
+    with pytest.raises(ValueError, match="nothing to search"):
+        CtxBudgetRetriever(memory=guides, token_budget=10, documents=False)
+    with pytest.raises(ValueError, match="k must be"):
+        CtxBudgetRetriever(memory=guides, token_budget=10, k=0)
