@@ -271,3 +271,26 @@ def test_system_texts_that_could_join_are_counted_whole() -> None:
     for fmt in ("messages", "text", "compact"):
         ctx = ContextAssembler(COUNTER).assemble(items, budget=100, format=fmt)  # type: ignore[arg-type]
         assert COUNTER.count_messages(ctx.to_messages()) <= ctx.tokens_used <= 100
+
+
+def test_a_summary_that_does_not_fit_does_not_take_what_it_covers_down() -> None:
+    items = [
+        ContextItem("a", "The train leaves at 09:39 from Santa Apolonia.", score=0.9),
+        ContextItem("b", "Filler about the hotel. " * 40, score=0.1),
+        ContextItem(
+            "s",
+            "Summary: " + "we talked about the trip, trains, hotels and budget. " * 6,
+            tier=Tier.SUMMARY,
+            summary_of=("a", "b"),
+        ),
+        ContextItem("q", "When does the train leave?", tier=Tier.QUERY),
+    ]
+    ctx = ContextAssembler(COUNTER).assemble(items, budget=80)
+    assert "a" in ctx.included_ids
+
+
+def test_the_memory_layer_imports_from_the_package_root() -> None:
+    import ctxbudget
+
+    assert ctxbudget.ContextMemory.__name__ == "ContextMemory"
+    assert ctxbudget.MemoryConfig().recent_messages > 0

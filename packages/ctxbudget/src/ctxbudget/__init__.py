@@ -33,16 +33,23 @@ __all__ = [
     "AssembledContext",
     "Budget",
     "BudgetExceededError",
+    "ChromaStore",
     "ContextAssembler",
     "ContextItem",
+    "ContextMemory",
     "CtxBudgetError",
+    "Embedder",
     "ExtractiveSummarizer",
     "InvalidBudgetError",
     "InvalidItemError",
+    "LocalEmbedder",
+    "MemoryConfig",
     "MissingDependencyError",
     "ModelInfo",
     "PruneReason",
     "PrunedItem",
+    "Record",
+    "Scoring",
     "Shrink",
     "SolverReport",
     "StoreError",
@@ -58,3 +65,27 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# The memory layer pulls in Chroma and the embedding stack: loaded on first use, so that the
+# core (`ContextAssembler` and friends) imports in milliseconds.
+_LAZY = {
+    "ContextMemory": "ctxbudget.memory",
+    "MemoryConfig": "ctxbudget.memory",
+    "Scoring": "ctxbudget.scoring",
+    "ChromaStore": "ctxbudget.store",
+    "Record": "ctxbudget.records",
+    "Embedder": "ctxbudget.embed",
+    "LocalEmbedder": "ctxbudget.embed",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'ctxbudget' has no attribute {name!r}"
+        raise AttributeError(msg)
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

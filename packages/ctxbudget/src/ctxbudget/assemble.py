@@ -182,6 +182,11 @@ class ContextAssembler:
         replaced = self._substitutions(groups, state)
         if replaced:
             state = self._pack(groups, budget, layout, replaced=replaced)
+            # A summary that did not fit after all must not take what it covers down with it.
+            missed = {s.id for s in replaced.values() if s.id not in state.included_ids}
+            if missed:
+                replaced = {k: s for k, s in replaced.items() if s.id not in missed}
+                state = self._pack(groups, budget, layout, replaced=replaced)
         for dup in duplicates:
             detail = f"same {dup.how} as {dup.kept_id}"
             state.pruned.append(PrunedItem(dup.item, PruneReason.DUPLICATE, detail))
@@ -712,6 +717,7 @@ def _place(
                 key=lambda it: (
                     layout.date_of(it, section),
                     int(it.tier),
+                    it.timestamp if it.timestamp is not None else float("-inf"),
                     index.get(it.id, len(index)),
                     it.id,
                 )
