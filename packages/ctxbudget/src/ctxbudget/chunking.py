@@ -2,27 +2,66 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from ctxbudget.summaries import split_sentences
-
 __all__ = ["chunk_text"]
+
+# A piece ends at a sentence end (followed by spaces) or at a line break; the separator it had
+# is kept, so a chunk of Markdown keeps its lines, headings and list items.
+_PIECE = re.compile(r".*?(?:[.!?。！？](?=\s)|(?=\n)|$)", re.DOTALL)
+_SEPARATOR = re.compile(r"\s*")
+
+
+def _pieces(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    position = 0
+    while position < len(text):
+        match = _PIECE.match(text, position)
+        end = match.end() if match and match.end() > position else len(text)
+        piece = text[position:end].strip()
+        gap = _SEPARATOR.match(text, end)
+        separator_end = gap.end() if gap else end
+        separator = "\n" * min(2, text.count("\n", end, separator_end)) or " "
+        if piece:
+            out.append((piece, separator))
+        position = max(separator_end, end + 1 if end == position else separator_end)
+    return out
+
+
+def _fit_word(word: str, max_tokens: int, count: Callable[[str], int]) -> list[str]:
+    """A word cut into parts of at most ``max_tokens`` tokens (most words: one part)."""
+    parts: list[str] = []
+    while count(word) > max_tokens:
+        low, high = 1, len(word) - 1
+        while low < high:  # the longest prefix that fits
+            middle = (low + high + 1) // 2
+            if count(word[:middle]) <= max_tokens:
+                low = middle
+            else:
+                high = middle - 1
+        parts.append(word[:low])
+        word = word[low:]
+    return [*parts, word]
+
+
+def _join(pieces: list[tuple[str, str]]) -> str:
+    return "".join(text + separator for text, separator in pieces).strip()
 
 
 def chunk_text(
     text: str, *, max_tokens: int, overlap: int, count: Callable[[str], int]
 ) -> list[str]:
-    """Chunks of at most ``max_tokens`` tokens, overlapping by up to ``overlap`` tokens.
+    r"""Chunks of at most ``max_tokens`` tokens, overlapping by up to ``overlap`` tokens.
 
-    Each chunk starts with the last sentences (up to ``overlap`` tokens) of the one before, so
-    a fact cut at a boundary is whole in one of them.
-
-    Sentences longer than a chunk are cut at word boundaries.
+    Chunks end at sentence ends or line breaks, and keep the line breaks of the text. Each chunk
+    starts with the last sentences (up to ``overlap`` tokens) of the one before, so a fact cut
+    at a boundary is whole in one of them. A sentence longer than a chunk is cut at words.
 
     >>> from ctxbudget import TokenCounter
     >>> c = TokenCounter.for_model("gpt-4o")
-    >>> len(chunk_text("One. Two. Three. Four.", max_tokens=4, overlap=0, count=c.count))
-    2
+    >>> chunk_text("# Title\n\nFirst line.\n- item", max_tokens=50, overlap=0, count=c.count)
+    ['# Title\n\nFirst line.\n- item']
     """
     if max_tokens <= 0:
         msg = f"max_tokens must be positive, got {max_tokens}"
@@ -30,31 +69,32 @@ def chunk_text(
     if not 0 <= overlap < max_tokens:
         msg = f"overlap must be at least 0 and below max_tokens ({max_tokens}), got {overlap}"
         raise ValueError(msg)
-    pieces: list[str] = []
-    for sentence in split_sentences(text):
-        if count(sentence) <= max_tokens:
-            pieces.append(sentence)
+    pieces: list[tuple[str, str]] = []
+    for piece, separator in _pieces(text):
+        if count(piece) <= max_tokens:
+            pieces.append((piece, separator))
             continue
         words: list[str] = []
-        for word in sentence.split():
-            if words and count(" ".join([*words, word])) > max_tokens:
-                pieces.append(" ".join(words))
-                words = []
-            words.append(word)
+        for long_word in piece.split():
+            for word in _fit_word(long_word, max_tokens, count):
+                if words and count(" ".join([*words, word])) > max_tokens:
+                    pieces.append((" ".join(words), " "))
+                    words = []
+                words.append(word)
         if words:
-            pieces.append(" ".join(words))
+            pieces.append((" ".join(words), separator))
     chunks: list[str] = []
-    current: list[str] = []
-    for piece in pieces:
-        if current and count(" ".join([*current, piece])) > max_tokens:
-            chunks.append(" ".join(current))
-            carry: list[str] = []
+    current: list[tuple[str, str]] = []
+    for entry in pieces:
+        if current and count(_join([*current, entry])) > max_tokens:
+            chunks.append(_join(current))
+            carry: list[tuple[str, str]] = []
             for previous in reversed(current):
-                if count(" ".join([previous, *carry])) > overlap:
+                if count(_join([previous, *carry])) > overlap:
                     break
                 carry.insert(0, previous)
-            current = carry if count(" ".join([*carry, piece])) <= max_tokens else []
-        current.append(piece)
+            current = carry if count(_join([*carry, entry])) <= max_tokens else []
+        current.append(entry)
     if current:
-        chunks.append(" ".join(current))
+        chunks.append(_join(current))
     return chunks
