@@ -130,6 +130,9 @@ class LocalEmbedder:
             model and to the folder's name otherwise.
         device: ``"cpu"``, ``"cuda"``...; defaults to ``"cuda"`` when torch sees a GPU.
         batch_size: texts per forward pass.
+        threads: CPU threads torch may use (``torch.set_num_threads``, process-wide); None
+            leaves torch's default. On a busy machine one thread can be several times faster
+            than contending for every core.
 
     >>> LocalEmbedder().name
     'sentence-transformers/all-MiniLM-L6-v2'
@@ -142,10 +145,18 @@ class LocalEmbedder:
         name: str | None = None,
         device: str | None = None,
         batch_size: int = 32,
+        threads: int | None = None,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             msg = f"batch_size must be a positive int, got {batch_size!r}"
             raise ValueError(msg)
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)):
+            msg = f"threads must be a positive int or None, got {threads!r}"
+            raise ValueError(msg)
+        if threads is not None and threads < 1:
+            msg = f"threads must be a positive int or None, got {threads!r}"
+            raise ValueError(msg)
+        self._threads = threads
         self._model_path = None if model_path is None else Path(model_path)
         if name is not None:
             self._name = name
@@ -256,6 +267,8 @@ class LocalEmbedder:
             )
             raise MissingDependencyError(msg)
         device = self._requested_device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if self._threads is not None:
+            torch.set_num_threads(self._threads)
         logger.info("loading embedding model %s from %s on %s", self._name, path, device)
         _quiet_transformers()
         model = SentenceTransformer(str(path), device=device)
