@@ -3,17 +3,28 @@
 One object most users touch. It writes to a `ChromaStore` (embedded by default, a Chroma server
 with ``chroma_url=`` or ``CTXBUDGET_CHROMA_URL``), gathers candidates for a question from every
 source, scores them (see `ctxbudget.scoring`), and hands them to the core `ContextAssembler`.
+
+The session's messages are found two ways at once: by meaning (the store's vectors) and by
+words (a BM25 index of the session kept in this object, built on first use and extended as
+messages arrive). Recent history is not privileged by default: it gets the share of the budget
+that the query's own best matches point to (see `MemoryConfig.recent_share`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import numpy as np
 
 from ctxbudget.assemble import ContextAssembler
 from ctxbudget.budget import Budget
@@ -21,9 +32,9 @@ from ctxbudget.chunking import chunk_text
 from ctxbudget.embed import Embedder, as_embedder
 from ctxbudget.errors import InvalidItemError, StoreInputError
 from ctxbudget.items import ROLES, ContextItem, Shrink, Tier
-from ctxbudget.render import Format
+from ctxbudget.render import Format, Layout
 from ctxbudget.report import AssembledContext
-from ctxbudget.scoring import Scoring, content_words
+from ctxbudget.scoring import Floats, LexicalIndex, Scoring, lexical_terms
 from ctxbudget.store import ChromaStore, Hit, MetadataValue, Record
 from ctxbudget.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.tasks import TaskNode, task_items
@@ -32,6 +43,10 @@ from ctxbudget.tokens import TokenCounter
 __all__ = ["ContextMemory", "MemoryConfig", "to_timestamp"]
 
 _PROGRESS_AT = 200
+_INDEXED_SESSIONS = 32  # lexical indexes kept per ContextMemory (least recently used go)
+_POOL_FACTOR = 4  # candidates searched per query: this many times what the budget can hold
+_TOP_MATCHES = 10  # best matches that decide the share of recent history
+_CACHED_VECTORS = 64  # vectors of earlier user turns kept for multi-query search
 
 
 def to_timestamp(value: float | int | datetime | str | None) -> float | None:
@@ -61,13 +76,26 @@ class MemoryConfig:
     """How `ContextMemory.assemble` gathers candidates.
 
     Attributes:
-        recent_messages: newest messages of the session offered as history.
-        semantic_k: matches per query from the session's older messages.
+        recent_messages: the recent window: the newest messages of the session that may be
+            offered as history (in order, as a thread).
+        recent_share: ``(least, most)`` share of the budget the recent window's history may
+            take. Between the two, the share follows the query: ``most`` times the fraction
+            of its 10 best matches in the session that lie in the recent window. A question
+            about the distant past leaves history its least share (the thread's newest
+            turns); one about what was just said gives it up to the most. Newer messages that
+            do not fit that share are still candidates, by relevance, like any older one.
+        semantic_k: the fewest dense matches searched per query (more when the budget can
+            hold more: four times what it holds).
         query_turns: earlier user turns used as extra queries (multi-query retrieval).
+        query_turn_weight: how much a match of an earlier user turn counts against a match of
+            the query itself.
         other_sessions: also search the same user's other sessions (never other users').
         other_sessions_k: matches per query from other sessions.
         document_k: document chunks per query.
-        neighbours: turns on each side of a matched message offered with it.
+        neighbours: turns on each side of a matched message that lend it their relevance
+            (and it lends them its own), within one episode.
+        episode_gap: seconds of silence that end an episode of the session (messages without
+            a timestamp continue the current one).
         scoring: the candidate score weights.
         min_exchanges: newest exchanges kept before pinned facts (see `ContextAssembler`).
         retrieved_floor: when ``assemble`` gets a plain token count, the share kept for
@@ -76,15 +104,37 @@ class MemoryConfig:
     """
 
     recent_messages: int = 40
+    recent_share: tuple[float, float] = (0.05, 0.6)
     semantic_k: int = 24
     query_turns: int = 2
+    query_turn_weight: float = 0.5
     other_sessions: bool = True
     other_sessions_k: int = 8
     document_k: int = 8
-    neighbours: int = 1
+    neighbours: int = 2
+    episode_gap: float = 3600.0
     scoring: Scoring = Scoring()
     min_exchanges: int = 1
     retrieved_floor: float = 0.35
+
+    def __post_init__(self) -> None:
+        least, most = self.recent_share
+        if not 0.0 <= least <= most <= 1.0:
+            msg = (
+                f"MemoryConfig.recent_share must be (least, most) with 0 <= least <= most <= 1, "
+                f"got {self.recent_share!r}"
+            )
+            raise ValueError(msg)
+        if not 0.0 <= self.query_turn_weight <= 1.0:
+            msg = f"MemoryConfig.query_turn_weight must be in [0, 1], got {self.query_turn_weight}"
+            raise ValueError(msg)
+        for name in ("recent_messages", "semantic_k", "query_turns", "neighbours"):
+            if getattr(self, name) < 0:
+                msg = f"MemoryConfig.{name} cannot be negative, got {getattr(self, name)}"
+                raise ValueError(msg)
+        if self.episode_gap < 0:
+            msg = f"MemoryConfig.episode_gap cannot be negative, got {self.episode_gap}"
+            raise ValueError(msg)
 
 
 class ContextMemory:
@@ -131,6 +181,9 @@ class ContextMemory:
         self._counters: dict[str, TokenCounter] = {}
         self.counter = self.counter_for(model)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter.count)
+        self._indexes: OrderedDict[str, _SessionIndex] = OrderedDict()
+        self._indexes_lock = threading.Lock()
+        self._turn_vectors: OrderedDict[str, list[float]] = OrderedDict()
 
     # -- writing ---------------------------------------------------------------------------
     def counter_for(self, model: str | None) -> TokenCounter:
@@ -374,9 +427,11 @@ class ContextMemory:
         """The context for answering ``query`` in ``session_id``, within ``budget``.
 
         Candidates: the system prompt, pinned facts (session and user), the task stack, tool
-        schemas, the session's recent history, older turns of the session that match the query
-        or the last user turns (with their neighbouring turns), the user's other sessions (when
-        enabled), documents, and stored summaries; scored by relevance x recency x salience.
+        schemas, the session's recent history (its share of the budget follows the query, see
+        `MemoryConfig.recent_share`), the session's other turns that match the query or the last
+        user turns by meaning or by words (with their neighbouring turns), the user's other
+        sessions (when enabled), documents, and stored summaries; scored by relevance x recency
+        x salience (see `ctxbudget.scoring`).
 
         Args:
             session_id: the conversation.
@@ -396,39 +451,51 @@ class ContextMemory:
             raise InvalidItemError(msg)
         counter = self.counter_for(model)
         config = self.config
-        ns = self.namespace
-        recent = self.store.recent(
-            namespace=ns, session_id=session_id, limit=config.recent_messages
+        plain = not isinstance(budget, Budget)
+        budget = Budget.coerce(budget)
+        assembler = ContextAssembler(
+            counter, summarizer=self.summarizer, min_exchanges=config.min_exchanges
         )
+        layout = assembler.layout(format)
+        recent = self.store.recent(
+            namespace=self.namespace,
+            session_id=session_id,
+            limit=max(1, config.recent_messages),
+        )
+        index = self._session_index(session_id, recent)
+        if not config.recent_messages:
+            recent = []  # one message was read only to see whether the index is current
+        skip: set[str] = set()
         if recent and recent[-1].role == "user" and recent[-1].text.strip() == query.strip():
-            recent = recent[:-1]  # the query was stored already: it is rendered as the query
+            skip.add(recent[-1].id)  # the query was stored already: it is rendered as the query
+            recent = recent[:-1]
         user = user_id or next((r.user_id for r in reversed(recent) if r.user_id), None)
         _prime(counter, recent)
+        use_other = config.other_sessions if other_sessions is None else other_sessions
+        search = _Search(
+            session_id=session_id,
+            user=user,
+            query=query,
+            counter=counter,
+            available=budget.available,
+            documents=documents,
+            other_sessions=use_other,
+        )
+        history, retrieved = self._retrieved(search, recent, index, skip, layout)
 
         items: list[ContextItem] = []
         if system:
             items.append(ContextItem("system", system, tier=Tier.SYSTEM, source="system"))
         items.extend(self._pinned(session_id, user))
         items.extend(_tool_items(tools))
-        items.extend(_history_item(r) for r in recent)
+        items.extend(_history_item(r) for r in history)
         items.extend(self._summaries(session_id))
-        wants_docs = documents is not False
-        use_other = config.other_sessions if other_sessions is None else other_sessions
-        items.extend(
-            self._retrieved(
-                session_id, user, query, recent, counter, wants_docs, documents, use_other
-            )
-        )
+        items.extend(retrieved)
         items.extend(extra)
         items.append(ContextItem("query", query, tier=Tier.QUERY, role="user", source="query"))
-        assembler = ContextAssembler(
-            counter, summarizer=self.summarizer, min_exchanges=config.min_exchanges
-        )
-        if not isinstance(budget, Budget):
-            budget = Budget.coerce(budget)
-            if config.retrieved_floor > 0:
-                floor = {int(Tier.RETRIEVED): min(1.0, config.retrieved_floor)}
-                budget = Budget(window=budget.window, floors=floor)
+        if plain and config.retrieved_floor > 0:
+            floor = {int(Tier.RETRIEVED): min(1.0, config.retrieved_floor)}
+            budget = Budget(window=budget.window, floors=floor)
         return assembler.assemble(items, budget=budget, format=format)
 
     def _pinned(self, session_id: str, user: str | None) -> list[ContextItem]:
@@ -468,47 +535,80 @@ class ContextMemory:
             for r in sorted(found, key=lambda r: (int(r.metadata.get("_first_seq", 0)), r.id))
         ]
 
+    def _session_index(self, session_id: str, recent: list[Record]) -> _SessionIndex | None:
+        """The session's lexical index, brought up to its newest message (None: no messages)."""
+        newest = max((r.seq for r in recent if r.seq is not None), default=None)
+        if newest is None:
+            return None
+        with self._indexes_lock:
+            index = self._indexes.get(session_id)
+            if index is not None and index.gap != self.config.episode_gap:
+                index = None  # the configuration changed: episodes are cut anew
+            if index is not None and newest <= index.last_seq:
+                self._indexes.move_to_end(session_id)
+                return index
+            if index is None or newest - index.last_seq > 1_000:
+                index = _SessionIndex(self.config.episode_gap, self.counter.name)
+                found = self.store.session_messages(namespace=self.namespace, session_id=session_id)
+            else:
+                seqs = list(range(index.last_seq + 1, newest + 1))
+                found = self.store.find(
+                    namespace=self.namespace, kinds=["message"], session_id=session_id, seqs=seqs
+                )
+            index.extend(found)
+            self._indexes[session_id] = index
+            self._indexes.move_to_end(session_id)
+            while len(self._indexes) > _INDEXED_SESSIONS:
+                self._indexes.popitem(last=False)
+            return index
+
     def _retrieved(
         self,
-        session_id: str,
-        user: str | None,
-        query: str,
+        search: _Search,
         recent: list[Record],
-        counter: TokenCounter,
-        wants_docs: bool,
-        documents: bool | str | Sequence[str],
-        use_other: bool,
-    ) -> list[ContextItem]:
+        index: _SessionIndex | None,
+        skip: set[str],
+        layout: Layout,
+    ) -> tuple[list[Record], list[ContextItem]]:
+        """The history to offer and the scored retrieval candidates."""
         config = self.config
+        scoring = config.scoring
         ns = self.namespace
-        turns = [r.text for r in reversed(recent) if r.role == "user"][: config.query_turns]
-        queries = [query, *turns]
-        vectors = self.store.embedder.embed_documents(queries)
-        skip = {r.id for r in recent}
-        best: dict[str, tuple[Hit, float]] = {}
-        doc_filter = _doc_filter(documents)
-        for weight, vector in zip([1.0] + [0.8] * len(turns), vectors, strict=True):
-            searches = [
-                self.store.search(
-                    vector,
-                    namespace=ns,
-                    k=config.semantic_k,
-                    session_id=session_id,
-                    kinds=["message"],
+        size = len(index) if index is not None else 0
+        named = index.named_in(search.query) if index is not None else set()
+        turns = [r for r in reversed(recent) if r.role == "user"][: config.query_turns]
+        queries = [
+            _Query(1.0, _without_names(search.query, named), lexical_terms(search.query), None)
+        ]
+        queries += [
+            _Query(config.query_turn_weight, r.text, lexical_terms(r.text), r.id) for r in turns
+        ]
+        vectors = self._embed_queries(queries)
+        fit = search.available / ((index.mean_tokens if index is not None else 30.0) + 3.0)
+        pool = max(config.semantic_k, math.ceil(_POOL_FACTOR * fit))
+        records: dict[str, Record] = {}
+        others: dict[str, tuple[Record, float, float]] = {}  # id -> record, similarity, weight
+        doc_filter = _doc_filter(search.documents)
+        for number, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
+            if size:
+                k = min(size, pool if number == 0 else config.semantic_k)
+                query.hits = self.store.search(
+                    vector, namespace=ns, k=k, session_id=search.session_id, kinds=["message"]
                 )
-            ]
-            if use_other and user is not None:
+                records.update((h.record.id, h.record) for h in query.hits)
+            searches: list[list[Hit]] = []
+            if search.other_sessions and search.user is not None:
                 searches.append(
                     self.store.search(
                         vector,
                         namespace=ns,
                         k=config.other_sessions_k,
-                        user_id=user,
-                        exclude_session_id=session_id,
+                        user_id=search.user,
+                        exclude_session_id=search.session_id,
                         kinds=["message", "summary"],
                     )
                 )
-            if wants_docs and config.document_k:
+            if search.documents is not False and config.document_k:
                 searches.append(
                     self.store.search(
                         vector,
@@ -518,64 +618,94 @@ class ContextMemory:
                         where=doc_filter,
                     )
                 )
-            for hits in searches:
-                for hit in hits:
-                    if hit.record.id in skip:
-                        continue
-                    similarity = hit.similarity * weight
-                    known = best.get(hit.record.id)
-                    if known is None or similarity > known[1]:
-                        best[hit.record.id] = (hit, similarity)
-        if config.neighbours:
-            best.update(self._neighbours(session_id, best, skip))
-        newest = max((r.timestamp for r in recent if r.timestamp is not None), default=None)
-        words = content_words(query)
-        items: list[ContextItem] = []
-        records = [hit.record for hit, _ in best.values()]
-        _prime(counter, records)
-        for hit, similarity in best.values():
-            record = hit.record
-            age = 0.0
-            if newest is not None and record.timestamp is not None:
-                age = newest - record.timestamp
-            salience = float(record.metadata.get("salience", 1.0))
-            if record.session_id not in (None, session_id):
-                salience *= 0.8
-            score = config.scoring.score(
-                similarity=similarity,
-                lexical=Scoring.lexical(words, record.text),
-                age_seconds=age,
-                salience=salience,
-            )
-            items.append(_retrieved_item(record, score))
-        items.sort(key=lambda it: (-it.score, it.id))
-        return items
+            for hit in (h for hits in searches for h in hits):
+                known = others.get(hit.record.id)
+                if known is None or hit.similarity * query.weight > known[1] * known[2]:
+                    others[hit.record.id] = (hit.record, hit.similarity, query.weight)
 
-    def _neighbours(
-        self, session_id: str, best: dict[str, tuple[Hit, float]], skip: set[str]
-    ) -> dict[str, tuple[Hit, float]]:
-        """Turns next to the matched ones: the question before an answer, the reply after."""
-        wanted: dict[int, float] = {}
-        for hit, similarity in best.values():
-            record = hit.record
-            if record.kind != "message" or record.session_id != session_id or record.seq is None:
+        history = list(recent)
+        relevance: Floats = np.zeros(size)
+        span = (0.0, 0.0)
+        if index is not None and size:
+            relevance, span = index.relevance(queries, scoring, config.neighbours, named)
+            history = _fit_history(
+                recent,
+                self._history_share(index, relevance, recent) * search.available,
+                layout,
+                config.min_exchanges,
+            )
+        taken = skip | {r.id for r in history}
+        items: list[ContextItem] = []
+        newest = index.newest if index is not None else None
+        if index is not None and size:
+            positive = np.flatnonzero(relevance > 0)
+            chosen: list[int] = []
+            for p in positive[np.argsort(-relevance[positive], kind="stable")]:
+                if index.ids[int(p)] not in taken:
+                    chosen.append(int(p))
+                    if len(chosen) >= pool:
+                        break
+            missing = [index.ids[p] for p in chosen if index.ids[p] not in records]
+            if missing:
+                records.update((r.id, r) for r in self.store.get(missing, namespace=ns))
+            for p in chosen:
+                record = records.get(index.ids[p])
+                if record is None:  # deleted since it was indexed
+                    continue
+                items.append(self._scored(record, float(relevance[p]), newest, search))
+        words = set(lexical_terms(search.query))
+        for record, similarity, weight in others.values():
+            if record.id in taken:
                 continue
-            for offset in range(1, self.config.neighbours + 1):
-                for seq in (record.seq - offset, record.seq + offset):
-                    if seq >= 0:
-                        wanted[seq] = max(wanted.get(seq, -1.0), similarity * 0.7 / offset)
-        if not wanted:
-            return {}
-        found = self.store.find(
-            namespace=self.namespace, kinds=["message"], session_id=session_id, seqs=list(wanted)
-        )
-        out: dict[str, tuple[Hit, float]] = {}
-        for record in found:
-            if record.id in skip or record.id in best or record.seq is None:
-                continue
-            similarity = wanted[record.seq]
-            out[record.id] = (Hit(record, similarity), similarity)
-        return out
+            low, high = span if span[1] > span[0] else _span(s for _, s, _ in others.values())
+            dense = (similarity - low) / (high - low) if high > low else 1.0
+            lexical = len(words & set(lexical_terms(record.text))) / len(words) if words else 0.0
+            match = weight * scoring.match(min(1.0, max(0.0, dense)), lexical)
+            items.append(self._scored(record, match, newest, search))
+        _prime(search.counter, [r for r in records.values()])
+        items.sort(key=lambda it: (-it.score, it.id))
+        return history, items
+
+    def _embed_queries(self, queries: Sequence[_Query]) -> list[list[float]]:
+        """Vectors of the queries; earlier turns come from a small cache (they recur)."""
+        cache = self._turn_vectors
+        with self._indexes_lock:
+            known = {q.text: cache[q.text] for q in queries if q.own_id and q.text in cache}
+        todo = list(dict.fromkeys(q.text for q in queries if q.text not in known))
+        known.update(zip(todo, self.store.embedder.embed_documents(todo), strict=True))
+        with self._indexes_lock:
+            for q in queries:
+                if q.own_id is not None:
+                    cache[q.text] = known[q.text]
+                    cache.move_to_end(q.text)
+            while len(cache) > _CACHED_VECTORS:
+                cache.popitem(last=False)
+        return [known[q.text] for q in queries]
+
+    def _scored(
+        self, record: Record, relevance: float, newest: float | None, search: _Search
+    ) -> ContextItem:
+        age = 0.0
+        if newest is not None and record.timestamp is not None:
+            age = newest - record.timestamp
+        salience = float(record.metadata.get("salience", 1.0))
+        if record.session_id not in (None, search.session_id):
+            salience *= 0.8
+        score = self.config.scoring.combine(relevance=relevance, age_seconds=age, salience=salience)
+        return _retrieved_item(record, score)
+
+    def _history_share(
+        self, index: _SessionIndex, relevance: Floats, recent: list[Record]
+    ) -> float:
+        """`MemoryConfig.recent_share`: the least, or more when the best matches are recent."""
+        least, most = self.config.recent_share
+        best = [int(p) for p in np.argsort(-relevance, kind="stable")[:_TOP_MATCHES]]
+        best = [p for p in best if relevance[p] > 0]
+        if not best:
+            return least
+        window = {r.id for r in recent}
+        recent_matches = sum(index.ids[p] in window for p in best)
+        return max(least, most * recent_matches / len(best))
 
     # -- maintenance -----------------------------------------------------------------------
     def summarize(
@@ -673,6 +803,8 @@ class ContextMemory:
 
     def delete_session(self, session_id: str) -> int:
         """Delete every record of a session; returns how many were removed."""
+        with self._indexes_lock:
+            self._indexes.pop(session_id, None)
         return self.store.delete_session(namespace=self.namespace, session_id=session_id)
 
     def delete_user(self, user_id: str) -> int:
@@ -682,6 +814,8 @@ class ContextMemory:
         else carrying their user id.
         """
         removed = 0
+        with self._indexes_lock:
+            self._indexes.clear()
         for session in self.store.list_sessions(namespace=self.namespace, user_id=user_id):
             removed += self.store.delete_session(namespace=self.namespace, session_id=session)
         return removed + self.store.delete_user(namespace=self.namespace, user_id=user_id)
@@ -814,3 +948,171 @@ def _progress(total: int, label: str, progress: bool | None) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=label, unit="rec")
+
+
+@dataclass(slots=True)
+class _Search:
+    """What one `ContextMemory.assemble` call searches for."""
+
+    session_id: str
+    user: str | None
+    query: str
+    counter: TokenCounter
+    available: int
+    documents: bool | str | Sequence[str]
+    other_sessions: bool
+
+
+@dataclass(slots=True)
+class _Query:
+    """One query of a multi-query search: the question itself or an earlier user turn."""
+
+    weight: float
+    text: str  # embedded for the dense search
+    terms: list[str]  # matched by the lexical index
+    own_id: str | None  # an earlier turn does not match itself
+    hits: list[Hit] = field(default_factory=list)
+
+
+class _SessionIndex:
+    """A session's messages in order: BM25 over author + text, episodes, authors, token sizes."""
+
+    def __init__(self, episode_gap: float, counter_name: str) -> None:
+        self.lexical = LexicalIndex()
+        self.ids: list[str] = []
+        self.authors: list[str | None] = []
+        self.episodes: list[int] = []
+        self.position: dict[str, int] = {}
+        self.last_seq = -1
+        self.newest: float | None = None
+        self.gap = episode_gap
+        self._counter = counter_name
+        self._tokens = 0
+        self._last_time: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def mean_tokens(self) -> float:
+        """Mean tokens of a message (for sizing searches to the budget)."""
+        return self._tokens / len(self.ids) if self.ids else 30.0
+
+    def extend(self, records: Iterable[Record]) -> None:
+        """Index messages newer than the last indexed one, in seq order."""
+        for record in sorted(records, key=lambda r: -1 if r.seq is None else r.seq):
+            if record.seq is None or record.seq <= self.last_seq or record.id in self.position:
+                continue
+            name = record.metadata.get("_name")
+            # Participants are who speaks: the names of user and assistant messages, not tools.
+            author = str(name) if name and record.role in ("user", "assistant") else None
+            self.lexical.add(f"{author} {record.text}" if author else record.text)
+            self.position[record.id] = len(self.ids)
+            self.ids.append(record.id)
+            self.authors.append(author)
+            episode = self.episodes[-1] if self.episodes else 0
+            when = record.timestamp
+            if when is not None:
+                if self._last_time is not None and when - self._last_time > self.gap:
+                    episode += 1
+                self._last_time = when
+                self.newest = when if self.newest is None else max(self.newest, when)
+            self.episodes.append(episode)
+            self._tokens += record.tokens.get(self._counter, len(record.text) // 4 + 1)
+            self.last_seq = record.seq
+
+    def named_in(self, query: str) -> set[str]:
+        """The session's participants the query names (every word of the name, any case)."""
+        words = {w.casefold() for w in _WORDS.findall(query)}
+        named: set[str] = set()
+        for author in {a for a in self.authors if a}:
+            parts = {w.casefold() for w in _WORDS.findall(author)}
+            if parts and parts <= words:
+                named.add(author)
+        return named
+
+    def relevance(
+        self, queries: Sequence[_Query], scoring: Scoring, neighbours: int, named: set[str]
+    ) -> tuple[Floats, tuple[float, float]]:
+        """Relevance of every message (see `ctxbudget.scoring`) and the query's dense span."""
+        size = len(self.ids)
+        match: Floats = np.zeros(size)
+        span = (0.0, 0.0)
+        for number, query in enumerate(queries):
+            dense: Floats = np.zeros(size)
+            found = [
+                (self.position[h.record.id], h.similarity)
+                for h in query.hits
+                if h.record.id in self.position  # a message newer than the index: next time
+            ]
+            if found:
+                low, high = _span(s for _, s in found)
+                if number == 0:
+                    span = (low, high)
+                for position, similarity in found:
+                    dense[position] = (similarity - low) / (high - low) if high > low else 1.0
+            lexical: Floats = np.zeros(size)
+            bm25 = self.lexical.scores(query.terms)
+            if bm25:
+                top = max(bm25.values())
+                for position, value in bm25.items():
+                    lexical[position] = value / top if top > 0 else 0.0
+            mixed = (1.0 - scoring.lexical_weight) * dense + scoring.lexical_weight * lexical
+            own = self.position.get(query.own_id) if query.own_id else None
+            if own is not None:
+                mixed[own] = 0.0
+            match = np.maximum(match, query.weight * mixed)
+        context = scoring.in_context(match, self.episodes, neighbours=neighbours)
+        context = context * scoring.author_prior(self.authors, named)
+        best = float(context.max()) if size else 0.0
+        return (context / best if best > 0 else context), span
+
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def _span(similarities: Iterable[float]) -> tuple[float, float]:
+    values = list(similarities)
+    return (min(values), max(values)) if values else (0.0, 0.0)
+
+
+def _without_names(query: str, names: set[str]) -> str:
+    """The query for the dense search: who is asked about is matched by words, not meaning."""
+    if not names:
+        return query
+    pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    stripped = re.sub(rf"\b(?:{pattern})(?:'s|\u2019s)?\b", " ", query, flags=re.IGNORECASE)
+    stripped = " ".join(stripped.split())
+    return stripped if lexical_terms(stripped) else query
+
+
+def _fit_history(
+    recent: list[Record], tokens: float, layout: Layout, min_exchanges: int
+) -> list[Record]:
+    """The newest messages whose rendered history fits ``tokens``, and the newest exchanges."""
+    if not recent:
+        return []
+    used = float(layout.open_cost("history"))
+    newer_date: str | None = None
+    start = len(recent)
+    for position in range(len(recent) - 1, -1, -1):
+        item = _history_item(recent[position])
+        cost = layout.cost(item, "history")
+        date = layout.date_of(item, "history")
+        if date and date != newer_date:
+            cost += layout.counter.count(layout.date_line(date))
+        if used + cost > tokens:
+            break
+        used += cost
+        newer_date = date or newer_date
+        start = position
+    if min_exchanges:
+        heads = 0
+        for position in range(len(recent) - 1, -1, -1):
+            if position < start:
+                start = position
+            if recent[position].role == "user":
+                heads += 1
+                if heads >= min_exchanges:
+                    break
+    return recent[start:]
