@@ -39,14 +39,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import argparse
 import random
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -59,11 +54,11 @@ from ctxbudget import TokenCounter
 from ctxbudget.chunking import chunk_text
 from ctxbudget.embed import LocalEmbedder
 from ctxbudget.memory import ContextMemory
+from ctxbudget.testing import chroma_server
 
 SESSION_LENGTH = 200
 USERS = 10
 START = 1_700_000_000.0
-SERVER_START_TIMEOUT = 60.0
 
 # (the fact the user states, the question asking for it)
 NEEDLES = [
@@ -320,67 +315,6 @@ def build_documents(
     return documents, total
 
 
-# -- the Chroma server -------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def alive(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1.0) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
-@contextmanager
-def chroma_server(root: Path) -> Iterator[str]:
-    """``chroma run`` on a free loopback port with its data in root; always stopped."""
-    script = Path(sys.executable).with_name("chroma")
-    executable = str(script) if script.exists() else shutil.which("chroma")
-    if executable is None:
-        raise SystemExit("the `chroma` command is not installed (it comes with chromadb)")
-    problems = []
-    for attempt in range(3):  # the port may be taken between probing and binding
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = root / f"server-{attempt}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [executable, "run", "--path", str(root / "data"), "--host", "127.0.0.1"]
-                + ["--port", str(port)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        try:
-            deadline = time.monotonic() + SERVER_START_TIMEOUT
-            while time.monotonic() < deadline and process.poll() is None:
-                if alive(url):
-                    break
-                time.sleep(0.1)
-            else:
-                problems.append(f"port {port}: {log.read_text(errors='replace')[-1000:]}")
-                continue
-            yield url
-            return
-        finally:
-            stop(process)
-    raise SystemExit("chroma run did not answer its heartbeat:\n" + "\n".join(problems))
-
-
 @contextmanager
 def open_memory(backend: str, embedder: LocalEmbedder) -> Iterator[ContextMemory]:
     root = Path(tempfile.mkdtemp(prefix=f"ctxbudget-bench-{backend}-"))
@@ -389,8 +323,8 @@ def open_memory(backend: str, embedder: LocalEmbedder) -> Iterator[ContextMemory
             with ContextMemory(path=root / "chroma", embedder=embedder) as memory:
                 yield memory
         else:
-            with chroma_server(root) as url:
-                with ContextMemory(chroma_url=url, embedder=embedder) as memory:
+            with chroma_server(root) as server:
+                with ContextMemory(chroma_url=server.url, embedder=embedder) as memory:
                     yield memory
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -1,4 +1,9 @@
-"""Shared test set-up: offline and quiet, like the Makefile's environment."""
+"""Shared test set-up: offline and quiet like the Makefile; the real model and a real server.
+
+Fixtures here are used by the memory, LangChain and reliability suites: the real
+all-MiniLM-L6-v2 (loaded once per session) and a real ``chroma run`` server on loopback
+(`ctxbudget.testing`), started once per session and removed at the end.
+"""
 
 from __future__ import annotations
 
@@ -9,3 +14,55 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from ctxbudget import testing  # noqa: E402
+from ctxbudget.embed import LocalEmbedder  # noqa: E402
+from ctxbudget.testing import ChromaServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def embedder() -> LocalEmbedder:
+    """The real all-MiniLM-L6-v2, loaded once for the whole session."""
+    model = LocalEmbedder()
+    model.embed_query("warm up")
+    return model
+
+
+@pytest.fixture(scope="session")
+def chroma_server() -> Iterator[ChromaServer]:
+    """A real Chroma server for the whole session; stopped and its folder removed at the end."""
+    root = Path(tempfile.mkdtemp(prefix="ctxbudget-chroma-server-"))
+    try:
+        with testing.chroma_server(root) as server:
+            yield server
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Callable[[], ChromaServer]]:
+    """Start extra servers a test may stop or restart on purpose; all stopped after the test."""
+    started: list[ChromaServer] = []
+
+    def start() -> ChromaServer:
+        server = ChromaServer(tmp_path / f"server-{len(started)}").start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+
+
+@pytest.fixture
+def unused_url() -> str:
+    """A loopback URL nothing listens on."""
+    return f"http://127.0.0.1:{testing.free_port()}"

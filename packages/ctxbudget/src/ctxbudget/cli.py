@@ -7,6 +7,7 @@ stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.errors import CtxBudgetError
+from ctxbudget.errors import CtxBudgetError, MissingDependencyError
 
 __all__ = ["main"]
 
@@ -357,6 +358,9 @@ def _eval_locomo(args: argparse.Namespace) -> int:
             msg = f"{flag} must be a positive number, got {value}"
             raise UsageError(msg)
     TokenCounter.for_model(args.model)  # an unknown model is reported before any work
+    if importlib.util.find_spec("matplotlib") is None:
+        msg = "the recall plot needs matplotlib: pip install matplotlib"
+        raise MissingDependencyError(msg)
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ def plot_recall(run: EvalRun, path: str | Path) -> Path:
         raise MissingDependencyError(msg) from exc
     data = summarize(run)
     budgets = list(run.budgets)
-    figure = Figure(figsize=(6.4, 4.2), dpi=120)
+    figure = Figure(figsize=(7.2, 4.4), dpi=120)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     for method in METHODS:
@@ -57,8 +57,7 @@ def plot_recall(run: EvalRun, path: str | Path) -> Path:
     n = data["questions"]["headline"]
     axes.set_title(f"LoCoMo evidence recall ({n} questions, {run.format} format)")
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="lower right")
-    figure.tight_layout()
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     out = Path(path)
-    figure.savefig(out, format="png")
+    figure.savefig(out, format="png", bbox_inches="tight")
     return out
