@@ -18,6 +18,7 @@ def test_public_names_are_pinned() -> None:
             "LocalEmbedder",
             "MemoryConfig",
             "Record",
+            "RetryPolicy",
             "Scoring",
             "ExtractiveSummarizer",
             "InvalidBudgetError",

@@ -474,9 +474,9 @@ def test_content_parts() -> None:
         + counter.count("Describe this image.")
         + counter.count("and this")
         + 85
-        + 85
+        + 1445  # size unknown: the most an image can cost
         + 765
-        + 85
+        + 1445
     )
     assert counter.count_message("user", parts) == expected
     assert counter.count_message("user", None) == 3 + counter.count("user")
@@ -508,7 +508,8 @@ def test_image_tokens_follow_openais_published_examples() -> None:
     assert image_tokens(4096, 8192, detail="low") == 85
     assert image_tokens(1024, 1024, detail="high") == 765
     assert image_tokens(2048, 4096, detail="high") == 1105
-    assert image_tokens(None, None, detail="high") == 85
+    assert image_tokens(None, None, detail="high") == 1445  # unknown size: the most
+    assert image_tokens(100, 100, detail="high") == 255  # never scaled up
     with pytest.raises(InvalidItemError, match="positive"):
         image_tokens(0, 10)
 

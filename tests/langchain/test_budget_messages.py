@@ -333,14 +333,14 @@ def test_unsupported_trim_messages_options_say_why(options: dict[str, Any], word
 def test_bad_budgets_and_messages_raise_clear_errors() -> None:
     with pytest.raises(InvalidBudgetError):
         budget_messages([HumanMessage("hi")], max_tokens=0)
-    image = HumanMessage(
+    audio = HumanMessage(
         [
-            {"type": "text", "text": "look"},
-            {"type": "image_url", "image_url": {"url": "http://x/y.png"}},
+            {"type": "text", "text": "listen"},
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
         ]
-    )
-    with pytest.raises(InvalidItemError, match="image_url"):
-        budget_messages([image], max_tokens=500)
+    )  # images are counted (tests/reliability/test_framework_input.py); audio cannot be
+    with pytest.raises(InvalidItemError, match="message 0 .*block 1 of type 'input_audio'"):
+        budget_messages([audio], max_tokens=500)
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,9 @@ from chromadb.config import Settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxbudget._chroma import close_client
 from ctxbudget.embed import LocalEmbedder
-from ctxbudget.store import ChromaStore, Record, _close_client
+from ctxbudget.store import ChromaStore, Record
 
 THREADS = 8
 PER_THREAD = 25
@@ -116,7 +117,7 @@ def test_writers_that_share_no_lock_still_get_unique_dense_seqs(
         for store in stores:
             store.close()
         for client in clients:
-            _close_client(client)  # chromadb's close() leaves the HTTP connections open
+            close_client(client)  # chromadb's close() leaves the HTTP connections open
 
 
 def test_concurrent_writers_to_separate_sessions_stay_apart(store: ChromaStore) -> None:

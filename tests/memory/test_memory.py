@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget.errors import BudgetExceededError, StoreInputError
-from ctxbudget.items import Tier
+from ctxbudget.items import ContextItem, Shrink, Tier
 from ctxbudget.memory import ContextMemory, MemoryConfig
 from ctxbudget.render import Format
 from ctxbudget.report import AssembledContext
@@ -498,7 +498,8 @@ def test_assembled_tokens_never_exceed_the_budget(memory: ContextMemory) -> None
         [("user", "I keep the spare key under the blue flowerpot.")] + filler(30, "m"),
         user_id="u1",
     )
-    memory.pin("s1", "The user lives in a ground-floor flat.")
+    pin = "The user lives in a ground-floor flat."
+    memory.pin("s1", pin)
     memory.add_documents(["Spare keys should be kept with a trusted neighbour."])
     query = "Where did I say I keep the spare key?"
     sentence = "Answer briefly and cite the context."
@@ -517,9 +518,10 @@ def test_assembled_tokens_never_exceed_the_budget(memory: ContextMemory) -> None
     @example(budget=3000, fmt="compact", repeats=0)
     def check(budget: int, fmt: Format, repeats: int) -> None:
         system = " ".join([sentence] * repeats) or None
-        # What the never-pruned items need on their own: an assembly with nothing else offered.
+        # What the never-pruned items (pinned facts too) need on their own: nothing else offered.
+        pinned = ContextItem("pin", pin, tier=Tier.PINNED, shrink=Shrink.NEVER)
         alone = memory.assemble(
-            "empty", query, budget=10**6, system=system, format=fmt, documents=False
+            "empty", query, budget=10**6, system=system, format=fmt, documents=False, extra=[pinned]
         ).tokens_used
         try:
             ctx = memory.assemble("s1", query, budget=budget, system=system, format=fmt)

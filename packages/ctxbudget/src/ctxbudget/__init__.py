@@ -26,6 +26,7 @@ from ctxbudget.items import ContextItem, Shrink, Tier
 from ctxbudget.models import ModelInfo, lookup_model, register_model
 from ctxbudget.packing import SolverReport
 from ctxbudget.report import AssembledContext, PrunedItem, PruneReason, TierUsage
+from ctxbudget.retry import RetryPolicy
 from ctxbudget.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.tokens import TokenCounter
 
@@ -49,6 +50,7 @@ __all__ = [
     "PruneReason",
     "PrunedItem",
     "Record",
+    "RetryPolicy",
     "Scoring",
     "Shrink",
     "SolverReport",

@@ -153,7 +153,7 @@ class ContextAssembler:
 
     def layout(self, fmt: Format) -> Layout:
         """The (cached) rendering rules of ``fmt`` for this assembler's counter."""
-        layout = self._layouts.get(fmt)
+        layout = self._layouts.get(fmt) if isinstance(fmt, str) else None  # Layout checks it
         if layout is None:
             layout = self._layouts[fmt] = Layout(fmt, self.counter)
         return layout

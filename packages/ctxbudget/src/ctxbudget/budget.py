@@ -1,9 +1,17 @@
-"""How many tokens the context may use, and how much each tier may take of them."""
+"""How many tokens the context may use, and how much each tier may take of them.
+
+Token counts are ints (any integral type, numpy's included, is taken as an int); a float, a
+bool, zero, a negative count or a reserve that leaves nothing is refused with
+`InvalidBudgetError`. There is no upper bound: a budget larger than the model's window is the
+caller's to choose (`Budget.for_model` gives the window), and assembly costs the same whatever
+the budget, since nothing is allocated per token.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from numbers import Integral
 from types import MappingProxyType
 
 from ctxbudget.errors import InvalidBudgetError
@@ -44,9 +52,13 @@ class Budget:
     def __post_init__(self) -> None:
         for name in ("window", "reserve", "safety"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                msg = f"Budget.{name} must be an int number of tokens, got {value!r}"
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                msg = (
+                    f"Budget.{name} must be an int number of tokens, got {value!r}; "
+                    f"e.g. Budget(window=8192, reserve=1024)"
+                )
                 raise InvalidBudgetError(msg)
+            object.__setattr__(self, name, int(value))
         if self.window <= 0:
             msg = (
                 f"Budget.window must be a positive number of tokens, got {self.window}; "
@@ -162,7 +174,11 @@ class Budget:
         """A `Budget` from a budget or a plain token count (the whole count is available)."""
         if isinstance(budget, Budget):
             return budget
-        if isinstance(budget, bool) or not isinstance(budget, int):
-            msg = f"budget must be a Budget or an int number of tokens, got {budget!r}"
+        given: object = budget
+        if isinstance(given, bool) or not isinstance(given, Integral):
+            msg = (
+                f"budget must be a Budget or an int number of tokens, got {given!r}; "
+                "e.g. budget=4096 or budget=Budget.for_model('gpt-4o')"
+            )
             raise InvalidBudgetError(msg)
-        return cls(window=budget)
+        return cls(window=int(given))

@@ -30,19 +30,30 @@ def _pieces(text: str) -> list[tuple[str, str]]:
 
 
 def _fit_word(word: str, max_tokens: int, count: Callable[[str], int]) -> list[str]:
-    """A word cut into parts of at most ``max_tokens`` tokens (most words: one part)."""
+    """A word cut into parts of at most ``max_tokens`` tokens (most words: one part).
+
+    Each part is the longest prefix that fits, found by doubling a prefix then bisecting, so
+    only prefixes up to twice a part long are counted: a huge word (base64, minified JSON) costs
+    time in proportion to its length, not to its square.
+    """
     parts: list[str] = []
-    while count(word) > max_tokens:
-        low, high = 1, len(word) - 1
+    while True:
+        fit, probe = 0, min(len(word), max(1, max_tokens))
+        while count(word[:probe]) <= max_tokens:
+            fit = probe
+            if probe == len(word):
+                return [*parts, word]
+            probe = min(len(word), 2 * probe)
+        low, high = fit, probe - 1
         while low < high:  # the longest prefix that fits
             middle = (low + high + 1) // 2
             if count(word[:middle]) <= max_tokens:
                 low = middle
             else:
                 high = middle - 1
+        low = max(low, 1)  # a character over the limit on its own still moves on
         parts.append(word[:low])
         word = word[low:]
-    return [*parts, word]
 
 
 def _join(pieces: list[tuple[str, str]]) -> str:

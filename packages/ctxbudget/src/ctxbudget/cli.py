@@ -10,6 +10,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -17,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ctxbudget.errors import CtxBudgetError, MissingDependencyError
 
@@ -28,6 +29,25 @@ _TELEMETRY = {"ANONYMIZED_TELEMETRY": "False", "ORT_DISABLE_TELEMETRY": "1", "HF
 
 class UsageError(Exception):
     """A mistake in the command line or an input file; the message says what to fix."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a command-line mistake is one ``ctxbudget: error:`` line like any other."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("ctxbudget").strip()
+        where = f"{command}: " if command else ""
+        line = _one_line(f"{where}{message} (see: {self.prog} --help)")
+        self.exit(2, f"ctxbudget: error: {line}\n")
+
+
+# Every character str.splitlines breaks at: an error stays one line whatever a path or a
+# message quotes.
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    return _BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.run(args)
     except (CtxBudgetError, UsageError) as exc:
-        print(f"ctxbudget: error: {exc}", file=sys.stderr)
+        print(f"ctxbudget: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ctxbudget: interrupted", file=sys.stderr)
@@ -51,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ctxbudget",
         description="Token-budgeted context assembly: store a conversation, assemble what fits.",
     )
@@ -157,15 +177,27 @@ def _memory(args: argparse.Namespace, path: str | None = None) -> Any:
 
 def _budget(args: argparse.Namespace) -> Any:
     from ctxbudget.budget import Budget
+    from ctxbudget.errors import InvalidBudgetError
 
-    return Budget(window=args.budget + args.reserve, reserve=args.reserve)
+    if args.reserve < 0:
+        msg = f"--reserve cannot be negative, got {args.reserve}; use 0 to keep nothing free"
+        raise UsageError(msg)
+    try:
+        return Budget(window=args.budget + args.reserve, reserve=args.reserve)
+    except InvalidBudgetError as exc:
+        msg = f"--budget {args.budget} --reserve {args.reserve}: {exc}"
+        raise UsageError(msg) from exc
 
 
 # -- demo --------------------------------------------------------------------------------------
 def _demo(args: argparse.Namespace) -> int:
     budgets = _int_list(args.budgets, "--budgets")
-    folder = args.path if args.keep and args.path else tempfile.mkdtemp(prefix="ctxbudget-demo-")
     data = resources.files("ctxbudget.demo_data")
+    questions = json.loads(data.joinpath("questions.json").read_text("utf-8"))
+    if not 0 <= args.question < len(questions):  # checked before any work
+        msg = f"--question must be between 0 and {len(questions) - 1}, got {args.question}"
+        raise UsageError(msg)
+    folder = args.path if args.keep and args.path else tempfile.mkdtemp(prefix="ctxbudget-demo-")
     try:
         started = time.perf_counter()
         memory = _memory(args, path=folder)
@@ -191,10 +223,6 @@ def _demo(args: argparse.Namespace) -> int:
             f"Stored {total} messages in {len(sessions)} sessions, 2 pinned facts and the notes "
             f"in {time.perf_counter() - started:.1f} s (embedded Chroma in {folder}).\n"
         )
-        questions = json.loads(data.joinpath("questions.json").read_text("utf-8"))
-        if not 0 <= args.question < len(questions):
-            msg = f"--question must be between 0 and {len(questions) - 1}, got {args.question}"
-            raise UsageError(msg)
         question = questions[args.question]
         system = "You are Maya's assistant. Use the context; say when you do not know."
         for budget in budgets:
@@ -223,17 +251,25 @@ def _ingest(args: argparse.Namespace) -> int:
         raise UsageError(msg)
     suffix = path.suffix.lower()
     memory = _memory(args)
+    stem, name = _valid(path.stem), _valid(path.name)
     if suffix in (".txt", ".md", ".markdown", ".rst"):
         text = _read_text(path)
-        ids = memory.add_documents(
-            [{"id": path.stem, "text": text, "source": path.name}], namespace=args.collection
-        )
-        print(f"stored {path.name} as {len(ids)} chunks in collection {args.collection!r}")
+        if not text.strip():
+            msg = f"{path}: the file holds no text; nothing was stored"
+            raise UsageError(msg)
+        try:
+            ids = memory.add_documents(
+                [{"id": stem, "text": text, "source": name}], namespace=args.collection
+            )
+        except CtxBudgetError as exc:
+            msg = f"{path}: {exc}"
+            raise UsageError(msg) from exc
+        print(f"stored {name} as {len(ids)} chunks in collection {args.collection!r}")
         return 0
     if suffix not in (".json", ".jsonl"):
         msg = f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .json, .txt or .md"
         raise UsageError(msg)
-    sessions: dict[str, list[dict[str, Any]]] = {}
+    sessions: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for where, message in _messages(path):
         session = message.pop("session", None) or message.pop("session_id", None) or args.session
         if not session:
@@ -242,17 +278,39 @@ def _ingest(args: argparse.Namespace) -> int:
         if "role" not in message or not isinstance(message.get("role"), str):
             msg = f"{where}: expected an object with 'role' and 'text' (or 'content')"
             raise UsageError(msg)
-        sessions.setdefault(str(session), []).append(message)
-    count = 0
-    for session, messages in sessions.items():
-        try:
-            memory.add_messages(session, messages, user_id=args.user)
-        except CtxBudgetError as exc:
-            msg = f"{path}: session {session!r}: {exc} (nothing of this session was stored)"
-            raise UsageError(msg) from exc
-        count += len(messages)
-    print(f"stored {count} messages in {len(sessions)} sessions from {path.name}")
+        sessions.setdefault(str(session), []).append((where, message))
+    # Every message of every session is checked before the first is written: a bad file
+    # stores nothing (not the sessions before the bad one).
+    records = []
+    for session, entries in sessions.items():
+        for index, (where, message) in enumerate(entries):
+            try:
+                record = memory._message_record(session, index, message, args.user)
+                memory.store.check([record])
+            except CtxBudgetError as exc:
+                problem = str(exc).replace("record 0 ", f"message {index} ", 1)
+                msg = (
+                    f"{where}: session {session!r}: {problem.removesuffix('; nothing was written')}"
+                    " (nothing of this session, nor of any other in the file, was stored)"
+                )
+                raise UsageError(msg) from exc
+            records.append(record)
+    try:
+        memory._write(records, "message", None)
+    except CtxBudgetError as exc:
+        msg = f"{path}: {exc} (nothing of the file was stored)"
+        raise UsageError(msg) from exc
+    print(f"stored {len(records)} messages in {len(sessions)} sessions from {name}")
     return 0
+
+
+def _valid(text: str) -> str:
+    """A file name as valid text: bytes that were not UTF-8 (surrogate escapes) become U+FFFD."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        raw = text.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
 
 
 def _read_text(path: Path) -> str:
@@ -261,19 +319,32 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         msg = f"{path}: not UTF-8 text (byte {exc.start}); convert it to UTF-8 first"
         raise UsageError(msg) from exc
+    except OSError as exc:
+        msg = f"{path}: cannot be read ({exc.strerror or exc})"
+        raise UsageError(msg) from exc
+
+
+def _json(text: str, where: str, *, lines: bool) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        line = f":{exc.lineno}" if lines else ""
+        msg = f"{where}{line}: not valid JSON ({exc.msg} at column {exc.colno})"
+        raise UsageError(msg) from exc
+    except RecursionError as exc:
+        msg = f"{where}: JSON nested too deeply for Python to read; flatten it"
+        raise UsageError(msg) from exc
 
 
 def _messages(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     text = _read_text(path)
     if path.suffix.lower() == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
+        # Lines end at "\n" only: str.splitlines would also cut at U+2028 and other breaks
+        # that JSON strings may hold as they are.
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                msg = f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})"
-                raise UsageError(msg) from exc
+            value = _json(line, f"{path}:{number}", lines=False)
             if not isinstance(value, dict):
                 msg = (
                     f"{path}:{number}: expected a JSON object per line, got {type(value).__name__}"
@@ -281,11 +352,7 @@ def _messages(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 raise UsageError(msg)
             yield f"{path}:{number}", value
         return
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        msg = f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
-        raise UsageError(msg) from exc
+    value = _json(text, str(path), lines=True)
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         value = value["messages"]
     if isinstance(value, dict) and isinstance(value.get("sessions"), dict):

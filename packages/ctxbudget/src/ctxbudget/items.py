@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
+from numbers import Real
 from typing import Any
 
+from ctxbudget.encodings import _IMAGE_PARTS, _TEXT_PARTS
 from ctxbudget.errors import InvalidItemError
 
 __all__ = ["ROLES", "ContextItem", "Shrink", "Tier", "tier_name"]
@@ -82,6 +84,12 @@ class ContextItem:
         embedding: optional vector, used to drop near duplicates.
         tokens: a known token count of ``text`` for the assembler's encoding (a hint that saves
             tokenizing; the rendered output is always counted exactly).
+        parts: for a multimodal message, its content as sent: str or text parts
+            (``{"type": "text", "text": ...}``, also ``input_text``/``output_text``) and images
+            (``image_url``, ``image``, ``input_image``); ``text`` is then the text of its text
+            parts. As a history message or the query of the ``messages`` format it is sent as
+            these parts and counted part by part (images by `image_tokens`); elsewhere (and in
+            the text formats) ``text`` is rendered with an ``[image]`` mark per image.
 
     >>> ContextItem(id="m1", text="I moved to Lisbon", tier=Tier.RECENT, role="user").tier.name
     'RECENT'
@@ -103,6 +111,7 @@ class ContextItem:
     name: str | None = None
     embedding: Sequence[float] | None = field(default=None, compare=False, repr=False)
     tokens: int | None = field(default=None, compare=False, repr=False)
+    parts: tuple[Any, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -123,7 +132,18 @@ class ContextItem:
         if math.isnan(self.score) or math.isinf(self.score):
             msg = f"ContextItem {self.id!r}: score must be finite, got {self.score!r}"
             raise InvalidItemError(msg)
-        if self.role is not None and self.role not in ROLES:
+        timestamp: object = self.timestamp
+        if timestamp is not None and (
+            isinstance(timestamp, bool)
+            or not isinstance(timestamp, int | float)
+            or not math.isfinite(timestamp)
+        ):
+            msg = (
+                f"ContextItem {self.id!r}: timestamp must be seconds since the epoch (a finite "
+                f"number) or None, got {timestamp!r:.80}"
+            )
+            raise InvalidItemError(msg)
+        if self.role is not None and (not isinstance(self.role, str) or self.role not in ROLES):
             msg = f"ContextItem {self.id!r}: role must be one of {sorted(ROLES)}, got {self.role!r}"
             raise InvalidItemError(msg)
         if self.tokens is not None and (not isinstance(self.tokens, int) or self.tokens < 0):
@@ -138,15 +158,75 @@ class ContextItem:
                     f"ContextItem {self.id!r}: shrink must be one of {allowed}, got {self.shrink!r}"
                 )
                 raise InvalidItemError(msg) from exc
-        if not isinstance(self.summary_of, tuple):
-            object.__setattr__(self, "summary_of", tuple(self.summary_of))
-        if not isinstance(self.tool_calls, tuple):
-            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        _check_fields(self)
+        if self.parts is not None:
+            object.__setattr__(self, "parts", _checked_parts(self.id, self.parts))
 
     def __hash__(self) -> int:
         return hash((self.id, self.tier, self.text))
 
     @property
+    def images(self) -> int:
+        """How many images ``parts`` holds."""
+        if self.parts is None:
+            return 0
+        return sum(1 for p in self.parts if isinstance(p, Mapping) and p["type"] in _IMAGE_PARTS)
+
+    @property
     def never_pruned(self) -> bool:
         """Whether packing must keep this item (system, current query, or ``shrink="never"``)."""
         return self.shrink is Shrink.NEVER or self.tier in NEVER_PRUNED_TIERS
+
+
+def _check_fields(item: ContextItem) -> None:
+    """The optional fields: ids and names are str, vectors numbers, metadata a mapping."""
+    for name in ("cluster_id", "source", "tool_call_id", "name"):
+        value = getattr(item, name)
+        if value is not None and not isinstance(value, str):
+            msg = f"ContextItem {item.id!r}: {name} must be a str or None, got {value!r:.80}"
+            raise InvalidItemError(msg)
+    for name in ("summary_of", "tool_calls"):
+        value = getattr(item, name)
+        if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+            msg = f"ContextItem {item.id!r}: {name} must be a list of str ids, got {value!r:.80}"
+            raise InvalidItemError(msg)
+        ids = tuple(value)
+        if not all(isinstance(v, str) for v in ids):
+            msg = f"ContextItem {item.id!r}: {name} must be a list of str ids, got {ids!r:.80}"
+            raise InvalidItemError(msg)
+        object.__setattr__(item, name, ids)
+    if not isinstance(item.metadata, Mapping):
+        msg = f"ContextItem {item.id!r}: metadata must be a mapping, got {item.metadata!r:.80}"
+        raise InvalidItemError(msg)
+    vector: object = item.embedding
+    if vector is not None and (
+        isinstance(vector, str | bytes | Mapping)
+        or not isinstance(vector, Iterable)
+        or not all(isinstance(x, Real) and not isinstance(x, bool) for x in vector)
+    ):
+        msg = f"ContextItem {item.id!r}: embedding must be a list of numbers, got {vector!r:.80}"
+        raise InvalidItemError(msg)
+
+
+def _checked_parts(item_id: str, parts: object) -> tuple[Any, ...]:
+    """Content parts as a tuple, each a str, a text part or an image part."""
+    if isinstance(parts, str | bytes | Mapping) or not isinstance(parts, Sequence):
+        msg = f"ContextItem {item_id!r}: parts must be a list of content parts, got {parts!r:.80}"
+        raise InvalidItemError(msg)
+    for index, part in enumerate(parts):
+        if isinstance(part, str):
+            continue
+        raw = part.get("type") if isinstance(part, Mapping) else None
+        kind = raw if isinstance(raw, str) else None  # unhashable types stay out of the sets
+        if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+            continue
+        if kind in _IMAGE_PARTS:
+            continue
+        got = f"type {raw!r:.40}" if isinstance(part, Mapping) else type(part).__name__
+        msg = (
+            f"ContextItem {item_id!r}: content part {index} ({got}) is neither text (a str or "
+            f"{{'type': 'text', 'text': str}}) nor an image ({', '.join(sorted(_IMAGE_PARTS))}); "
+            "convert it to text or leave it out"
+        )
+        raise InvalidItemError(msg)
+    return tuple(parts)

@@ -30,8 +30,9 @@ from ctxbudget.assemble import ContextAssembler
 from ctxbudget.budget import Budget
 from ctxbudget.chunking import chunk_text
 from ctxbudget.embed import Embedder, as_embedder
-from ctxbudget.errors import InvalidItemError, StoreInputError
+from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
 from ctxbudget.items import ROLES, ContextItem, Shrink, Tier
+from ctxbudget.records import _require_name, _same_content, _surrogate
 from ctxbudget.render import Format, Layout
 from ctxbudget.report import AssembledContext
 from ctxbudget.scoring import Floats, LexicalIndex, Scoring, lexical_terms
@@ -47,6 +48,7 @@ _INDEXED_SESSIONS = 32  # lexical indexes kept per ContextMemory (least recently
 _POOL_FACTOR = 4  # candidates searched per query: this many times what the budget can hold
 _TOP_MATCHES = 10  # best matches that decide the share of recent history
 _CACHED_VECTORS = 64  # vectors of earlier user turns kept for multi-query search
+_UNWRITTEN = "; nothing was written"
 
 
 def to_timestamp(value: float | int | datetime | str | None) -> float | None:
@@ -56,11 +58,15 @@ def to_timestamp(value: float | int | datetime | str | None) -> float | None:
     if isinstance(value, bool):
         msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {value!r}"
         raise InvalidItemError(msg)
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return moment.timestamp()
+    try:
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, datetime):
+            moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+            return moment.timestamp()
+    except (OverflowError, ValueError, OSError) as exc:
+        msg = f"timestamp {value!r} is not a date ({exc}); pass seconds since 1970-01-01 UTC"
+        raise InvalidItemError(msg) from exc
     if isinstance(value, str):
         try:
             return to_timestamp(datetime.fromisoformat(value.replace("Z", "+00:00")))
@@ -101,6 +107,12 @@ class MemoryConfig:
         retrieved_floor: when ``assemble`` gets a plain token count, the share kept for
             retrieved memories and documents even against recent history (only as much as
             they can use; the rest flows back). A `Budget` passed in is used as given.
+        max_message_chars: the longest message or pinned fact stored, in characters (a
+            longer one is refused before anything is written). Storing costs time and memory
+            in proportion to the text (about 2.5 s and 300 MB per million characters, for the
+            embedding, the word index and the token count), and no context window holds a
+            message much longer; store long text with `ContextMemory.add_documents`, which
+            cuts it into chunks.
     """
 
     recent_messages: int = 40
@@ -116,6 +128,7 @@ class MemoryConfig:
     scoring: Scoring = Scoring()
     min_exchanges: int = 1
     retrieved_floor: float = 0.35
+    max_message_chars: int = 1_000_000
 
     def __post_init__(self) -> None:
         least, most = self.recent_share
@@ -134,6 +147,10 @@ class MemoryConfig:
                 raise ValueError(msg)
         if self.episode_gap < 0:
             msg = f"MemoryConfig.episode_gap cannot be negative, got {self.episode_gap}"
+            raise ValueError(msg)
+        limit = self.max_message_chars
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            msg = f"MemoryConfig.max_message_chars must be a positive int, got {limit!r}"
             raise ValueError(msg)
 
 
@@ -189,7 +206,7 @@ class ContextMemory:
     def counter_for(self, model: str | None) -> TokenCounter:
         """The (cached) token counter of ``model`` (the default model when None)."""
         name = model or self.model
-        counter = self._counters.get(name)
+        counter = self._counters.get(name) if isinstance(name, str) else None  # for_model checks
         if counter is None:
             counter = self._counters[name] = TokenCounter.for_model(name)
         return counter
@@ -235,6 +252,16 @@ class ContextMemory:
         Everything is checked before anything is written; a bad message raises an error naming
         its index. A progress bar shows on long imports (``progress=None``: over 200 messages).
         """
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+            msg = (
+                f"messages must be a list of message dicts or (role, text) tuples, got a "
+                f"{type(messages).__name__}; for one message use add_message"
+            )
+            raise StoreInputError(msg)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            msg = f"batch_size must be a positive int, got {batch_size!r}"
+            raise StoreInputError(msg)
+        _require_name("session_id", session_id)
         records = [
             self._message_record(session_id, index, message, user_id)
             for index, message in enumerate(messages)
@@ -248,14 +275,26 @@ class ContextMemory:
         try:
             self.store.check(records)  # all of them, before the first batch is written
         except StoreInputError as exc:
-            msg = f"{str(exc).replace('record ', noun + ' ', 1)}; nothing was written"
+            problem = str(exc).replace("record ", noun + " ", 1).removesuffix(_UNWRITTEN)
+            msg = problem.replace("in one add()", "in one call") + _UNWRITTEN
             raise StoreInputError(msg) from exc
+        self._refuse_changes(records, noun)
         self._remember_counts(records)
         bar = _progress(len(records), f"storing {noun}s", progress)
         ids: list[str] = []
         for start in range(0, len(records), batch_size):
             chunk = records[start : start + batch_size]
-            ids.extend(r.id for r in self.store.add(chunk))
+            try:
+                ids.extend(r.id for r in self.store.add(chunk))
+            except StoreError as exc:
+                if not ids:
+                    raise
+                msg = (
+                    f"{exc} (for {noun}s {start} to {start + len(chunk) - 1}); the {start} "
+                    f"before were stored (ids {ids[0]!r} to {ids[-1]!r}): add {noun}s {start} "
+                    "on again"
+                )
+                raise type(exc)(msg) from exc
             if bar is not None:
                 bar.update(len(chunk))
         if bar is not None:
@@ -274,18 +313,15 @@ class ContextMemory:
             )
             raise StoreInputError(msg)
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             msg = f"message {index}: role must be one of {sorted(ROLES)}, got {role!r}"
             raise StoreInputError(msg)
         text = message.get("text", message.get("content"))
         if not isinstance(text, str):
             msg = f"message {index}: text must be a str, got {type(text).__name__}"
             raise StoreInputError(msg)
-        raw_metadata = message.get("metadata") or {}
-        if not isinstance(raw_metadata, Mapping):
-            msg = f"message {index}: metadata must be a dict, got {type(raw_metadata).__name__}"
-            raise StoreInputError(msg)
-        metadata: dict[str, MetadataValue] = dict(raw_metadata)
+        self._check_length(f"message {index}", text)
+        metadata = _user_metadata(f"message {index}", message.get("metadata"))
         raw_calls = message.get("tool_calls") or ()
         if isinstance(raw_calls, str | bytes) or not isinstance(raw_calls, list | tuple):
             msg = (
@@ -299,7 +335,11 @@ class ContextMemory:
             raise StoreInputError(msg)
         call_ids = tuple(c if isinstance(c, str) else str(c.get("id", "")) for c in calls)
         if any(not isinstance(c, str) for c in calls):
-            metadata["_tool_calls"] = json.dumps(calls, ensure_ascii=False, default=str)
+            try:
+                metadata["_tool_calls"] = json.dumps(calls, ensure_ascii=False, default=str)
+            except (TypeError, ValueError) as exc:  # non-str keys, a circular reference
+                msg = f"message {index}: tool_calls cannot be stored as JSON ({exc})"
+                raise StoreInputError(msg) from exc
         if message.get("name"):
             metadata["_name"] = str(message["name"])
         if not text.strip() and not call_ids:
@@ -310,8 +350,16 @@ class ContextMemory:
         except InvalidItemError as exc:
             msg = f"message {index}: {exc}"
             raise StoreInputError(msg) from exc
+        given = message.get("id")
+        if (
+            given is not None
+            and given != ""
+            and (isinstance(given, bool) or not isinstance(given, str | int))
+        ):
+            msg = f"message {index}: id must be a str (or None for a new one), got {given!r}"
+            raise StoreInputError(msg)
         return Record(
-            id=str(message.get("id") or f"{session_id}:{uuid.uuid4().hex[:16]}"),
+            id=str(given) if given not in (None, "") else f"{session_id}:{uuid.uuid4().hex[:16]}",
             kind="message",
             text=text if text.strip() else "(tool call)",
             namespace=self.namespace,
@@ -323,6 +371,29 @@ class ContextMemory:
             tool_call_id=message.get("tool_call_id"),
             metadata=metadata,
         )
+
+    def _check_length(self, what: str, text: str) -> None:
+        limit = self.config.max_message_chars
+        if len(text) > limit:
+            msg = (
+                f"{what} is {len(text):,} characters; the limit is {limit:,} "
+                "(MemoryConfig.max_message_chars): store long text with add_documents (it is cut "
+                "into chunks), or raise the limit"
+            )
+            raise StoreInputError(msg)
+
+    def _refuse_changes(self, records: list[Record], noun: str) -> None:
+        """Refuse ids stored with other content before the first batch (not batch by batch)."""
+        found = self.store.get([r.id for r in records], namespace=self.namespace)
+        stored = {r.id: r for r in found}
+        changed = [r.id for r in records if r.id in stored and not _same_content(r, stored[r.id])]
+        if changed:
+            msg = (
+                f"{len(changed)} {noun}(s) are already stored with different content: ids "
+                f"{changed[:10]}; give new content a new id (or delete the stored one first)"
+                f"{_UNWRITTEN}"
+            )
+            raise StoreInputError(msg)
 
     def _remember_counts(self, records: list[Record]) -> None:
         counts = self.counter.count_many([r.text for r in records])
@@ -341,10 +412,20 @@ class ContextMemory:
         """Pin a fact to a session or to a user; pinned facts are offered on every assembly.
 
         ``pin("s1", "User is vegetarian")`` or ``pin(user_id="u1", text=...)``.
+
+        Raises:
+            StoreInputError: no text or no session or user, a text over
+                `MemoryConfig.max_message_chars`, reserved or unstorable metadata, or an id
+                already pinned with other text. Nothing was written.
         """
-        if text is None or not text.strip():
-            msg = "pin needs the text of the fact, e.g. mem.pin('s1', 'User is vegetarian')"
+        given: object = text
+        if not isinstance(given, str) or not given.strip():
+            msg = (
+                "pin needs the text of the fact as a non-empty str, e.g. "
+                f"mem.pin('s1', 'User is vegetarian'); got {given!r:.80}"
+            )
             raise StoreInputError(msg)
+        self._check_length("the pinned fact", given)
         if session_id is None and user_id is None:
             msg = "pin needs a session_id or a user_id to attach the fact to"
             raise StoreInputError(msg)
@@ -352,14 +433,13 @@ class ContextMemory:
         record = Record(
             id=id or f"pin:{uuid.uuid4().hex[:16]}",
             kind="pinned",
-            text=text,
+            text=given,
             namespace=self.namespace,
             session_id=session_id,
             user_id=user_id,
-            metadata={**(metadata or {}), "_scope": scope},
-            tokens={self.counter.name: self.counter.count(text)},
+            metadata={**_user_metadata("pin", metadata), "_scope": scope},
         )
-        return self.store.add([record])[0].id
+        return self._write([record], "pinned fact", progress=False)[0]
 
     def unpin(self, id: str) -> bool:  # noqa: A002
         """Remove a pinned fact; True when it existed."""
@@ -380,8 +460,32 @@ class ContextMemory:
         Documents are strings, ``(id, text)`` pairs or dicts with ``text`` (and optional ``id``,
         ``source``, ``metadata``). ``namespace`` names the collection of documents within this
         memory's tenant (``assemble(documents=["kb"])`` restricts to it). Returns chunk ids
-        (``<document id>#<n>``).
+        (``<document id>#<n>``). A document of any length is taken: chunking costs time in
+        proportion to its length.
+
+        Raises:
+            StoreInputError: a malformed document, reserved or unstorable metadata, bad
+                chunking options, or a chunk id already stored with other text. Nothing was
+                written.
         """
+        if isinstance(documents, str | bytes | Mapping) or not isinstance(documents, Iterable):
+            msg = (
+                f"documents must be a list of documents, got a {type(documents).__name__}; "
+                "for one document pass [document]"
+            )
+            raise StoreInputError(msg)
+        if not isinstance(namespace, str) or not namespace:
+            msg = f"namespace (the document collection) must be a non-empty str, got {namespace!r}"
+            raise StoreInputError(msg)
+        for name, value, least in (("chunk_tokens", chunk_tokens, 4), ("overlap", overlap, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                msg = f"{name} must be an int of at least {least}, got {value!r}"
+                if name == "chunk_tokens":
+                    msg += " (one character can take 4 tokens)"
+                raise StoreInputError(msg)
+        if overlap >= chunk_tokens:
+            msg = f"overlap ({overlap}) must be below chunk_tokens ({chunk_tokens})"
+            raise StoreInputError(msg)
         records: list[Record] = []
         for index, document in enumerate(documents):
             doc_id, text, doc_source, metadata = _document(index, document)
@@ -450,6 +554,12 @@ class ContextMemory:
             msg = "query must be a non-empty string: the user's current message"
             raise InvalidItemError(msg)
         counter = self.counter_for(model)
+        try:
+            counter.count(query)  # a lone surrogate is refused here, before it is embedded
+        except InvalidItemError as exc:
+            msg = f"query: {exc}"
+            raise InvalidItemError(msg) from exc
+        documents = _documents_arg(documents)
         config = self.config
         plain = not isinstance(budget, Budget)
         budget = Budget.coerce(budget)
@@ -515,8 +625,16 @@ class ContextMemory:
             if state is not None:
                 tasks.append(_task_node(record))
                 continue
+            # Never pruned: user content (however large or hostile) must not displace a pin.
             facts.append(
-                ContextItem(record.id, record.text, tier=Tier.PINNED, score=1.0, source="pinned")
+                ContextItem(
+                    record.id,
+                    record.text,
+                    tier=Tier.PINNED,
+                    score=1.0,
+                    source="pinned",
+                    shrink=Shrink.NEVER,
+                )
             )
         return facts + task_items(tasks)
 
@@ -884,12 +1002,23 @@ def _retrieved_item(record: Record, score: float) -> ContextItem:
 
 
 def _tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
+    given: object = tools
+    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+        msg = f"tools must be a list of tool schemas (dicts or JSON text), got {given!r:.80}"
+        raise InvalidItemError(msg)
     items: list[ContextItem] = []
     for index, tool in enumerate(tools):
         if isinstance(tool, str):
             text, name = tool, f"tool:{index}"
         else:
-            text = json.dumps(tool, sort_keys=True, ensure_ascii=False, default=str)
+            if not isinstance(tool, Mapping):
+                msg = f"tool {index} must be a schema dict or JSON text, got {tool!r:.80}"
+                raise InvalidItemError(msg)
+            try:
+                text = json.dumps(tool, sort_keys=True, ensure_ascii=False, default=str)
+            except (TypeError, ValueError) as exc:  # non-str keys, a circular reference
+                msg = f"tool {index} cannot be rendered as JSON ({exc})"
+                raise InvalidItemError(msg) from exc
             inner = tool.get("function")
             function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
             name = f"tool:{function.get('name', index)}"
@@ -908,6 +1037,21 @@ def _task_node(record: Record) -> TaskNode:
         order=int(record.metadata.get("_order", 0)),
         result=str(result) if record.metadata.get("_task") == "done" else None,
     )
+
+
+def _documents_arg(documents: object) -> bool | str | Sequence[str]:
+    """``documents`` as `ContextMemory.assemble` takes it (an empty list: no documents)."""
+    if isinstance(documents, bool) or (isinstance(documents, str) and documents):
+        return documents
+    if isinstance(documents, Sequence) and not isinstance(documents, str):
+        names = list(documents)
+        if all(isinstance(name, str) and name for name in names):
+            return names if names else False
+    msg = (
+        "documents must be True (all collections), False (none), a collection name or a list "
+        f"of them, got {documents!r:.80}"
+    )
+    raise InvalidItemError(msg)
 
 
 def _doc_filter(documents: bool | str | Sequence[str]) -> dict[str, Any] | None:
@@ -929,7 +1073,8 @@ def _document(index: int, document: object) -> tuple[str | None, str, str | None
         doc_id = document.get("id")
         text = document.get("text", document.get("page_content"))
         source = document.get("source")
-        metadata = dict(document.get("metadata") or {})
+        reserved = frozenset({"doc_namespace", "doc_id"})
+        metadata = dict(_user_metadata(f"document {index}", document.get("metadata"), reserved))
     else:
         msg = (
             f"document {index} is a {type(document).__name__}; pass a str, an (id, text) pair "
@@ -939,7 +1084,40 @@ def _document(index: int, document: object) -> tuple[str | None, str, str | None
     if not isinstance(text, str) or not text.strip():
         msg = f"document {index} has no text"
         raise StoreInputError(msg)
+    problem = _surrogate(text)
+    if problem is not None:  # before it is cut into chunks: counting it would fail
+        msg = f"document {index}: text {problem}"
+        raise StoreInputError(msg)
     return (str(doc_id) if doc_id else None), text, source, metadata
+
+
+def _user_metadata(
+    what: str, raw: object, reserved: frozenset[str] = frozenset()
+) -> dict[str, MetadataValue]:
+    """A caller's metadata, refusing the keys ctxbudget keeps its own fields under."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        msg = f"{what}: metadata must be a dict, got {type(raw).__name__}"
+        raise StoreInputError(msg)
+    metadata: dict[str, MetadataValue] = dict(raw)
+    for key, value in metadata.items():
+        if isinstance(key, str) and (key.startswith("_") or key in reserved):
+            names = "keys starting with '_'" + "".join(f", {n!r}" for n in sorted(reserved))
+            msg = f"{what}: metadata key {key!r} is reserved ({names} are ctxbudget's); rename it"
+            raise StoreInputError(msg)
+        if key == "salience" and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            msg = (
+                f"{what}: metadata['salience'] multiplies the item's score, so it must be a "
+                f"number >= 0 (1 is neutral), got {value!r}"
+            )
+            raise StoreInputError(msg)
+    return metadata
 
 
 def _progress(total: int, label: str, progress: bool | None) -> Any:

@@ -1,8 +1,11 @@
-"""What the store keeps: `Record` and `Hit`, their validation, and how they map to Chroma.
+r"""What the store keeps: `Record` and `Hit`, their validation, and how they map to Chroma.
 
 Validation happens before anything is written (Chroma silently drops NaN metadata, reads
 ``None`` as "delete this key" and refuses nested values, so those are caught here with a
-message that names the record and the key). Records are stored flat: tuples and token counts
+message that names the record and the key). Text is kept as given, NUL characters, any script
+and emoji included (they round-trip exactly); a lone surrogate (``"\ud800"``, from decoding
+with ``surrogateescape`` or a bad JSON escape) is not Unicode that UTF-8, SQLite or a model can
+take, so any string holding one is refused. Records are stored flat: tuples and token counts
 as JSON strings, user metadata keys with an ``m.`` prefix, the Chroma id ``[namespace, id]``.
 """
 
@@ -26,6 +29,8 @@ MetadataValue = str | int | float | bool
 
 _USER_PREFIX = "m."
 _INT64 = (-(2**63), 2**63 - 1)
+# Timestamps a datetime can show (years 1 to 9999), so every stored one renders as a date.
+_TIMESTAMPS = (-62_135_596_800.0, 253_402_300_799.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +120,30 @@ def _bad(index: int, record: object, problem: str) -> StoreInputError:
     return StoreInputError(msg)
 
 
+def _surrogate(text: str) -> str | None:
+    """What is wrong with ``text`` if it holds a lone surrogate (None: valid Unicode)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"holds a lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start}, which is "
+            "not valid Unicode; repair the text where it was decoded (e.g. "
+            "text.encode('utf-8', 'replace').decode())"
+        )
+    return None
+
+
+def _check_unicode(index: int, record: object, name: str, value: object) -> None:
+    if isinstance(value, str) and (problem := _surrogate(value)) is not None:
+        raise _bad(index, record, f"{name} {problem}")
+
+
 def _optional_str(index: int, record: object, name: str, value: object) -> None:
     if value is not None and (not isinstance(value, str) or not value):
         raise _bad(index, record, f"{name} must be a non-empty str or None, got {value!r}")
+    _check_unicode(index, record, name, value)
 
 
 def _check_record(index: int, record: object) -> None:
@@ -127,6 +153,7 @@ def _check_record(index: int, record: object) -> None:
     rid: object = record.id
     if not isinstance(rid, str) or not rid:
         raise _bad(index, record, "id must be a non-empty str")
+    _check_unicode(index, record, "id", rid)
     kind: object = record.kind
     if kind not in KINDS:
         raise _bad(index, record, f"kind must be one of {sorted(KINDS)}, got {kind!r}")
@@ -135,9 +162,11 @@ def _check_record(index: int, record: object) -> None:
         raise _bad(index, record, f"text must be a str, got {type(text).__name__}")
     if not text.strip():
         raise _bad(index, record, "text is empty; store only records with content")
+    _check_unicode(index, record, "text", text)
     namespace: object = record.namespace
     if not isinstance(namespace, str) or not namespace:
         raise _bad(index, record, f"namespace must be a non-empty str, got {namespace!r}")
+    _check_unicode(index, record, "namespace", namespace)
     for name in ("session_id", "user_id", "tool_call_id", "source"):
         _optional_str(index, record, name, getattr(record, name))
     role: object = record.role
@@ -155,17 +184,30 @@ def _check_record(index: int, record: object) -> None:
         or not math.isfinite(timestamp)
     ):
         raise _bad(index, record, f"timestamp must be a finite number or None, got {timestamp!r}")
+    if timestamp is not None and not _TIMESTAMPS[0] <= timestamp <= _TIMESTAMPS[1]:
+        problem = (
+            f"timestamp {timestamp!r} is not a date between years 1 and 9999 (seconds since "
+            "1970-01-01 UTC are expected; milliseconds? divide by 1000)"
+        )
+        raise _bad(index, record, problem)
     for name in ("tool_calls", "summary_of"):
         value: object = getattr(record, name)
         if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
             raise _bad(index, record, f"{name} must be a tuple of non-empty str, got {value!r}")
+        for position, item in enumerate(value):
+            _check_unicode(index, record, f"{name}[{position}]", item)
     metadata: object = record.metadata
     if not isinstance(metadata, dict):
         raise _bad(index, record, f"metadata must be a dict, got {type(metadata).__name__}")
     for key, value in metadata.items():
         if not isinstance(key, str) or not key:
             raise _bad(index, record, f"metadata key {key!r} must be a non-empty str")
+        if key.startswith("$"):
+            problem = f"metadata key {key!r} starts with '$', which filters read as an operator"
+            raise _bad(index, record, problem + "; rename it")
+        _check_unicode(index, record, "metadata key", key)
         _check_metadata_value(index, record, key, value)
+        _check_unicode(index, record, f"metadata[{key!r}]", value)
     tokens: object = record.tokens
     if not isinstance(tokens, dict):
         raise _bad(index, record, f"tokens must be a dict, got {type(tokens).__name__}")
@@ -255,6 +297,10 @@ def _same_content(new: Record, stored: Record) -> bool:
 def _require_name(name: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         msg = f"{name} must be a non-empty str, got {value!r}"
+        raise StoreInputError(msg)
+    problem = _surrogate(value)
+    if problem is not None:
+        msg = f"{name} {problem}"
         raise StoreInputError(msg)
     return value
 

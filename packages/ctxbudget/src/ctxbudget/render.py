@@ -8,8 +8,16 @@ knowledge, recent history in chronological order, and the current query last.
   knowledge a second one, each history item its own message, the query a user message.
 * ``text``: one string with ``## Section`` headers; content lines are indented on continuation,
   so content can never start a line that looks like a header.
-* ``compact``: one string, one line per item (``who|time|text`` under ``@section`` headers) with
+* ``compact``: one string, one line per item (``who|text`` under ``@section`` headers) with
   newlines and backslashes escaped, so content can never forge a section or a turn.
+
+Who said something is its role, with its author name when it has one: ``user``,
+``assistant (Ben)``. The system prompt and the query are not indented or escaped (they stay as
+written), except that a line of theirs that would read as structure (a section header, a date
+line, a ``role:`` / ``role|`` turn) gets a backslash in front; so does a line of a knowledge
+entry without an author that starts like one. `parse_rendered` inverts the text and compact
+formats: every text comes back as it was put, trimmed of surrounding whitespace (and, in the text
+format, with its line breaks as ``"\\n"``).
 
 Every piece of rendered text is a *fragment* that ends with ``"\\n"`` and starts with a character
 that is neither whitespace nor ``"/"``. With tiktoken encodings this makes the count of the whole
@@ -28,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ctxbudget.errors import InvalidItemError
 from ctxbudget.items import ContextItem, Tier
 from ctxbudget.tokens import TokenCounter
 
@@ -35,9 +44,11 @@ __all__ = [
     "FORMATS",
     "Format",
     "Layout",
+    "ParsedRow",
     "Part",
     "escape_compact",
     "message_of",
+    "parse_rendered",
     "unescape_compact",
 ]
 
@@ -90,7 +101,30 @@ _LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _COMPACT_ESCAPES = re.compile(r"[\\|\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _COMPACT_TEXT_ESCAPES = re.compile(r"[\\\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _ESCAPE_MAP = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r"}
-_LABEL = re.compile(r"[A-Za-z0-9_][^\s|:\\]{0,63}")
+_NAME = r"[A-Za-z0-9_][^\s|:\\()]{0,63}"
+_LABEL = re.compile(_NAME)
+# What a line must not look like unless it is structure: a header, a date line, a turn's label.
+_BREAK = r"[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
+_SPACE = r"[^\S\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*"
+_EOL = rf"{_SPACE}(?={_BREAK}|\Z)"
+_ROLE_LABEL = rf"(?i:user|assistant|system|tool|-)(?: \({_NAME}\))?"
+_TEXT_STRUCTURE = (
+    rf"{_SPACE}(?:(?i:{'|'.join(re.escape(h.rstrip()) for h in _TEXT_HEADERS.values())}){_EOL}"
+    rf"|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}:(?: |{_EOL}))"
+)
+_COMPACT_STRUCTURE = rf"{_SPACE}(?:@|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}\|)"
+_BACKSLASH = "\\\\"  # a re.sub replacement: one backslash
+_LINE_START = rf"(?:\A|(?<={_BREAK}))"
+_ESCAPE_LINES = {
+    "text": re.compile(rf"{_LINE_START}(?=\\*{_TEXT_STRUCTURE})"),
+    "compact": re.compile(rf"{_LINE_START}(?=\\*{_COMPACT_STRUCTURE})"),
+}
+_UNESCAPE_LINES = {
+    "text": re.compile(rf"{_LINE_START}\\(?=\\*{_TEXT_STRUCTURE})"),
+    "compact": re.compile(rf"{_LINE_START}\\(?=\\*{_COMPACT_STRUCTURE})"),
+}
+_ESCAPE_LEAD = re.compile(rf"\A(?=\\*{_TEXT_STRUCTURE})")
+_UNESCAPE_LEAD = re.compile(rf"\A\\(?=\\*{_TEXT_STRUCTURE})")
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -129,6 +163,11 @@ def unescape_compact(text: str) -> str:
     return _UNESCAPE.sub(_one, text)
 
 
+def _escape_lines(text: str, fmt: str) -> str:
+    """A backslash before each line that would read as structure (system prompt, query)."""
+    return _ESCAPE_LINES[fmt].sub(_BACKSLASH, text)
+
+
 def _indent(text: str) -> str:
     """One fragment body: line breaks become an indented continuation; never starts blank."""
     return _LINE_BREAKS.sub("\n  ", text.strip())
@@ -145,9 +184,18 @@ def _date(timestamp: float | None) -> str:
 
 
 def _with_calls(item: ContextItem) -> str:
-    """The text of a message, plus the tool calls it makes (a model must see what was called)."""
+    """The text of a message, plus its images' marks and the tool calls it makes.
+
+    A model must see what was called; an image that cannot be shown in text leaves a mark.
+    """
+    images = item.images
+    if images:
+        text = item.text.strip()
+        item_text = (text + " " if text else "") + " ".join(["[image]"] * images)
+    else:
+        item_text = item.text
     if not item.tool_calls:
-        return item.text
+        return item_text
     payloads = item.metadata.get("tool_calls")
     calls: list[str] = []
     if isinstance(payloads, list):
@@ -164,15 +212,19 @@ def _with_calls(item: ContextItem) -> str:
             calls.append(f"{name}({arguments})")
     else:
         calls = [f"tool call {call_id}" for call_id in item.tool_calls]
-    text = item.text.strip()
+    text = item_text.strip()
     return (text + " " if text else "") + "[calls " + "; ".join(calls) + "]"
 
 
 def _label(item: ContextItem) -> str:
-    """Who said it: the author name when it is a plain word, else the role, else "-"."""
+    """Who said it: the role ("-" if none), then the author name when it is a plain word.
+
+    The role is always there, so an author named "system" cannot pass for the system.
+    """
+    role = item.role or "-"
     if item.name and _LABEL.fullmatch(item.name):
-        return item.name
-    return item.role or "-"
+        return f"{role} ({item.name})"
+    return role
 
 
 class Layout:
@@ -181,7 +233,7 @@ class Layout:
     def __init__(self, fmt: Format, counter: TokenCounter) -> None:
         if fmt not in FORMATS:
             msg = f"format must be one of {list(FORMATS)}, got {fmt!r}"
-            raise ValueError(msg)
+            raise InvalidItemError(msg)  # a ValueError too
         self.format: Format = fmt
         self.counter = counter
         self._headers = _COMPACT_HEADERS if fmt == "compact" else _TEXT_HEADERS
@@ -242,7 +294,7 @@ class Layout:
 
     def fragment(self, item: ContextItem, section: str) -> str:
         """The exact text ``item`` contributes to the output (message content for messages)."""
-        key = (section, item.text, item.role, item.name, item.timestamp)
+        key = (section, item.text, item.role, item.name, item.timestamp, item.images)
         cached = self._fragments.get(key)
         if cached is not None:
             return cached
@@ -255,11 +307,13 @@ class Layout:
     def _make_fragment(self, item: ContextItem, section: str) -> str:
         if self.format == "messages" and section in ("history", "query"):
             return item.text  # a message of its own: content verbatim
+        lines = "compact" if self.format == "compact" else "text"
         if section == "system":
-            body = item.text.strip()
+            body = _escape_lines(_with_calls(item).strip(), lines)
             return body + "\n" if body else ""
         if section == "query" and self.format != "messages":
-            return item.text.strip()  # last fragment of the text, after its header
+            # Last fragment of the text, after its header.
+            return _escape_lines(_with_calls(item).strip(), lines)
         if self.format == "compact":
             text = escape_compact(_with_calls(item).strip())
             if section in ("pinned", "tools"):
@@ -269,8 +323,10 @@ class Layout:
         body = _indent(_with_calls(item))
         if section == "history":
             return f"{_label(item)}: {body}\n"
-        if section in ("knowledge", "summaries") and item.role:
-            return f"- {_label(item)}: {body}\n"
+        if section in ("knowledge", "summaries"):
+            if item.role:
+                return f"- {_label(item)}: {body}\n"
+            return f"- {_ESCAPE_LEAD.sub(_BACKSLASH, body)}\n"
         return f"- {body}\n"
 
     # -- dates: one line when the date changes, not a time on every row ----------------------
@@ -318,7 +374,7 @@ class Layout:
 
     def cost(self, item: ContextItem, section: str) -> int:
         """Tokens ``item`` adds when included (its message overhead for the messages format)."""
-        if item.tool_calls:  # the count depends on the call payloads in metadata: not cached
+        if item.tool_calls or item.parts is not None:  # depends on more than the key: not cached
             return self._cost(item, section)
         key = (section, item.text, item.role, item.name, item.timestamp, item.tool_call_id)
         tokens = self._costs.get(key)
@@ -333,7 +389,12 @@ class Layout:
         text = self.fragment(item, section)
         if self.format == "messages" and section in ("history", "query"):
             role = "user" if section == "query" else (item.role or "user")
-            if item.name or item.tool_calls or item.tool_call_id is not None:
+            if (
+                item.name
+                or item.tool_calls
+                or item.tool_call_id is not None
+                or item.parts is not None
+            ):
                 message = message_of(item, role, text)
                 return self.counter.count_messages([message]) - self.counter.reply_priming
             return self.counter.per_message + self.counter.count(role) + self.counter.count(text)
@@ -420,6 +481,8 @@ class Layout:
 def message_of(item: ContextItem, role: str, content: str) -> dict[str, Any]:
     """The provider message of a history or query item."""
     message: dict[str, Any] = {"role": role, "content": content}
+    if item.parts is not None:  # a multimodal message is sent as its parts
+        message["content"] = list(item.parts)
     if item.name:
         message["name"] = item.name
     if item.tool_call_id is not None:
@@ -438,3 +501,127 @@ class Part:
     role: str
     text: str
     item: ContextItem | None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRow:
+    """One piece of a rendered context, read back by `parse_rendered`.
+
+    ``section`` is one of ``system``, ``pinned``, ``tools``, ``summaries``, ``knowledge``,
+    ``history``, ``query``; the whole system prompt is one row. ``role`` and ``name`` are the
+    label of a turn or a knowledge entry (``role`` None: none given); ``date`` the date line
+    it sits under.
+    """
+
+    section: str
+    text: str
+    role: str | None = None
+    name: str | None = None
+    date: str | None = None
+
+
+_ROW_LABEL = re.compile(rf"(user|assistant|system|tool|-)(?: \(({_NAME})\))?")
+_TEXT_ROW = re.compile(rf"{_ROW_LABEL.pattern}: (.*)", re.DOTALL)
+_COMPACT_ROW = re.compile(rf"{_ROW_LABEL.pattern}\|(.*)", re.DOTALL)
+_DATE_ROW = re.compile(r"\[([0-9]{4}-[0-9]{2}-[0-9]{2})\]")
+
+
+def parse_rendered(rendered: str, fmt: Literal["text", "compact"]) -> list[ParsedRow]:
+    r"""Read a ``text`` or ``compact`` rendering back into its sections and rows.
+
+    The inverse of rendering: each row's text is the item's text as rendered before escaping
+    (trimmed; images as ``[image]`` marks, tool calls as ``[calls ...]``). For the ``messages``
+    format, parse the content of its system messages with ``fmt="text"``.
+
+    Raises:
+        ValueError: ``rendered`` is not a rendering of this format.
+
+    >>> parse_rendered("@history who|text\nuser (Ana)|hi\\nthere\n", "compact")
+    [ParsedRow(section='history', text='hi\nthere', role='user', name='Ana', date=None)]
+    """
+    if fmt not in ("text", "compact"):
+        msg = f"parse_rendered reads the 'text' and 'compact' formats, got {fmt!r}"
+        raise ValueError(msg)
+    headers = _COMPACT_HEADERS if fmt == "compact" else _TEXT_HEADERS
+    sections = {header[:-1]: section for section, header in headers.items()}
+    lines = rendered.split("\n")
+    rows: list[ParsedRow] = []
+    section = "system"
+    body: list[str] = []
+    date: str | None = None
+    for number, line in enumerate(lines):
+        opened = sections.get(line)
+        if opened is not None and SECTIONS.index(opened) > SECTIONS.index(section):
+            _flush(rows, section, body, fmt)
+            section, body, date = opened, [], None
+            if section == "query":
+                query = "\n".join(lines[number + 1 :])
+                rows.append(ParsedRow("query", _UNESCAPE_LINES[fmt].sub("", query)))
+                return rows
+            continue
+        if section == "system":
+            body.append(line)
+            continue
+        if number == len(lines) - 1 and not line:
+            break  # the line break that ends the last row
+        dated = _DATE_ROW.fullmatch(line)
+        if dated is not None and section in _DATED[fmt]:
+            _flush(rows, section, body, fmt)
+            body, date = [], dated.group(1)
+            continue
+        if fmt == "text" and line.startswith("  ") and body:
+            body.append(line[2:])  # a continuation line
+            continue
+        _flush(rows, section, body, fmt)
+        body = [line, date or ""]  # the row, then its date (taken off by _flush)
+    _flush(rows, section, body, fmt)
+    return rows
+
+
+def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> None:
+    """Append the row (or system prompt) collected in ``body``."""
+    if not body:
+        return
+    if section == "system":
+        text = "\n".join(body).removesuffix("\n")
+        if text:
+            rows.append(ParsedRow("system", _UNESCAPE_LINES[fmt].sub("", text)))
+        return
+    first, date, rest = body[0], body[1] or None, body[2:]
+    role: str | None = None
+    name: str | None = None
+    if fmt == "compact":
+        if section in ("pinned", "tools"):
+            text = _strip_prefix(first, "- ", section)
+        else:
+            match = _COMPACT_ROW.fullmatch(first)
+            if match is None:
+                raise _not_rendered(section, first)
+            role, name, text = match.group(1), match.group(2), match.group(3)
+        text = unescape_compact(text)
+    else:
+        if section != "history":
+            first = _strip_prefix(first, "- ", section)
+        match = _TEXT_ROW.fullmatch(first) if section in _LABELLED else None
+        if match is not None:
+            role, name, first = match.group(1), match.group(2), match.group(3)
+        elif section == "history":
+            raise _not_rendered(section, first)
+        elif section in ("knowledge", "summaries"):
+            first = _UNESCAPE_LEAD.sub("", first)
+        text = "\n".join([first, *rest])
+    rows.append(ParsedRow(section, text, None if role == "-" else role, name, date))
+
+
+_LABELLED = frozenset({"history", "knowledge", "summaries"})
+
+
+def _strip_prefix(line: str, prefix: str, section: str) -> str:
+    if not line.startswith(prefix):
+        raise _not_rendered(section, line)
+    return line[len(prefix) :]
+
+
+def _not_rendered(section: str, line: str) -> ValueError:
+    msg = f"not a rendered context: line {line!r:.80} in the {section} section is not a row"
+    return ValueError(msg)

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from ctxbudget.budget import Budget
+from ctxbudget.encodings import IMAGE_TOKENS_MAX, image_size_unknown
 from ctxbudget.items import ContextItem, tier_name
 from ctxbudget.packing import SolverReport
 from ctxbudget.render import Format, Layout, Part
@@ -127,6 +128,24 @@ class AssembledContext:
         return self._pruned
 
     @property
+    def estimated(self) -> list[str]:
+        """Ids of included messages sent with images of unknown size (``messages`` format).
+
+        Each such image is counted as ``encodings.IMAGE_TOKENS_MAX``, the most an image can
+        cost, so ``tokens_used`` may be above what the provider bills, never below. Give image
+        parts a ``width`` and ``height`` (or inline base64 data) to count them exactly.
+        """
+        if self.format != "messages":
+            return []  # the text formats show an "[image]" mark instead of the image
+        return [
+            item.id
+            for item in self.included
+            if item.parts
+            and self._layout.section_of(item) in ("history", "query")
+            and any(isinstance(p, Mapping) and image_size_unknown(p) for p in item.parts)
+        ]
+
+    @property
     def included_ids(self) -> list[str]:
         """Ids of the included items, in render order."""
         return [item.id for item in self.included]
@@ -160,6 +179,7 @@ class AssembledContext:
                 "included": self.included_ids,
                 "pruned": [{"id": p.item.id, "reason": p.reason.value} for p in self.pruned],
                 "truncated": list(self.truncated),
+                "estimated": self.estimated,
                 "tiers": {
                     u.name: {"offered": u.offered, "kept": u.kept, "tokens": u.tokens}
                     for u in self.tiers.values()
@@ -214,6 +234,12 @@ class AssembledContext:
                 lines.append(f"  ... and {len(pruned) - show_pruned} more")
         if self.truncated:
             lines.append(f"truncated to fit: {', '.join(self.truncated)}")
+        estimated = self.estimated
+        if estimated:
+            lines.append(
+                f"images of unknown size counted as {IMAGE_TOKENS_MAX:,} tokens each in: "
+                f"{', '.join(estimated)}"
+            )
         lines.append(f"assembled in {self.timing_ms:.2f} ms")
         return "\n".join(lines)
 

@@ -33,17 +33,29 @@ import logging
 import math
 import os
 import threading
-import urllib.parse
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ctxbudget._chroma import (
+    close_client,
+    forget_failed_system,
+    http_client,
+    import_chromadb,
+    is_server,
+    parse_url,
+    valid_collection_name,
+    watch_status,
+    write_problem,
+)
+from ctxbudget._lock import FolderLock, hold_folder
 from ctxbudget.embed import Embedder, LocalEmbedder, as_embedder, validate_embeddings
-from ctxbudget.errors import MissingDependencyError, StoreError, StoreInputError
+from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.records import (
     KINDS,
     Hit,
@@ -62,14 +74,25 @@ from ctxbudget.records import (
     _require_name,
     _same_content,
 )
+from ctxbudget.retry import RetryPolicy, never_sent, retry_call
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
 
-__all__ = ["KINDS", "ChromaStore", "Hit", "Kind", "MetadataValue", "Record", "StoreStats"]
+__all__ = [
+    "KINDS",
+    "ChromaStore",
+    "Hit",
+    "Kind",
+    "MetadataValue",
+    "Record",
+    "RetryPolicy",
+    "StoreStats",
+]
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
 _ENV_URL = "CTXBUDGET_CHROMA_URL"
 _DEFAULT_PATH = "./.ctxbudget"
@@ -78,6 +101,7 @@ _CLAIM_ROUNDS = 100
 # A session's stored last seq may trail the truth by this much (a write saved per message); the
 # range read in `recent` has no upper bound and `_last_seq` looks past it, so both stay exact.
 _COUNTER_LAG = 16
+_NO_RETRY = RetryPolicy(attempts=1)
 
 _LOCKS: dict[tuple[str, ...], threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
@@ -91,79 +115,9 @@ def _lock_for(key: tuple[str, ...]) -> threading.RLock:
         return lock
 
 
-def _parse_url(url: str) -> tuple[str, int, bool]:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        msg = (
-            f"Chroma URL {url!r} is not an http(s) URL with a host; use e.g. http://127.0.0.1:8000"
-        )
-        raise StoreInputError(msg)
-    if parts.path not in ("", "/"):
-        msg = f"Chroma URL {url!r} has a path; give only scheme, host and port"
-        raise StoreInputError(msg)
-    try:
-        port = parts.port
-    except ValueError as exc:
-        msg = f"Chroma URL {url!r} has an invalid port: {exc}"
-        raise StoreInputError(msg) from exc
-    ssl = parts.scheme == "https"
-    return parts.hostname, port or (443 if ssl else 8000), ssl
-
-
-def _import_chromadb() -> tuple[Any, Any, tuple[type[BaseException], ...]]:
-    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    try:
-        import chromadb
-        import chromadb.errors
-        import httpx
-        from chromadb.config import Settings
-    except ImportError as exc:
-        msg = f"ChromaStore needs chromadb ({exc}); install it with `pip install chromadb`"
-        raise MissingDependencyError(msg) from exc
-    # Connection failures surface as httpx transport errors; server-side failures as ChromaError.
-    errors: tuple[type[BaseException], ...] = (httpx.TransportError, chromadb.errors.ChromaError)
-    return chromadb, Settings, errors
-
-
-def _close_client(client: Any) -> None:
-    close = getattr(client, "close", None)
-    if callable(close):
-        close()
-    # chromadb 1.5's Client.close() stops its System but leaves the HTTP clients' httpx
-    # connection pools open (a ResourceWarning per socket at exit): close them here.
-    for owner in (client, getattr(client, "_admin_client", None)):
-        session = getattr(getattr(owner, "_server", None), "_session", None)
-        close_session = getattr(session, "close", None)
-        if callable(close_session):
-            close_session()
-
-
-def _is_server(client: Any) -> bool:
-    # An HTTP client may share its server with other processes; an embedded one may not.
-    try:
-        implementation = str(client.get_settings().chroma_api_impl)
-    except AttributeError:
-        return True
-    return "fastapi" in implementation.lower()
-
-
-def _valid_collection_name(name: object) -> str:
-    if (
-        not isinstance(name, str)
-        or not 3 <= len(name) <= 500
-        or not name[0].isascii()
-        or not name[0].isalnum()
-        or not name[-1].isascii()
-        or not name[-1].isalnum()
-        or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in name)
-    ):
-        msg = (
-            f"collection must be 3-500 characters from [a-zA-Z0-9._-], starting and ending with "
-            f"a letter or digit, got {name!r}"
-        )
-        raise StoreInputError(msg)
-    return name
+def _some(ids: Sequence[str]) -> str:
+    shown = ", ".join(repr(i) for i in ids[:3])
+    return f"{shown}, ... {ids[-1]!r}" if len(ids) > 3 else shown
 
 
 class ChromaStore:
@@ -181,9 +135,14 @@ class ChromaStore:
         client: a chromadb client to use as is (the store does not close it).
         embedder: an `Embedder`, or anything `as_embedder` accepts.
         collection: the collection name; ``<collection>.meta`` is used too.
+        retry: how calls to a server are retried when it cannot be reached or answers 429,
+            502, 503 or 504 (default `RetryPolicy()`: 3 tries within about 2 s;
+            ``RetryPolicy(attempts=1)`` for none). Every call the store makes is safe to repeat
+            (see `ctxbudget.retry`). An embedded Chroma is not retried.
 
     Raises:
-        StoreError: Chroma cannot be opened or reached.
+        StoreError: Chroma cannot be opened or reached (after the retries, for a server), or
+            the folder of an embedded Chroma is read-only or its disk is full.
         StoreInputError: a malformed URL or collection name.
 
     >>> hi = Record(id="m1", kind="message", text="hi", session_id="s1")
@@ -199,9 +158,16 @@ class ChromaStore:
         client: ClientAPI | None = None,
         embedder: Embedder | None = None,
         collection: str = "ctxbudget",
+        retry: RetryPolicy | None = None,
     ) -> None:
-        self._name = _valid_collection_name(collection)
-        chromadb, settings_cls, self._io_errors = _import_chromadb()
+        self._name = valid_collection_name(collection)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            msg = f"retry must be a RetryPolicy or None, got {type(retry).__name__}"
+            raise StoreInputError(msg)
+        self._retry = RetryPolicy() if retry is None else retry
+        self._folder: Path | None = None
+        self._folder_lock: FolderLock | None = None
+        chromadb, settings_cls, self._io_errors = import_chromadb()
         self._embedder: Embedder = LocalEmbedder() if embedder is None else as_embedder(embedder)
         self._owns_client = client is None
         self._closed = False
@@ -216,7 +182,7 @@ class ChromaStore:
             lock_key = ("client", str(id(client)), collection)
             self._client: Any = client
         elif url is not None:
-            host, port, ssl = _parse_url(url)
+            host, port, ssl = parse_url(url)
             self._location = f"the Chroma server at {url}"
             self._hint = (
                 f"check that it is running and reachable (chroma run --host {host} --port {port}) "
@@ -225,24 +191,41 @@ class ChromaStore:
             lock_key = ("url", f"{host}:{port}", collection)
             # chromadb turns a refused connection into a ValueError ("Could not connect").
             refused: tuple[type[BaseException], ...] = (ValueError, *self._io_errors)
-            try:
-                self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
-            except refused as exc:
-                msg = f"cannot connect to {self._location}: {exc}; {self._hint}"
-                raise StoreError(msg) from exc
+            self._client = retry_call(
+                lambda: http_client(chromadb, host, port, ssl, settings, self._retry.timeout),
+                policy=self._retry,
+                catch=refused,
+                fail=lambda exc, tries, spent: self._failure(
+                    f"cannot connect to {self._location}", exc, tries, spent
+                ),
+                on_retry=lambda exc, tries, wait: logger.warning(
+                    "cannot connect to %s (try %d of %d: %s); retrying in %.2f s",
+                    self._location,
+                    tries,
+                    self._retry.attempts,
+                    exc,
+                    wait,
+                ),
+            )
+            watch_status(self._client)
         else:
             folder = Path(path if path is not None else _DEFAULT_PATH).resolve()
             self._location = f"the embedded Chroma in {folder}"
             self._hint = f"check that {folder} is a writable folder no other process has open"
             lock_key = ("path", str(folder), collection)
             unusable: tuple[type[BaseException], ...] = (OSError, *self._io_errors)
+            self._folder = folder
+            # One process per folder (see ctxbudget._lock): a second one is refused here.
+            self._folder_lock = hold_folder(folder)
             try:
                 self._client = chromadb.PersistentClient(path=str(folder), settings=settings)
             except unusable as exc:
-                msg = f"cannot open {self._location}: {exc}; {self._hint}"
-                raise StoreError(msg) from exc
+                self._folder_lock.release()
+                forget_failed_system(str(folder))
+                what = f"cannot open {self._location}"
+                raise self._failure(what, exc, 1, 0.0) from exc
         self._lock = _lock_for(lock_key)
-        self._shared = _is_server(self._client)
+        self._shared = is_server(self._client)
         try:
             self._open_collections()
         except StoreError:
@@ -250,14 +233,20 @@ class ChromaStore:
             raise
 
     def _open_collections(self) -> None:
-        with self._chroma(f"open collection {self._name!r}"):
-            self._records: Any = self._client.get_or_create_collection(
+        action = f"open collection {self._name!r}"
+        self._records: Any = self._call(
+            action,
+            lambda: self._client.get_or_create_collection(
                 self._name, embedding_function=None, metadata={"hnsw:space": "cosine"}
-            )
-            self._meta: Any = self._client.get_or_create_collection(
+            ),
+        )
+        self._meta: Any = self._call(
+            action,
+            lambda: self._client.get_or_create_collection(
                 f"{self._name}.meta", embedding_function=None, metadata={"ctxbudget": 1}
-            )
-            self._batch = max(1, int(self._client.get_max_batch_size()))
+            ),
+        )
+        self._batch = max(1, int(self._call(action, self._client.get_max_batch_size)))
         space = (self._records.metadata or {}).get("hnsw:space")
         if space != "cosine":
             msg = (
@@ -284,7 +273,9 @@ class ChromaStore:
             return
         self._closed = True
         if self._owns_client:
-            _close_client(self._client)
+            close_client(self._client)
+        if self._folder_lock is not None:
+            self._folder_lock.release()
 
     def __enter__(self) -> ChromaStore:
         return self
@@ -297,13 +288,43 @@ class ChromaStore:
     ) -> None:
         self.close()
 
-    @contextmanager
-    def _chroma(self, action: str, *, wrote: str = "") -> Iterator[None]:
-        try:
-            yield
-        except self._io_errors as exc:
-            msg = f"{self._location} failed to {action}: {exc}; {self._hint}{wrote}"
-            raise StoreError(msg) from exc
+    def _failure(
+        self, what: str, exc: BaseException, tries: int, spent: float, wrote: str = ""
+    ) -> StoreError:
+        after = f" after {tries} attempts over {spent:.1f} s" if tries > 1 else ""
+        problem = None if self._folder is None else write_problem(self._folder)
+        if problem is not None:
+            reason, fix = problem
+            msg = f"cannot write to {self._folder}: {reason}; {what}: {exc}; {fix}, then try again"
+            msg += wrote
+        else:
+            msg = f"{what}{after}: {exc}; {self._hint}{wrote}"
+        return StoreError(msg)
+
+    def _call(self, action: str, call: Callable[[], T], *, wrote: str = "", unsure: str = "") -> T:
+        """Run one Chroma call, retried on a server; a failure becomes a StoreError.
+
+        ``wrote`` ends the message when the call certainly changed nothing of its own (it never
+        reached the server), ``unsure`` (if given) when it may have been applied in part.
+        """
+
+        def fail(exc: BaseException, tries: int, spent: float) -> StoreError:
+            done = unsure if unsure and not never_sent(exc) else wrote
+            return self._failure(f"{self._location} failed to {action}", exc, tries, spent, done)
+
+        def retrying(exc: BaseException, tries: int, wait: float) -> None:
+            logger.warning(
+                "%s failed to %s (try %d of %d: %s); retrying in %.2f s",
+                self._location,
+                action,
+                tries,
+                self._retry.attempts,
+                exc,
+                wait,
+            )
+
+        policy = self._retry if self._shared else _NO_RETRY
+        return retry_call(call, policy=policy, catch=self._io_errors, fail=fail, on_retry=retrying)
 
     # -- low-level reads and writes --------------------------------------------------------
 
@@ -325,10 +346,15 @@ class ChromaStore:
         for chunk in chunks:
             if chunk is not None and not chunk:
                 continue
-            with self._chroma("read"):
-                got = collection.get(
-                    ids=None if chunk is None else list(chunk), where=where, include=include
-                )
+            got = self._call(
+                "read",
+                partial(
+                    collection.get,
+                    ids=None if chunk is None else list(chunk),
+                    where=where,
+                    include=include,
+                ),
+            )
             docs = got.get("documents") or [""] * len(got["ids"])
             metas = got.get("metadatas") or [{}] * len(got["ids"])
             rows.extend(zip(got["ids"], docs, (dict(m or {}) for m in metas), strict=True))
@@ -342,8 +368,12 @@ class ChromaStore:
 
     def _delete(self, collection: Any, keys: Sequence[str]) -> None:
         for start in range(0, len(keys), self._batch):
-            with self._chroma("delete", wrote="; some records may already be deleted"):
-                collection.delete(ids=list(keys[start : start + self._batch]))
+            chunk = list(keys[start : start + self._batch])
+            self._call(
+                "delete",
+                partial(collection.delete, ids=chunk),
+                wrote="; some records may already be deleted: delete them again",
+            )
 
     def _upsert_meta(
         self,
@@ -355,12 +385,16 @@ class ChromaStore:
         keys = list(entries)
         for start in range(0, len(keys), self._batch):
             chunk = keys[start : start + self._batch]
-            with self._chroma(action, wrote=wrote):
-                self._meta.upsert(
+            self._call(
+                action,
+                partial(
+                    self._meta.upsert,
                     ids=chunk,
                     embeddings=[[1.0]] * len(chunk),
                     metadatas=[entries[k] for k in chunk],
-                )
+                ),
+                wrote=wrote,
+            )
 
     def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -562,21 +596,35 @@ class ChromaStore:
         self, pending: list[str], results: dict[str, Record], vectors: dict[str, list[float]]
     ) -> None:
         name = self._embedder.name
-        for start in range(0, len(pending), self._batch):
+        total = len(pending)
+        for start in range(0, total, self._batch):
             chunk = pending[start : start + self._batch]
-            wrote = (
-                f"; the first {start} of {len(pending)} records were written: add() them again "
-                "(it is idempotent)"
-                if start
-                else "; nothing was written"
-            )
-            with self._chroma("write records", wrote=wrote):
-                self._records.upsert(
+            if start:
+                done = _some([results[k].id for k in pending[:start]])
+                before = f"; {start} of the {total} records were written ({done})"
+                wrote = f"{before}, the others not: add() them all again (it is idempotent)"
+                unsure = (
+                    f"{before} and Chroma may have stored some of the others before failing: "
+                    "add() them all again (it is idempotent)"
+                )
+            else:
+                wrote = "; nothing was written"
+                unsure = (
+                    f"; Chroma may have stored some of these {total} records before failing "
+                    "(they can show up once it recovers): add() them again (it is idempotent)"
+                )
+            self._call(
+                "write records",
+                partial(
+                    self._records.upsert,
                     ids=chunk,
                     embeddings=[vectors[k] for k in chunk],
                     documents=[results[k].text for k in chunk],
                     metadatas=[_encode(results[k], name) for k in chunk],
-                )
+                ),
+                wrote=wrote,
+                unsure=unsure,
+            )
 
     def _counters(self, sessions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
         ids = [_key("session", ns, sid) for ns, sid in sessions]
@@ -608,8 +656,10 @@ class ChromaStore:
                 {"type": "claim", "ns": namespace, "sid": session_id, "seq": seq, "owner": token}
                 for seq in wanted
             ]
-            with self._chroma("claim seqs"):
-                self._meta.add(ids=ids, embeddings=[[1.0]] * len(ids), metadatas=claims)
+            self._call(
+                "claim seqs",
+                partial(self._meta.add, ids=ids, embeddings=[[1.0]] * len(ids), metadatas=claims),
+            )
             rows = self._rows(self._meta, ids=ids, documents=False)
             owners = {key: meta.get("owner") for key, _, meta in rows}
             owned += [seq for seq, key in zip(wanted, ids, strict=True) if owners.get(key) == token]
@@ -657,8 +707,7 @@ class ChromaStore:
     def _ids(
         self, collection: Any, where: dict[str, Any], *, limit: int | None = None
     ) -> list[str]:
-        with self._chroma("read"):
-            got = collection.get(where=where, include=[], limit=limit)
+        got = self._call("read", lambda: collection.get(where=where, include=[], limit=limit))
         return list(got["ids"])
 
     def recent(
@@ -815,9 +864,10 @@ class ChromaStore:
                 f"holds {info[1]}-dimension vectors from {info[0]!r}; embed with the same model"
             )
             raise StoreInputError(msg)
-        with self._chroma("search"):
+
+        def run_query() -> Any:
             try:
-                got = self._records.query(
+                return self._records.query(
                     query_embeddings=[vector],
                     n_results=k,
                     where=_and(clauses),
@@ -826,6 +876,8 @@ class ChromaStore:
             except ValueError as exc:  # chromadb checks filters before sending them
                 msg = f"invalid where filter {where!r}: {exc}"
                 raise StoreInputError(msg) from exc
+
+        got = self._call("search", run_query)
         hits = [
             Hit(_decode(doc, dict(meta or {})), max(-1.0, min(1.0, 1.0 - float(distance))))
             for doc, meta, distance in zip(
@@ -865,8 +917,7 @@ class ChromaStore:
     def count(self, *, namespace: str | None = None) -> int:
         """How many records the store holds, in one namespace or in all."""
         if namespace is None:
-            with self._chroma("count"):
-                return int(self._records.count())
+            return int(self._call("count", self._records.count))
         return len(self._ids(self._records, {"ns": _require_name("namespace", namespace)}))
 
     def stats(self) -> StoreStats:

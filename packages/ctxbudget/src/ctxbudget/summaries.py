@@ -56,25 +56,25 @@ def truncate_to_tokens(
     """
     if count(text) <= max_tokens:
         return text
-    sentences = split_sentences(text)
-    candidates = [" ".join(sentences[:n]) + marker for n in range(1, len(sentences))]
-    best = _longest_fitting(candidates, max_tokens, count)
+    best = _longest_fitting(split_sentences(text), max_tokens, count, marker)
     if best is not None:
         return best
-    words = text.split()
-    candidates = [" ".join(words[:n]) + marker for n in range(1, len(words))]
-    return _longest_fitting(candidates, max_tokens, count)
+    return _longest_fitting(text.split(), max_tokens, count, marker)
 
 
 def _longest_fitting(
-    candidates: Sequence[str], max_tokens: int, count: Callable[[str], int]
+    parts: Sequence[str], max_tokens: int, count: Callable[[str], int], marker: str
 ) -> str | None:
-    # Counts grow with the prefix, so a binary search finds the longest that fits.
-    low, high, best = 0, len(candidates) - 1, None
+    """The longest ``" ".join(parts[:n]) + marker`` (n < len(parts)) that fits ``max_tokens``."""
+    # Counts grow with the prefix, so a binary search finds the longest that fits. Each part
+    # costs at least one token, so no more than max_tokens parts can fit: prefixes are built
+    # one at a time and never longer than that (a huge text costs no more than a short one).
+    low, high, best = 1, min(len(parts) - 1, max_tokens), None
     while low <= high:
         middle = (low + high) // 2
-        if count(candidates[middle]) <= max_tokens:
-            best = candidates[middle]
+        candidate = " ".join(parts[:middle]) + marker
+        if count(candidate) <= max_tokens:
+            best = candidate
             low = middle + 1
         else:
             high = middle - 1

@@ -540,7 +540,8 @@ class TokenCounter:
         a str, None, or a list of parts: str, ``{"type": "text", "text": ...}`` (also
         ``input_text``/``output_text``) or an image (``image_url``, ``image``, ``input_image``),
         counted by `image_tokens` with the part's ``detail``, ``width`` and ``height`` (also
-        read inside ``image_url``) and 85 when the size is unknown.
+        read inside ``image_url``, or from the header of inline base64 data) and as
+        ``encodings.IMAGE_TOKENS_MAX`` (1,445, the most an image can cost) when the size is unknown.
 
         Raises:
             InvalidItemError: a malformed role, name or part, or an unknown part type.
@@ -575,14 +576,15 @@ class TokenCounter:
                 total += self.count(part)
                 continue
             kind = part.get("type") if isinstance(part, Mapping) else None
-            if kind in _TEXT_PARTS:
+            known = isinstance(kind, str)  # not absent, not unhashable
+            if known and kind in _TEXT_PARTS:
                 total += self.count(part.get("text"))
-            elif kind in _IMAGE_PARTS:
+            elif known and kind in _IMAGE_PARTS:
                 total += _image_part(part)
             else:
                 got = repr(kind) if isinstance(part, Mapping) else type(part).__name__
                 msg = (
-                    f"content part {i} has unknown type {got}; supported: text, input_text, "
+                    f"content part {i} has unknown type {got:.80}; supported: text, input_text, "
                     "output_text, image_url, image, input_image (convert others to text first)"
                 )
                 raise InvalidItemError(msg)

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -24,6 +24,7 @@ from langchain_core.messages.utils import convert_to_openai_messages
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxbudget import ContextItem, Tier, TokenCounter
+from ctxbudget.encodings import _IMAGE_PARTS, _TEXT_PARTS
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.items import ROLES, Shrink
 from ctxbudget.store import Record
@@ -43,6 +44,8 @@ __all__ = [
 _TOOL_CALL_PLACEHOLDER = "(tool call)"
 _FAST_ROLES = {"human": "user", "ai": "assistant", "system": "system"}
 _NO_METADATA: Mapping[str, Any] = MappingProxyType({})
+# OpenAI's "developer" role (o-series) is the system role; both names are one token.
+_ROLE_ALIASES: Mapping[object, str] = MappingProxyType({"developer": "system"})
 
 
 @lru_cache(maxsize=64)
@@ -91,7 +94,22 @@ def openai_message(message: BaseMessage) -> dict[str, Any]:
             out["name"] = message.name
         out["content"] = content
         return out
-    return dict(convert_to_openai_messages(message, text_format="string"))
+    return _openai_form(message, "string")
+
+
+def _openai_form(
+    message: BaseMessage, text_format: Literal["string", "block"], index: int | None = None
+) -> dict[str, Any]:
+    """``convert_to_openai_messages`` of one message; a block it cannot convert is an error."""
+    try:
+        return dict(convert_to_openai_messages(message, text_format=text_format))
+    except (ValueError, TypeError) as exc:
+        where = f"message {index} ({message.type})" if index is not None else message.type
+        msg = (
+            f"{where} has content LangChain cannot convert to OpenAI's form ({exc}); keep its "
+            "text and image blocks only, or convert the others to text"
+        )
+        raise InvalidItemError(msg) from exc
 
 
 def item_of(
@@ -105,8 +123,13 @@ def item_of(
 ) -> ContextItem:
     """A history item that counts exactly as the message will be sent.
 
+    Content given as a list of blocks becomes the item's ``parts``: text blocks are counted
+    exactly, images by OpenAI's rule (`ctxbudget.image_tokens`; an image of unknown size as
+    the most an image can cost). Invalid tool calls count too: chat models send them.
+
     Raises:
-        InvalidItemError: a role the core does not know, or content with non-text parts.
+        InvalidItemError: a role the core does not know, or a block that is neither text nor an
+            image (the message names the message, the block and what to do).
     """
     content = message.content
     fast_role = _FAST_ROLES.get(message.type)
@@ -135,8 +158,8 @@ def item_of(
             None,
             message.name or None,
         )
-    data = openai_message(message)
-    role = data.get("role")
+    data = _openai_form(message, "block" if isinstance(content, list) else "string", index)
+    role = _ROLE_ALIASES.get(data.get("role"), data.get("role"))
     if role not in ROLES:
         msg = (
             f"message {index} has the role {role!r}; ctxbudget packs system, user, assistant and "
@@ -144,17 +167,15 @@ def item_of(
         )
         raise InvalidItemError(msg)
     text = data.get("content")
+    parts: list[Any] | None = None
     if text is None:
         text = ""
-    if not isinstance(text, str):
-        kinds = sorted({str(p.get("type")) for p in text if isinstance(p, Mapping)})
-        msg = (
-            f"message {index} ({message.type}) has non-text content parts {kinds}; ctxbudget "
-            "items are text, so these parts could not be counted: send them outside the "
-            "budgeted history or convert them to text"
-        )
-        raise InvalidItemError(msg)
-    calls = data.get("tool_calls") or []
+    elif not isinstance(text, str):
+        parts = _content_parts(text, index, message.type)
+        text = "\n".join(p["text"] for p in parts if p["type"] in _TEXT_PARTS)
+    calls = list(data.get("tool_calls") or [])
+    if isinstance(message, AIMessage):
+        calls.extend(_invalid_call(call) for call in message.invalid_tool_calls)
     metadata: dict[str, Any] = {"tool_calls": calls} if calls else {}
     return ContextItem(
         id,
@@ -168,7 +189,38 @@ def item_of(
         shrink=shrink,
         timestamp=timestamp,
         source="history",
+        parts=None if parts is None else tuple(parts),
     )
+
+
+def _content_parts(content: Sequence[Any], index: int, kind: str) -> list[Any]:
+    """The blocks of a message in OpenAI form, checked: text and images only."""
+    parts: list[Any] = []
+    for number, part in enumerate(content):
+        block = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+        if isinstance(part, Mapping) and block in _TEXT_PARTS:
+            if isinstance(part.get("text"), str):
+                parts.append(part)
+                continue
+            got = type(part.get("text")).__name__
+            msg = f"message {index} ({kind}): text block {number} has a {got} text, not a str"
+            raise InvalidItemError(msg)
+        if isinstance(part, Mapping) and block in _IMAGE_PARTS:
+            parts.append(part)
+            continue
+        msg = (
+            f"message {index} ({kind}) has a content block {number} of type {block!r} that "
+            "ctxbudget cannot count (it counts text blocks exactly and images by OpenAI's "
+            "rule); convert that block to text, or leave it out of the messages given"
+        )
+        raise InvalidItemError(msg)
+    return parts
+
+
+def _invalid_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    """An invalid tool call as chat models send it (langchain-openai: as a tool call)."""
+    function = {"name": call.get("name"), "arguments": call.get("args")}
+    return {"type": "function", "id": call.get("id"), "function": function}
 
 
 def tool_schema(tool: object) -> dict[str, Any]:
@@ -189,7 +241,7 @@ def record_payload(message: BaseMessage, *, id: str, timestamp: float) -> dict[s
 
     Non-text parts (images) are not stored: only the text is.
     """
-    data = convert_to_openai_messages(message, text_format="string")
+    data = _openai_form(message, "string")
     role = data.get("role")
     if role not in ROLES:
         return None

@@ -7,6 +7,7 @@ The messages become `ctxbudget.ContextItem`s (the leading system message is neve
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from functools import partial, wraps
 from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar, cast, overload
@@ -17,10 +18,14 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableLambda
 
 from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
+from ctxbudget.encodings import IMAGE_TOKENS_MAX
+from ctxbudget.errors import InvalidItemError
 from ctxbudget.items import Shrink
 from langchain_ctxbudget._convert import item_of, resolve_counter
 
 __all__ = ["budget_messages"]
+
+logger = logging.getLogger(__name__)
 
 MessageType = str | type[BaseMessage]
 """A message type as trim_messages takes it: ``"human"``, ``"ai"``... or a message class."""
@@ -87,6 +92,12 @@ def budget_messages(
     history is kept as whole exchanges (a user message and everything that answers it), so it
     never starts with an orphan tool result and never separates a tool call from its result.
 
+    Multimodal messages are kept as given: text blocks are counted exactly, images by OpenAI's
+    rule (`ctxbudget.image_tokens`, size from the block's ``width``/``height`` or the header of
+    inline base64 data); an image of unknown size counts as the most an image can cost (1,445
+    tokens, logged at INFO). Other blocks (audio, files, reasoning...) raise
+    `InvalidItemError`.
+
     Called without ``messages`` it returns a Runnable, for LCEL:
     ``prompt | budget_messages(max_tokens=2000) | model``.
 
@@ -116,7 +127,9 @@ def budget_messages(
     Raises:
         BudgetExceededError: the system message and the pinned facts alone exceed max_tokens.
         InvalidBudgetError: max_tokens is not a positive int.
-        InvalidItemError: a message with non-text content parts or an unknown role.
+        InvalidItemError: a message that is not a chat message, has an unknown role, or has
+            a content block that is neither text nor an image (the error names the message
+            and the block).
         ValueError: an unsupported trim_messages option (the message says why).
 
     >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -127,7 +140,7 @@ def budget_messages(
     """
     _check_options(strategy, allow_partial, text_splitter, start_on)
     counter = resolve_counter(token_counter, model)
-    given = list(convert_to_messages(messages))
+    given = _messages_of(messages)
     if end_on is not None:
         while given and not _is_type(given[-1], end_on):
             given.pop()
@@ -157,6 +170,14 @@ def budget_messages(
         for i, fact in enumerate(pinned)
     )
     ctx = _assembler(counter).assemble(items, budget=Budget.coerce(max_tokens))
+    if ctx.estimated:
+        logger.info(
+            "budget_messages: images of unknown size counted as the most an image can cost "
+            "(%d tokens) in messages %s; give image blocks a width and height to count them "
+            "exactly",
+            IMAGE_TOKENS_MAX,
+            ", ".join(key.removeprefix("m") for key in ctx.estimated),
+        )
     kept = [originals[it.id] for it in ctx.included if it.id in originals]
     rendered = ctx.to_messages()
     head = rendered[: len(rendered) - len(kept)]
@@ -167,6 +188,25 @@ def budget_messages(
         id=system.id if system is not None else None,
     )
     return [prefix, *kept]
+
+
+def _messages_of(messages: _Input) -> list[BaseMessage]:
+    """The messages given, as LangChain messages; one it cannot read is named."""
+    if isinstance(messages, PromptValue):
+        return messages.to_messages()
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        msg = (
+            f"messages must be a list of messages (or a PromptValue), got {type(messages).__name__}"
+        )
+        raise InvalidItemError(msg)
+    out: list[BaseMessage] = []
+    for index, message in enumerate(messages):
+        try:
+            out.extend(convert_to_messages([message]))
+        except (ValueError, TypeError, NotImplementedError) as exc:
+            msg = f"message {index} is not a chat message LangChain can read: {exc}"
+            raise InvalidItemError(msg) from exc
+    return out
 
 
 def _assembler(counter: TokenCounter) -> ContextAssembler:

@@ -8,11 +8,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import (
+    AudioBlock,
     ChatMessage,
     ContentBlock,
+    DocumentBlock,
+    ImageBlock,
     MessageRole,
     TextBlock,
     ToolCallBlock,
+    VideoBlock,
 )
 
 from ctxbudget.errors import InvalidItemError
@@ -56,20 +60,42 @@ def role_of(message: ChatMessage) -> str:
     return _ROLES.get(MessageRole(message.role), "user")
 
 
+# Media ctxbudget does not keep: a mark in the text says one was there.
+_MARKS = (
+    (ImageBlock, "[image]"),
+    (AudioBlock, "[audio]"),
+    (VideoBlock, "[video]"),
+    (DocumentBlock, "[document]"),
+)
+
+
 def text_of_blocks(blocks: Sequence[Any]) -> str:
-    """The text of content blocks; other blocks (images, audio...) are left out."""
-    texts = [block.text for block in blocks if isinstance(block, TextBlock)]
-    skipped = [
-        type(block).__name__
-        for block in blocks
-        if not isinstance(block, TextBlock | ToolCallBlock | ChatMessage)
-    ]
+    """The text of content blocks, with an ``[image]`` (``[audio]``...) mark per media block.
+
+    Media are not stored and not sent back (the mark is: the conversation shows that one was
+    there, and a message of only an image is not lost); other blocks (thinking, citations)
+    are left out. Both are logged as warnings.
+    """
+    texts: list[str] = []
+    marks: list[str] = []
+    skipped: set[str] = set()
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            if block.text:
+                texts.append(block.text)
+        elif not isinstance(block, ToolCallBlock | ChatMessage):
+            skipped.add(type(block).__name__)
+            marks.extend(m for kind, m in _MARKS if isinstance(block, kind))
     if skipped:
         logger.warning(
-            "ctxbudget keeps text only: %s block(s) left out of memory and of the token count",
-            ", ".join(sorted(set(skipped))),
+            "ctxbudget keeps text only: %s block(s) are not stored nor sent (a mark such as "
+            "[image] stands in for media)",
+            ", ".join(sorted(skipped)),
         )
-    return "\n".join(texts)
+    text = "\n".join(texts)
+    if marks:
+        text = (text.rstrip() + " " if text.strip() else "") + " ".join(marks)
+    return text
 
 
 def text_of(message: ChatMessage) -> str:
@@ -158,6 +184,12 @@ def _call(
 ) -> dict[str, Any]:
     if not isinstance(name, str) or not name:
         msg = f"message {index}: a tool call has no tool name ({raw or arguments!r:.80})"
+        raise InvalidItemError(msg)
+    if call_id is None or not str(call_id):
+        msg = (
+            f"message {index}: tool call {name!r} has no id; give every tool call an id (its "
+            "result names it in tool_call_id) before putting the message into memory"
+        )
         raise InvalidItemError(msg)
     if not isinstance(arguments, str):
         try:
