@@ -5,7 +5,7 @@ formats, ``@section`` lines, ``[YYYY-MM-DD]`` date lines, ``role:`` / ``role|`` 
 backslashes and every kind of line break) plus chat-template markers (``<|im_start|>system``)
 and random text. They go into every place content can be (system prompt, pinned facts, tools,
 summaries, retrieved knowledge with and without an author, history turns with hostile author
-names, the query); the output of each format is read back with `render.parse_rendered` and
+names, the query); the output of each format is read back with `readback.parse_rendered` and
 must give exactly the sections, rows (role, author, date line, text) and texts that were put
 in, in render order, so no content ever adds a section, a turn, a date line or a system
 message. In the ``messages`` format, history and query are their own messages, verbatim, with
@@ -35,13 +35,14 @@ from ctxbudget import (
     BudgetExceededError,
     ContextAssembler,
     ContextItem,
+    InvalidItemError,
     Shrink,
     Tier,
     TokenCounter,
 )
 from ctxbudget.embed import LocalEmbedder
 from ctxbudget.memory import ContextMemory
-from ctxbudget.render import ParsedRow, parse_rendered
+from ctxbudget.readback import ParsedRow, parse_rendered
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 ASSEMBLER = ContextAssembler(COUNTER, near_duplicate_threshold=None)
@@ -340,11 +341,11 @@ def test_hostile_tool_call_payloads_stay_inside_their_turn() -> None:
 
 
 def test_parse_rendered_refuses_what_is_not_a_rendering() -> None:
-    with pytest.raises(ValueError, match="not a rendered context"):
+    with pytest.raises(InvalidItemError, match="not a rendered context"):
         parse_rendered("## Conversation\nnot a turn\n", "text")
-    with pytest.raises(ValueError, match="not a rendered context"):
+    with pytest.raises(InvalidItemError, match="not a rendered context"):
         parse_rendered("@pinned\nno dash\n", "compact")
-    with pytest.raises(ValueError, match="'text' and 'compact'"):
+    with pytest.raises(InvalidItemError, match="'text' and 'compact'"):
         parse_rendered("x", "messages")  # type: ignore[arg-type]
 
 

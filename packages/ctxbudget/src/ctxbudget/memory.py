@@ -15,27 +15,36 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from ctxbudget._inputs import doc_filter, document_parts, documents_arg, to_timestamp, user_metadata
+from ctxbudget._record_items import (
+    history_item,
+    prime,
+    retrieved_item,
+    task_node,
+    tool_items,
+    with_tokens,
+)
+from ctxbudget._session_index import Query, SessionIndex, span_of, without_names
 from ctxbudget.assemble import ContextAssembler
 from ctxbudget.budget import Budget
 from ctxbudget.chunking import chunk_text
 from ctxbudget.embed import Embedder, as_embedder
 from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
 from ctxbudget.items import ROLES, ContextItem, Shrink, Tier
-from ctxbudget.records import _require_name, _same_content, _surrogate
+from ctxbudget.records import _require_name, _same_content
 from ctxbudget.render import Format, Layout
 from ctxbudget.report import AssembledContext
-from ctxbudget.scoring import Floats, LexicalIndex, Scoring, lexical_terms
+from ctxbudget.scoring import Floats, Scoring, lexical_terms
 from ctxbudget.store import ChromaStore, Hit, MetadataValue, Record
 from ctxbudget.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.tasks import TaskNode, task_items
@@ -49,32 +58,6 @@ _POOL_FACTOR = 4  # candidates searched per query: this many times what the budg
 _TOP_MATCHES = 10  # best matches that decide the share of recent history
 _CACHED_VECTORS = 64  # vectors of earlier user turns kept for multi-query search
 _UNWRITTEN = "; nothing was written"
-
-
-def to_timestamp(value: float | int | datetime | str | None) -> float | None:
-    """Seconds since the epoch from a number, a datetime (naive means UTC) or ISO-8601 text."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {value!r}"
-        raise InvalidItemError(msg)
-    try:
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, datetime):
-            moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-            return moment.timestamp()
-    except (OverflowError, ValueError, OSError) as exc:
-        msg = f"timestamp {value!r} is not a date ({exc}); pass seconds since 1970-01-01 UTC"
-        raise InvalidItemError(msg) from exc
-    if isinstance(value, str):
-        try:
-            return to_timestamp(datetime.fromisoformat(value.replace("Z", "+00:00")))
-        except ValueError as exc:
-            msg = f"timestamp {value!r} is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)"
-            raise InvalidItemError(msg) from exc
-    msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {type(value).__name__}"
-    raise InvalidItemError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +181,7 @@ class ContextMemory:
         self._counters: dict[str, TokenCounter] = {}
         self.counter = self.counter_for(model)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter.count)
-        self._indexes: OrderedDict[str, _SessionIndex] = OrderedDict()
+        self._indexes: OrderedDict[str, SessionIndex] = OrderedDict()
         self._indexes_lock = threading.Lock()
         self._turn_vectors: OrderedDict[str, list[float]] = OrderedDict()
 
@@ -321,7 +304,7 @@ class ContextMemory:
             msg = f"message {index}: text must be a str, got {type(text).__name__}"
             raise StoreInputError(msg)
         self._check_length(f"message {index}", text)
-        metadata = _user_metadata(f"message {index}", message.get("metadata"))
+        metadata = user_metadata(f"message {index}", message.get("metadata"))
         raw_calls = message.get("tool_calls") or ()
         if isinstance(raw_calls, str | bytes) or not isinstance(raw_calls, list | tuple):
             msg = (
@@ -398,7 +381,7 @@ class ContextMemory:
     def _remember_counts(self, records: list[Record]) -> None:
         counts = self.counter.count_many([r.text for r in records])
         for index, record in enumerate(records):
-            records[index] = _with_tokens(record, {self.counter.name: counts[index]})
+            records[index] = with_tokens(record, {self.counter.name: counts[index]})
 
     def pin(
         self,
@@ -437,7 +420,7 @@ class ContextMemory:
             namespace=self.namespace,
             session_id=session_id,
             user_id=user_id,
-            metadata={**_user_metadata("pin", metadata), "_scope": scope},
+            metadata={**user_metadata("pin", metadata), "_scope": scope},
         )
         return self._write([record], "pinned fact", progress=False)[0]
 
@@ -488,7 +471,7 @@ class ContextMemory:
             raise StoreInputError(msg)
         records: list[Record] = []
         for index, document in enumerate(documents):
-            doc_id, text, doc_source, metadata = _document(index, document)
+            doc_id, text, doc_source, metadata = document_parts(index, document)
             doc_id = doc_id or f"doc:{uuid.uuid4().hex[:12]}"
             chunks = chunk_text(
                 text, max_tokens=chunk_tokens, overlap=overlap, count=self.counter.count
@@ -559,7 +542,7 @@ class ContextMemory:
         except InvalidItemError as exc:
             msg = f"query: {exc}"
             raise InvalidItemError(msg) from exc
-        documents = _documents_arg(documents)
+        documents = documents_arg(documents)
         config = self.config
         plain = not isinstance(budget, Budget)
         budget = Budget.coerce(budget)
@@ -580,7 +563,7 @@ class ContextMemory:
             skip.add(recent[-1].id)  # the query was stored already: it is rendered as the query
             recent = recent[:-1]
         user = user_id or next((r.user_id for r in reversed(recent) if r.user_id), None)
-        _prime(counter, recent)
+        prime(counter, recent)
         use_other = config.other_sessions if other_sessions is None else other_sessions
         search = _Search(
             session_id=session_id,
@@ -597,8 +580,8 @@ class ContextMemory:
         if system:
             items.append(ContextItem("system", system, tier=Tier.SYSTEM, source="system"))
         items.extend(self._pinned(session_id, user))
-        items.extend(_tool_items(tools))
-        items.extend(_history_item(r) for r in history)
+        items.extend(tool_items(tools))
+        items.extend(history_item(r) for r in history)
         items.extend(self._summaries(session_id))
         items.extend(retrieved)
         items.extend(extra)
@@ -623,7 +606,7 @@ class ContextMemory:
             seen.add(record.id)
             state = record.metadata.get("_task")
             if state is not None:
-                tasks.append(_task_node(record))
+                tasks.append(task_node(record))
                 continue
             # Never pruned: user content (however large or hostile) must not displace a pin.
             facts.append(
@@ -653,7 +636,7 @@ class ContextMemory:
             for r in sorted(found, key=lambda r: (int(r.metadata.get("_first_seq", 0)), r.id))
         ]
 
-    def _session_index(self, session_id: str, recent: list[Record]) -> _SessionIndex | None:
+    def _session_index(self, session_id: str, recent: list[Record]) -> SessionIndex | None:
         """The session's lexical index, brought up to its newest message (None: no messages)."""
         newest = max((r.seq for r in recent if r.seq is not None), default=None)
         if newest is None:
@@ -666,7 +649,7 @@ class ContextMemory:
                 self._indexes.move_to_end(session_id)
                 return index
             if index is None or newest - index.last_seq > 1_000:
-                index = _SessionIndex(self.config.episode_gap, self.counter.name)
+                index = SessionIndex(self.config.episode_gap, self.counter.name)
                 found = self.store.session_messages(namespace=self.namespace, session_id=session_id)
             else:
                 seqs = list(range(index.last_seq + 1, newest + 1))
@@ -684,7 +667,7 @@ class ContextMemory:
         self,
         search: _Search,
         recent: list[Record],
-        index: _SessionIndex | None,
+        index: SessionIndex | None,
         skip: set[str],
         layout: Layout,
     ) -> tuple[list[Record], list[ContextItem]]:
@@ -696,17 +679,17 @@ class ContextMemory:
         named = index.named_in(search.query) if index is not None else set()
         turns = [r for r in reversed(recent) if r.role == "user"][: config.query_turns]
         queries = [
-            _Query(1.0, _without_names(search.query, named), lexical_terms(search.query), None)
+            Query(1.0, without_names(search.query, named), lexical_terms(search.query), None)
         ]
         queries += [
-            _Query(config.query_turn_weight, r.text, lexical_terms(r.text), r.id) for r in turns
+            Query(config.query_turn_weight, r.text, lexical_terms(r.text), r.id) for r in turns
         ]
         vectors = self._embed_queries(queries)
         fit = search.available / ((index.mean_tokens if index is not None else 30.0) + 3.0)
         pool = max(config.semantic_k, math.ceil(_POOL_FACTOR * fit))
         records: dict[str, Record] = {}
         others: dict[str, tuple[Record, float, float]] = {}  # id -> record, similarity, weight
-        doc_filter = _doc_filter(search.documents)
+        documents_where = doc_filter(search.documents)
         for number, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
             if size:
                 k = min(size, pool if number == 0 else config.semantic_k)
@@ -733,7 +716,7 @@ class ContextMemory:
                         namespace=ns,
                         k=config.document_k,
                         kinds=["document"],
-                        where=doc_filter,
+                        where=documents_where,
                     )
                 )
             for hit in (h for hits in searches for h in hits):
@@ -775,16 +758,16 @@ class ContextMemory:
         for record, similarity, weight in others.values():
             if record.id in taken:
                 continue
-            low, high = span if span[1] > span[0] else _span(s for _, s, _ in others.values())
+            low, high = span if span[1] > span[0] else span_of(s for _, s, _ in others.values())
             dense = (similarity - low) / (high - low) if high > low else 1.0
             lexical = len(words & set(lexical_terms(record.text))) / len(words) if words else 0.0
             match = weight * scoring.match(min(1.0, max(0.0, dense)), lexical)
             items.append(self._scored(record, match, newest, search))
-        _prime(search.counter, [r for r in records.values()])
+        prime(search.counter, [r for r in records.values()])
         items.sort(key=lambda it: (-it.score, it.id))
         return history, items
 
-    def _embed_queries(self, queries: Sequence[_Query]) -> list[list[float]]:
+    def _embed_queries(self, queries: Sequence[Query]) -> list[list[float]]:
         """Vectors of the queries; earlier turns come from a small cache (they recur)."""
         cache = self._turn_vectors
         with self._indexes_lock:
@@ -810,11 +793,9 @@ class ContextMemory:
         if record.session_id not in (None, search.session_id):
             salience *= 0.8
         score = self.config.scoring.combine(relevance=relevance, age_seconds=age, salience=salience)
-        return _retrieved_item(record, score)
+        return retrieved_item(record, score)
 
-    def _history_share(
-        self, index: _SessionIndex, relevance: Floats, recent: list[Record]
-    ) -> float:
+    def _history_share(self, index: SessionIndex, relevance: Floats, recent: list[Record]) -> float:
         """`MemoryConfig.recent_share`: the least, or more when the best matches are recent."""
         least, most = self.config.recent_share
         best = [int(p) for p in np.argsort(-relevance, kind="stable")[:_TOP_MATCHES]]
@@ -917,7 +898,7 @@ class ContextMemory:
         return [r for r in found if "_task" in r.metadata]
 
     def _tasks(self, session_id: str) -> list[TaskNode]:
-        return [_task_node(r) for r in self._task_records(session_id)]
+        return [task_node(r) for r in self._task_records(session_id)]
 
     def delete_session(self, session_id: str) -> int:
         """Delete every record of a session; returns how many were removed."""
@@ -953,173 +934,6 @@ class ContextMemory:
         self.close()
 
 
-def _with_tokens(record: Record, tokens: dict[str, int]) -> Record:
-    import dataclasses
-
-    return dataclasses.replace(record, tokens={**record.tokens, **tokens})
-
-
-def _prime(counter: TokenCounter, records: Sequence[Record]) -> None:
-    """Put stored token counts into the counter's cache: nothing is re-tokenized on read."""
-    known = [(r.text, r.tokens[counter.name]) for r in records if counter.name in r.tokens]
-    if known:
-        counter.remember(known)
-
-
-def _history_item(record: Record) -> ContextItem:
-    calls = record.metadata.get("_tool_calls")
-    metadata: dict[str, Any] = {}
-    if isinstance(calls, str):
-        metadata["tool_calls"] = json.loads(calls)
-    name = record.metadata.get("_name")
-    return ContextItem(
-        record.id,
-        record.text,
-        tier=Tier.RECENT,
-        role=record.role,
-        timestamp=record.timestamp,
-        tool_calls=record.tool_calls,
-        tool_call_id=record.tool_call_id,
-        name=str(name) if name else None,
-        source="history",
-        metadata=metadata,
-    )
-
-
-def _retrieved_item(record: Record, score: float) -> ContextItem:
-    name = record.metadata.get("_name")
-    return ContextItem(
-        record.id,
-        record.text,
-        tier=Tier.SUMMARY if record.kind == "summary" else Tier.RETRIEVED,
-        score=score,
-        role=record.role if record.kind == "message" else None,
-        name=str(name) if name else None,
-        timestamp=record.timestamp,
-        summary_of=record.summary_of,
-        source=record.kind if record.kind != "document" else (record.source or "document"),
-    )
-
-
-def _tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
-    given: object = tools
-    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
-        msg = f"tools must be a list of tool schemas (dicts or JSON text), got {given!r:.80}"
-        raise InvalidItemError(msg)
-    items: list[ContextItem] = []
-    for index, tool in enumerate(tools):
-        if isinstance(tool, str):
-            text, name = tool, f"tool:{index}"
-        else:
-            if not isinstance(tool, Mapping):
-                msg = f"tool {index} must be a schema dict or JSON text, got {tool!r:.80}"
-                raise InvalidItemError(msg)
-            try:
-                text = json.dumps(tool, sort_keys=True, ensure_ascii=False, default=str)
-            except (TypeError, ValueError) as exc:  # non-str keys, a circular reference
-                msg = f"tool {index} cannot be rendered as JSON ({exc})"
-                raise InvalidItemError(msg) from exc
-            inner = tool.get("function")
-            function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
-            name = f"tool:{function.get('name', index)}"
-        # Tool schemas travel with the call whatever happens: never pruned.
-        items.append(ContextItem(name, text, tier=Tier.TOOLS, shrink=Shrink.NEVER, source="tools"))
-    return items
-
-
-def _task_node(record: Record) -> TaskNode:
-    result = record.metadata.get("_result")
-    parent = record.metadata.get("_parent")
-    return TaskNode(
-        id=record.id,
-        goal=record.text,
-        parent=str(parent) if parent else None,
-        order=int(record.metadata.get("_order", 0)),
-        result=str(result) if record.metadata.get("_task") == "done" else None,
-    )
-
-
-def _documents_arg(documents: object) -> bool | str | Sequence[str]:
-    """``documents`` as `ContextMemory.assemble` takes it (an empty list: no documents)."""
-    if isinstance(documents, bool) or (isinstance(documents, str) and documents):
-        return documents
-    if isinstance(documents, Sequence) and not isinstance(documents, str):
-        names = list(documents)
-        if all(isinstance(name, str) and name for name in names):
-            return names if names else False
-    msg = (
-        "documents must be True (all collections), False (none), a collection name or a list "
-        f"of them, got {documents!r:.80}"
-    )
-    raise InvalidItemError(msg)
-
-
-def _doc_filter(documents: bool | str | Sequence[str]) -> dict[str, Any] | None:
-    if isinstance(documents, bool):
-        return None
-    names = [documents] if isinstance(documents, str) else list(documents)
-    if len(names) == 1:
-        return {"doc_namespace": names[0]}
-    return {"doc_namespace": {"$in": names}}
-
-
-def _document(index: int, document: object) -> tuple[str | None, str, str | None, dict[str, Any]]:
-    metadata: dict[str, Any]
-    if isinstance(document, str):
-        doc_id, text, source, metadata = None, document, None, {}
-    elif isinstance(document, tuple) and len(document) == 2:
-        doc_id, text, source, metadata = str(document[0]), document[1], None, {}
-    elif isinstance(document, Mapping):
-        doc_id = document.get("id")
-        text = document.get("text", document.get("page_content"))
-        source = document.get("source")
-        reserved = frozenset({"doc_namespace", "doc_id"})
-        metadata = dict(_user_metadata(f"document {index}", document.get("metadata"), reserved))
-    else:
-        msg = (
-            f"document {index} is a {type(document).__name__}; pass a str, an (id, text) pair "
-            "or a dict with 'text'"
-        )
-        raise StoreInputError(msg)
-    if not isinstance(text, str) or not text.strip():
-        msg = f"document {index} has no text"
-        raise StoreInputError(msg)
-    problem = _surrogate(text)
-    if problem is not None:  # before it is cut into chunks: counting it would fail
-        msg = f"document {index}: text {problem}"
-        raise StoreInputError(msg)
-    return (str(doc_id) if doc_id else None), text, source, metadata
-
-
-def _user_metadata(
-    what: str, raw: object, reserved: frozenset[str] = frozenset()
-) -> dict[str, MetadataValue]:
-    """A caller's metadata, refusing the keys ctxbudget keeps its own fields under."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        msg = f"{what}: metadata must be a dict, got {type(raw).__name__}"
-        raise StoreInputError(msg)
-    metadata: dict[str, MetadataValue] = dict(raw)
-    for key, value in metadata.items():
-        if isinstance(key, str) and (key.startswith("_") or key in reserved):
-            names = "keys starting with '_'" + "".join(f", {n!r}" for n in sorted(reserved))
-            msg = f"{what}: metadata key {key!r} is reserved ({names} are ctxbudget's); rename it"
-            raise StoreInputError(msg)
-        if key == "salience" and (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            msg = (
-                f"{what}: metadata['salience'] multiplies the item's score, so it must be a "
-                f"number >= 0 (1 is neutral), got {value!r}"
-            )
-            raise StoreInputError(msg)
-    return metadata
-
-
 def _progress(total: int, label: str, progress: bool | None) -> Any:
     if progress is False or (progress is None and total <= _PROGRESS_AT):
         return None
@@ -1141,129 +955,6 @@ class _Search:
     other_sessions: bool
 
 
-@dataclass(slots=True)
-class _Query:
-    """One query of a multi-query search: the question itself or an earlier user turn."""
-
-    weight: float
-    text: str  # embedded for the dense search
-    terms: list[str]  # matched by the lexical index
-    own_id: str | None  # an earlier turn does not match itself
-    hits: list[Hit] = field(default_factory=list)
-
-
-class _SessionIndex:
-    """A session's messages in order: BM25 over author + text, episodes, authors, token sizes."""
-
-    def __init__(self, episode_gap: float, counter_name: str) -> None:
-        self.lexical = LexicalIndex()
-        self.ids: list[str] = []
-        self.authors: list[str | None] = []
-        self.episodes: list[int] = []
-        self.position: dict[str, int] = {}
-        self.last_seq = -1
-        self.newest: float | None = None
-        self.gap = episode_gap
-        self._counter = counter_name
-        self._tokens = 0
-        self._last_time: float | None = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @property
-    def mean_tokens(self) -> float:
-        """Mean tokens of a message (for sizing searches to the budget)."""
-        return self._tokens / len(self.ids) if self.ids else 30.0
-
-    def extend(self, records: Iterable[Record]) -> None:
-        """Index messages newer than the last indexed one, in seq order."""
-        for record in sorted(records, key=lambda r: -1 if r.seq is None else r.seq):
-            if record.seq is None or record.seq <= self.last_seq or record.id in self.position:
-                continue
-            name = record.metadata.get("_name")
-            # Participants are who speaks: the names of user and assistant messages, not tools.
-            author = str(name) if name and record.role in ("user", "assistant") else None
-            self.lexical.add(f"{author} {record.text}" if author else record.text)
-            self.position[record.id] = len(self.ids)
-            self.ids.append(record.id)
-            self.authors.append(author)
-            episode = self.episodes[-1] if self.episodes else 0
-            when = record.timestamp
-            if when is not None:
-                if self._last_time is not None and when - self._last_time > self.gap:
-                    episode += 1
-                self._last_time = when
-                self.newest = when if self.newest is None else max(self.newest, when)
-            self.episodes.append(episode)
-            self._tokens += record.tokens.get(self._counter, len(record.text) // 4 + 1)
-            self.last_seq = record.seq
-
-    def named_in(self, query: str) -> set[str]:
-        """The session's participants the query names (every word of the name, any case)."""
-        words = {w.casefold() for w in _WORDS.findall(query)}
-        named: set[str] = set()
-        for author in {a for a in self.authors if a}:
-            parts = {w.casefold() for w in _WORDS.findall(author)}
-            if parts and parts <= words:
-                named.add(author)
-        return named
-
-    def relevance(
-        self, queries: Sequence[_Query], scoring: Scoring, neighbours: int, named: set[str]
-    ) -> tuple[Floats, tuple[float, float]]:
-        """Relevance of every message (see `ctxbudget.scoring`) and the query's dense span."""
-        size = len(self.ids)
-        match: Floats = np.zeros(size)
-        span = (0.0, 0.0)
-        for number, query in enumerate(queries):
-            dense: Floats = np.zeros(size)
-            found = [
-                (self.position[h.record.id], h.similarity)
-                for h in query.hits
-                if h.record.id in self.position  # a message newer than the index: next time
-            ]
-            if found:
-                low, high = _span(s for _, s in found)
-                if number == 0:
-                    span = (low, high)
-                for position, similarity in found:
-                    dense[position] = (similarity - low) / (high - low) if high > low else 1.0
-            lexical: Floats = np.zeros(size)
-            bm25 = self.lexical.scores(query.terms)
-            if bm25:
-                top = max(bm25.values())
-                for position, value in bm25.items():
-                    lexical[position] = value / top if top > 0 else 0.0
-            mixed = (1.0 - scoring.lexical_weight) * dense + scoring.lexical_weight * lexical
-            own = self.position.get(query.own_id) if query.own_id else None
-            if own is not None:
-                mixed[own] = 0.0
-            match = np.maximum(match, query.weight * mixed)
-        context = scoring.in_context(match, self.episodes, neighbours=neighbours)
-        context = context * scoring.author_prior(self.authors, named)
-        best = float(context.max()) if size else 0.0
-        return (context / best if best > 0 else context), span
-
-
-_WORDS = re.compile(r"\w+", re.UNICODE)
-
-
-def _span(similarities: Iterable[float]) -> tuple[float, float]:
-    values = list(similarities)
-    return (min(values), max(values)) if values else (0.0, 0.0)
-
-
-def _without_names(query: str, names: set[str]) -> str:
-    """The query for the dense search: who is asked about is matched by words, not meaning."""
-    if not names:
-        return query
-    pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    stripped = re.sub(rf"\b(?:{pattern})(?:'s|\u2019s)?\b", " ", query, flags=re.IGNORECASE)
-    stripped = " ".join(stripped.split())
-    return stripped if lexical_terms(stripped) else query
-
-
 def _fit_history(
     recent: list[Record], tokens: float, layout: Layout, min_exchanges: int
 ) -> list[Record]:
@@ -1274,7 +965,7 @@ def _fit_history(
     newer_date: str | None = None
     start = len(recent)
     for position in range(len(recent) - 1, -1, -1):
-        item = _history_item(recent[position])
+        item = history_item(recent[position])
         cost = layout.cost(item, "history")
         date = layout.date_of(item, "history")
         if date and date != newer_date:
