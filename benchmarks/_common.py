@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import platform
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from ctxbudget import ContextItem, Tier
 
@@ -76,3 +79,29 @@ def summary(samples: list[float]) -> str:
         f"p50 {statistics.median(samples):.2f} ms, p95 {pct(samples, 0.95):.2f} ms, "
         f"min {min(samples):.2f} ms (n={len(samples)})"
     )
+
+
+DEFAULT_LOCOMO = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+)
+
+
+def add_locomo_argument(parser: argparse.ArgumentParser) -> None:
+    """``--locomo PATH``, by default ../shared/data/locomo/locomo_dev.json from the repo root."""
+    parser.add_argument(
+        "--locomo",
+        type=Path,
+        default=DEFAULT_LOCOMO,
+        help="LoCoMo JSON; default ../shared/data/locomo/locomo_dev.json from the repo root",
+    )
+
+
+def require_locomo(path: Path) -> Path:
+    """The path if the data is there; else say where to get it and exit 0 (nothing to measure)."""
+    if not path.is_file():
+        print(
+            f"LoCoMo data not found at {path}: nothing to measure. Pass --locomo PATH to a copy of "
+            "locomo10.json (or its dev subset) kept outside this repository (CC BY-NC 4.0 data)."
+        )
+        sys.exit(0)
+    return path

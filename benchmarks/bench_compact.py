@@ -20,18 +20,14 @@ import dataclasses
 import json
 import re
 import statistics
-import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from _common import machine
+from _common import add_locomo_argument, machine, require_locomo
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Tier, TokenCounter
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 FORMATS = ("messages", "text", "compact")
 BUDGETS = (1024, 2048, 4096, 8192)
 EVERYTHING = 10**7
@@ -88,20 +84,9 @@ def check_full(ctx: AssembledContext, items: list[ContextItem], counter: TokenCo
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "--locomo",
-        type=Path,
-        default=DEFAULT_LOCOMO,
-        help="LoCoMo JSON (a list of samples); default ../shared/data/locomo/locomo_dev.json from the repo root",
-    )
+    add_locomo_argument(parser)
     args = parser.parse_args()
-    path: Path = args.locomo
-    if not path.is_file():
-        print(
-            f"LoCoMo data not found at {path}: nothing to measure. Pass --locomo PATH to a copy of "
-            "locomo10.json (or its dev subset) kept outside this repository (CC BY-NC 4.0 data)."
-        )
-        sys.exit(0)
+    path = require_locomo(args.locomo)
     samples = json.loads(path.read_text(encoding="utf-8"))
 
     counter = TokenCounter.for_model("gpt-4o")

@@ -16,37 +16,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-from _common import machine
+from _common import add_locomo_argument, machine, require_locomo
 
 from ctxbudget.evaluation import load_locomo, plot_recall, run_locomo, to_json, to_markdown
 from ctxbudget.evaluation.runner import DEFAULT_BUDGETS
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "--locomo",
-        type=Path,
-        default=DEFAULT_LOCOMO,
-        help="LoCoMo JSON; default ../shared/data/locomo/locomo_dev.json from the repo root",
-    )
+    add_locomo_argument(parser)
     parser.add_argument("--out", type=Path, default=None, help="also write JSON and PNG here")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()
-    path: Path = args.locomo
-    if not path.is_file():
-        print(
-            f"LoCoMo data not found at {path}: nothing to measure. Pass --locomo PATH to a copy of "
-            "locomo10.json (or its dev subset) kept outside this repository (CC BY-NC 4.0 data)."
-        )
-        sys.exit(0)
+    path = require_locomo(args.locomo)
     started = time.perf_counter()
     data = load_locomo(path)
     run = run_locomo(data, budgets=DEFAULT_BUDGETS, progress=not args.no_progress)

@@ -39,7 +39,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -48,8 +47,8 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.outputs import ChatResult
 from langchain_core.prompt_values import ChatPromptValue
+from lc_fakes import RecordingChatModel
 from llama_index.core.base.llms.types import (
     AudioBlock,
     DocumentBlock,
@@ -62,7 +61,6 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.base.llms.types import ChatMessage as LIChatMessage
 from PIL import Image
-from pydantic import Field
 
 from ctxbudget import (
     BudgetExceededError,
@@ -415,22 +413,6 @@ def test_odd_but_valid_langchain_input_is_counted_and_kept() -> None:
 # -- the agent middleware ----------------------------------------------------------------------
 
 
-class RecordingChatModel(GenericFakeChatModel):
-    """LangChain's fake chat model, recording the messages of every call."""
-
-    calls: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.calls.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversation=conversations(), window=st.integers(1200, 5000))
 def test_middleware_sends_multimodal_messages_unchanged_within_the_window(
@@ -443,7 +425,7 @@ def test_middleware_sends_multimodal_messages_unchanged_within_the_window(
     agent = create_agent(model, tools=[], system_prompt="Be brief.", middleware=[middleware])
     before = copy.deepcopy(messages)
     agent.invoke({"messages": messages})
-    (sent,) = model.calls
+    ((sent, _tools),) = model.calls
     system, history = sent[0], sent[1:]
     assert isinstance(system, SystemMessage) and system.content == "Be brief.\n"
     assert is_kept_in_order(history, messages)  # the state's own objects, blocks and all

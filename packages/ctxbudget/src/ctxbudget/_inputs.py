@@ -15,7 +15,6 @@ from ctxbudget.errors import InvalidItemError, StoreInputError
 from ctxbudget.records import MetadataValue, _surrogate
 
 __all__ = [
-    "doc_filter",
     "document_parts",
     "documents_arg",
     "to_timestamp",
@@ -62,15 +61,6 @@ def documents_arg(documents: object) -> bool | str | Sequence[str]:
         f"of them, got {documents!r:.80}"
     )
     raise InvalidItemError(msg)
-
-
-def doc_filter(documents: bool | str | Sequence[str]) -> dict[str, Any] | None:
-    if isinstance(documents, bool):
-        return None
-    names = [documents] if isinstance(documents, str) else list(documents)
-    if len(names) == 1:
-        return {"doc_namespace": names[0]}
-    return {"doc_namespace": {"$in": names}}
 
 
 def document_parts(

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxbudget._inputs import doc_filter, document_parts, documents_arg, to_timestamp, user_metadata
+from ctxbudget._inputs import document_parts, documents_arg, to_timestamp, user_metadata
 from ctxbudget._record_items import (
     history_item,
     prime,
@@ -41,7 +41,7 @@ from ctxbudget.chunking import chunk_text
 from ctxbudget.embed import Embedder, as_embedder
 from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
 from ctxbudget.items import ROLES, ContextItem, Shrink, Tier
-from ctxbudget.records import _require_name, _same_content
+from ctxbudget.records import _require_name, _same_content, document_filter
 from ctxbudget.render import Format, Layout
 from ctxbudget.report import AssembledContext
 from ctxbudget.scoring import Floats, Scoring, lexical_terms
@@ -689,7 +689,7 @@ class ContextMemory:
         pool = max(config.semantic_k, math.ceil(_POOL_FACTOR * fit))
         records: dict[str, Record] = {}
         others: dict[str, tuple[Record, float, float]] = {}  # id -> record, similarity, weight
-        documents_where = doc_filter(search.documents)
+        documents_where = document_filter(search.documents)
         for number, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
             if size:
                 k = min(size, pool if number == 0 else config.semantic_k)

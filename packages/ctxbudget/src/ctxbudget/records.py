@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict
 from ctxbudget.errors import StoreInputError
 from ctxbudget.items import ROLES
 
-__all__ = ["KINDS", "Hit", "Kind", "MetadataValue", "Record", "StoreStats"]
+__all__ = ["KINDS", "Hit", "Kind", "MetadataValue", "Record", "StoreStats", "document_filter"]
 
 Kind = Literal["message", "pinned", "document", "summary"]
 KINDS: frozenset[str] = frozenset({"message", "pinned", "document", "summary"})
@@ -360,3 +360,20 @@ def _user_where(where: object) -> dict[str, Any]:
         msg = f"where key {key!r} is not a metadata key, $and or $or"
         raise StoreInputError(msg)
     return {_USER_PREFIX + key: value}
+
+
+def document_filter(collections: bool | str | Sequence[str]) -> dict[str, Any] | None:
+    """The ``where`` that restricts a search to document collections (None: all of them).
+
+    ``collections`` is what ``ContextMemory.assemble(documents=...)`` takes: True for every
+    collection, a name, or a list of names (`ContextMemory.add_documents` ``namespace=``).
+
+    >>> document_filter(["kb", "faq"])
+    {'doc_namespace': {'$in': ['kb', 'faq']}}
+    """
+    if isinstance(collections, bool):
+        return None
+    names = [collections] if isinstance(collections, str) else list(collections)
+    if len(names) == 1:
+        return {"doc_namespace": names[0]}
+    return {"doc_namespace": {"$in": names}}

@@ -34,6 +34,7 @@ from ctxbudget import (
 )
 from ctxbudget.errors import MissingDependencyError
 from ctxbudget.items import Shrink
+from ctxbudget.scoring import score_hits
 from langchain_ctxbudget._convert import (
     counter_for,
     item_of,
@@ -41,7 +42,6 @@ from langchain_ctxbudget._convert import (
     resolve_counter,
     tool_tokens,
 )
-from langchain_ctxbudget._scoring import score_hits
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest

@@ -12,9 +12,10 @@ from pydantic import Field
 
 from ctxbudget import Budget, ContextItem, InvalidBudgetError, Tier, TokenCounter
 from ctxbudget.memory import ContextMemory
+from ctxbudget.records import document_filter
+from ctxbudget.scoring import score_hits
 from ctxbudget.store import Hit
 from langchain_ctxbudget._convert import resolve_counter
-from langchain_ctxbudget._scoring import score_hits
 from langchain_ctxbudget.compressors import pack_items
 
 __all__ = ["CtxBudgetRetriever"]
@@ -89,8 +90,7 @@ class CtxBudgetRetriever(BaseRetriever):
         memory = self.memory
         where: dict[str, Any] | None = None
         if self.search == "documents" and self.collections:
-            names = list(self.collections)
-            where = {"doc_namespace": names[0] if len(names) == 1 else {"$in": names}}
+            where = document_filter(list(self.collections))
         hits = memory.store.search(
             query,
             namespace=memory.namespace,

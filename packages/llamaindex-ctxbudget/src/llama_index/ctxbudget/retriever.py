@@ -13,19 +13,11 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
 from ctxbudget.errors import InvalidBudgetError
 from ctxbudget.memory import ContextMemory
+from ctxbudget.records import document_filter
 from ctxbudget.store import Hit, Record
 from llama_index.ctxbudget.postprocessor import content_budget
 
 __all__ = ["CtxBudgetRetriever"]
-
-
-def _doc_filter(documents: bool | str | Sequence[str]) -> dict[str, Any] | None:
-    if isinstance(documents, bool):
-        return None
-    names = [documents] if isinstance(documents, str) else list(documents)
-    if len(names) == 1:
-        return {"doc_namespace": names[0]}
-    return {"doc_namespace": {"$in": names}}
 
 
 def _metadata(record: Record) -> dict[str, Any]:
@@ -113,7 +105,7 @@ class CtxBudgetRetriever(BaseRetriever):
         vector = store.embedder.embed_query(query)  # one embedding for every search
         hits: list[Hit] = []
         if self.documents is not False:
-            where = _doc_filter(self.documents)
+            where = document_filter(self.documents)
             hits += store.search(
                 vector, namespace=namespace, k=self.k, kinds=["document"], where=where
             )

@@ -1,4 +1,5 @@
-"""The one fake of these tests: a LangChain fake chat model that records what it was sent."""
+"""The one LLM fake of the LangChain tests (adapter and reliability suites): a LangChain fake chat
+model that records what it was sent."""
 
 from __future__ import annotations
 
