@@ -427,3 +427,25 @@ def test_demo_runs_end_to_end_and_leaves_nothing_behind(tmp_path: Path) -> None:
     assert not Path(folder.group(1)).exists()  # the demo's temporary store is removed
     assert not (tmp_path / ".ctxbudget").exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_command_closes_its_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # An open embedded store holds its folder for this process; a command must let go of it,
+    # also when it fails, or the next process (or a test's own store) is refused.
+    from ctxbudget import _lock
+
+    folder = tmp_path / "store"
+    good = tmp_path / "chat.jsonl"
+    good.write_text('{"session": "s1", "role": "user", "text": "I live in Porto."}\n')
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"session": "s1", "role": "nobody", "text": "x"}\n')
+    for argv in (
+        ["--path", str(folder), "ingest", str(good)],
+        ["--path", str(folder), "ingest", str(bad)],
+        ["--path", str(folder), "stats"],
+        ["--path", str(folder), "assemble", "Where?", "--session", "s1", "--budget", "0"],
+        ["--path", str(folder), "explain", "Where?", "--session", "s1", "--budget", "500"],
+    ):
+        main(argv)
+        assert str(folder.resolve()) not in _lock._HELD, argv  # noqa: SLF001
+    capsys.readouterr()

@@ -18,6 +18,9 @@ import io
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -343,11 +346,32 @@ def test_a_jsonl_error_names_the_line(cli: Cli) -> None:
 def test_an_unreadable_file_is_one_line(cli: Cli) -> None:
     path = cli.write(".md", b"secret")
     os.chmod(path, 0)
+    before = cli.snapshot()
     try:
-        if os.access(path, os.R_OK):  # root reads anything: nothing to test here
-            pytest.skip("running as root")
-        code, out, err = cli.run("--path", cli.store, "ingest", str(path))
+        if os.access(path, os.R_OK):
+            # root reads anything: run the command as root without the capabilities that
+            # override file permissions, in its own process (as the read-only fault tests do)
+            code, out, err = run_without_dac_override("--path", cli.store, "ingest", str(path))
+        else:
+            code, out, err = cli.run("--path", cli.store, "ingest", str(path))
     finally:
         os.chmod(path, 0o600)
     check_outcome(code, out, err)
     assert "cannot be read" in err
+    assert cli.snapshot() == before
+
+
+def run_without_dac_override(*argv: str) -> tuple[int, str, str]:
+    """The `ctxbudget` command in a process that file permissions apply to, even as root."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("running as root needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    command = Path(sys.executable).with_name("ctxbudget")
+    done = subprocess.run(
+        [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--", str(command), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr

@@ -7,6 +7,7 @@ stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -60,7 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        result: int = args.run(args)
+        # Every store a command opens is closed when it ends, error or not (an embedded folder
+        # stays locked to this process while a store has it open).
+        with contextlib.ExitStack() as resources:
+            args.resources = resources
+            result: int = args.run(args)
     except (CtxBudgetError, UsageError) as exc:
         print(f"ctxbudget: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -167,12 +172,15 @@ def _parser() -> argparse.ArgumentParser:
 def _memory(args: argparse.Namespace, path: str | None = None) -> Any:
     from ctxbudget.memory import ContextMemory
 
-    return ContextMemory(
+    memory = ContextMemory(
         path=path or args.path,
         chroma_url=args.chroma_url,
         namespace=args.namespace,
         model=args.model,
     )
+    resources: contextlib.ExitStack = args.resources
+    resources.callback(memory.close)
+    return memory
 
 
 def _budget(args: argparse.Namespace) -> Any:
