@@ -331,6 +331,47 @@ def test_search_filters(store: ChromaStore) -> None:
         found(where={"$nor": []})
 
 
+def test_search_many_answers_each_query_as_search_does(
+    store: ChromaStore, embedder: LocalEmbedder
+) -> None:
+    store.add(FACTS)
+    store.add([msg(f"m{i}", f"I went to Lisbon on day {i} with my cat") for i in range(6)])
+    queries: list[str | list[float]] = [
+        "Which city does the user live in?",
+        embedder.embed_query("pets at home"),
+        "what does the user eat",
+    ]
+    for filters in ({}, {"kinds": ["message"]}, {"user_id": "u1", "kinds": ["pinned"]}):
+        for k in (1, 3, 20):
+            many = store.search_many(queries, namespace="default", k=k, **filters)  # type: ignore[arg-type]
+            one = [store.search(q, namespace="default", k=k, **filters) for q in queries]  # type: ignore[arg-type]
+            assert [hit_ids(h) for h in many] == [hit_ids(h) for h in one]
+            for got, want in zip(many, one, strict=True):
+                for a, b in zip(got, want, strict=True):
+                    assert a.similarity == pytest.approx(b.similarity, abs=1e-5)
+    per_query = store.search_many(queries, namespace="default", k=[1, 0, 4])
+    assert [len(h) for h in per_query] == [1, 0, 4]
+    assert hit_ids(per_query[2]) == hit_ids(store.search(queries[2], namespace="default", k=4))
+    assert store.search_many([], namespace="default", k=3) == []
+    assert store.search_many(queries, namespace="default", k=3, kinds=[]) == [[], [], []]
+
+
+def test_search_many_refuses_bad_input(store: ChromaStore) -> None:
+    store.add(FACTS)
+    with pytest.raises(StoreInputError, match="got the str 'cat'; pass \\['cat'\\]"):
+        store.search_many("cat", namespace="default", k=3)
+    with pytest.raises(StoreInputError, match="k gives 1 numbers for 2 queries; give one per"):
+        store.search_many(["cat", "dog"], namespace="default", k=[3])
+    with pytest.raises(StoreInputError, match="k must be a non-negative int, got -1"):
+        store.search_many(["cat"], namespace="default", k=[-1])
+    with pytest.raises(StoreInputError, match="k must be a non-negative int, got True"):
+        store.search_many(["cat"], namespace="default", k=True)
+    with pytest.raises(StoreInputError, match="query is empty"):
+        store.search_many(["cat", " "], namespace="default", k=2)
+    with pytest.raises(StoreInputError, match="3 dimensions"):
+        store.search_many(["cat", [0.1, 0.2, 0.3]], namespace="default", k=2)
+
+
 def test_search_of_an_empty_store_finds_nothing(store: ChromaStore) -> None:
     assert store.search("anything", namespace="default", k=3) == []
     with pytest.raises(StoreInputError, match="query is empty"):

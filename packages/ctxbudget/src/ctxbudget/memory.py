@@ -690,36 +690,38 @@ class ContextMemory:
         records: dict[str, Record] = {}
         others: dict[str, tuple[Record, float, float]] = {}  # id -> record, similarity, weight
         documents_where = document_filter(search.documents)
-        for number, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
-            if size:
-                k = min(size, pool if number == 0 else config.semantic_k)
-                query.hits = self.store.search(
-                    vector, namespace=ns, k=k, session_id=search.session_id, kinds=["message"]
-                )
-                records.update((h.record.id, h.record) for h in query.hits)
-            searches: list[list[Hit]] = []
-            if search.other_sessions and search.user is not None:
-                searches.append(
-                    self.store.search(
-                        vector,
-                        namespace=ns,
-                        k=config.other_sessions_k,
-                        user_id=search.user,
-                        exclude_session_id=search.session_id,
-                        kinds=["message", "summary"],
-                    )
-                )
-            if search.documents is not False and config.document_k:
-                searches.append(
-                    self.store.search(
-                        vector,
-                        namespace=ns,
-                        k=config.document_k,
-                        kinds=["document"],
-                        where=documents_where,
-                    )
-                )
-            for hit in (h for hits in searches for h in hits):
+        # One Chroma call per source for every query together: a filtered query costs about
+        # what its filter costs, whatever the number of vectors.
+        if size:
+            ks = [min(size, pool if n == 0 else config.semantic_k) for n in range(len(queries))]
+            found = self.store.search_many(
+                vectors, namespace=ns, k=ks, session_id=search.session_id, kinds=["message"]
+            )
+            for query, hits in zip(queries, found, strict=True):
+                query.hits = hits
+                records.update((h.record.id, h.record) for h in hits)
+        searches: list[tuple[Query, list[Hit]]] = []
+        if search.other_sessions and search.user is not None:
+            found = self.store.search_many(
+                vectors,
+                namespace=ns,
+                k=config.other_sessions_k,
+                user_id=search.user,
+                exclude_session_id=search.session_id,
+                kinds=["message", "summary"],
+            )
+            searches += zip(queries, found, strict=True)
+        if search.documents is not False and config.document_k:
+            found = self.store.search_many(
+                vectors,
+                namespace=ns,
+                k=config.document_k,
+                kinds=["document"],
+                where=documents_where,
+            )
+            searches += zip(queries, found, strict=True)
+        for query, hits in searches:
+            for hit in hits:
                 known = others.get(hit.record.id)
                 if known is None or hit.similarity * query.weight > known[1] * known[2]:
                     others[hit.record.id] = (hit.record, hit.similarity, query.weight)

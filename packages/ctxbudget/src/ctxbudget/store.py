@@ -858,28 +858,83 @@ class ChromaStore:
         Returns:
             Hits by similarity, highest first, ties broken by id.
         """
-        _require_count("k", k)
+        if isinstance(query, str):
+            _require_count("k", k)  # checked before the text is embedded
+        return self.search_many(
+            [query],
+            namespace=namespace,
+            k=k,
+            session_id=session_id,
+            user_id=user_id,
+            kinds=kinds,
+            exclude_session_id=exclude_session_id,
+            where=where,
+        )[0]
+
+    def search_many(
+        self,
+        queries: Sequence[str | Sequence[float]],
+        *,
+        namespace: str,
+        k: int | Sequence[int],
+        session_id: str | None = None,
+        user_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+        exclude_session_id: str | None = None,
+        where: dict[str, Any] | None = None,
+    ) -> list[list[Hit]]:
+        """`search` for several queries under the same filters, in one call to Chroma.
+
+        Each filtered query costs Chroma about as much as the filter itself, so a caller with
+        several phrasings of one question (multi-query retrieval) saves most of the time.
+
+        Args:
+            queries: texts (embedded with the store's embedder) or vectors.
+            namespace: the tenant.
+            k: at most this many hits per query, or one such number per query.
+            session_id: only this session's records.
+            user_id: only this user's records.
+            kinds: only these kinds.
+            exclude_session_id: leave out this session.
+            where: a Chroma filter over the records' user ``metadata`` keys, as in `search`.
+
+        Returns:
+            One list of hits per query, in the order of ``queries``, each by similarity,
+            highest first, ties broken by id.
+        """
+        if isinstance(queries, str):
+            msg = f"queries must be a list of queries, got the str {queries!r}; pass [{queries!r}]"
+            raise StoreInputError(msg)
+        queries = list(queries)
+        ks: list[int] = (
+            list(k) if isinstance(k, Sequence) and not isinstance(k, str) else [k] * len(queries)
+        )
+        if len(ks) != len(queries):
+            msg = f"k gives {len(ks)} numbers for {len(queries)} queries; give one per query"
+            raise StoreInputError(msg)
+        for each in ks:
+            _require_count("k", each)
         clauses = _filters(namespace, session_id, user_id, exclude_session_id, kinds, where)
-        if clauses is None:
-            return []
-        if k == 0:
-            return []
-        vector = self._query_vector(query)
+        if clauses is None or not queries or max(ks) == 0:
+            return [[] for _ in queries]
+        vectors = [self._query_vector(q) for q in queries]
         info = self._store_info()
         if info is None:
-            return []  # nothing was ever written
-        if info[1] != len(vector):
-            msg = (
-                f"the query vector has {len(vector)} dimensions but collection {self._name!r} "
-                f"holds {info[1]}-dimension vectors from {info[0]!r}; embed with the same model"
-            )
-            raise StoreInputError(msg)
+            return [[] for _ in queries]  # nothing was ever written
+        for vector in vectors:
+            if info[1] != len(vector):
+                msg = (
+                    f"the query vector has {len(vector)} dimensions but collection "
+                    f"{self._name!r} holds {info[1]}-dimension vectors from {info[0]!r}; "
+                    "embed with the same model"
+                )
+                raise StoreInputError(msg)
 
         def run_query() -> Any:
             try:
                 return self._records.query(
-                    query_embeddings=[vector],
-                    n_results=k,
+                    query_embeddings=vectors,
+                    n_results=max(ks),
                     where=_and(clauses),
                     include=["documents", "metadatas", "distances"],
                 )
@@ -888,14 +943,20 @@ class ChromaStore:
                 raise StoreInputError(msg) from exc
 
         got = self._call("search", run_query)
-        hits = [
-            Hit(_decode(doc, dict(meta or {})), max(-1.0, min(1.0, 1.0 - float(distance))))
-            for doc, meta, distance in zip(
-                got["documents"][0], got["metadatas"][0], got["distances"][0], strict=True
-            )
-        ]
-        hits.sort(key=lambda h: (-h.similarity, h.record.id))
-        return hits
+        results: list[list[Hit]] = []
+        for number, limit in enumerate(ks):
+            hits = [
+                Hit(_decode(doc, dict(meta or {})), max(-1.0, min(1.0, 1.0 - float(distance))))
+                for doc, meta, distance in zip(
+                    got["documents"][number],
+                    got["metadatas"][number],
+                    got["distances"][number],
+                    strict=True,
+                )
+            ]
+            hits.sort(key=lambda h: (-h.similarity, h.record.id))
+            results.append(hits[:limit])
+        return results
 
     def _query_vector(self, query: object) -> list[float]:
         if isinstance(query, str):
