@@ -6,7 +6,9 @@
   deadlock fails the test with every thread's stack instead of hanging it.
 - One embedded store in one process: its Chroma calls run one at a time (chromadb's embedded
   client fails a query that overlaps a write now and then), checked by counting calls in flight
-  and, in the slow tier, by racing searches against the first writes of 30 fresh stores.
+  and, in the slow tier, by racing searches against the first writes of 30 fresh stores. On a
+  server, whose own index can be caught half-made by a search racing a new collection's first
+  writes, such a search is retried: 20 fresh collections, no error.
 - Processes on one Chroma server (slow): the same promises across processes (which share no
   lock), and no process's assembled context shows another user's or namespace's messages.
 - Processes on one embedded folder: Chroma's embedded client is not multi-process safe (two
@@ -236,6 +238,23 @@ def test_searches_racing_the_first_writes_of_fresh_embedded_stores_never_fail(
         with ChromaStore(tmp_path / f"chroma{n}", embedder=embedder) as store:
             searches += race_first_writes(store)
     print(f"{stores} fresh stores, {searches} searches alongside their first writes: no error")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_searches_racing_the_first_writes_of_fresh_server_collections_are_retried(
+    chroma_server: ChromaServer, embedder: LocalEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A server cannot be serialized from here: a search that meets the new collection's index
+    # still being created ("Nothing found on disk") is retried (without: 10 of 20 runs failed).
+    collections = 20
+    searches = 0
+    for _ in range(collections):
+        name = f"race-{uuid.uuid4().hex[:12]}"
+        with ChromaStore(url=chroma_server.url, embedder=embedder, collection=name) as store:
+            searches += race_first_writes(store)
+    retried = sum("failed to search (try" in r.getMessage() for r in caplog.records)
+    print(f"{collections} fresh collections, {searches} searches, {retried} retried: no error")
 
 
 # -- several processes -------------------------------------------------------------------------

@@ -50,6 +50,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxbudget._chroma import index_not_ready
 from ctxbudget.embed import LocalEmbedder
 from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.memory import ContextMemory
@@ -481,6 +482,20 @@ def _wrapped_connect_error() -> ValueError:
 def test_which_failures_are_transient(error: BaseException, transient: bool, unsent: bool) -> None:
     assert is_transient(error) is transient
     assert never_sent(error) is unsent
+
+
+def test_only_a_search_meeting_an_index_still_being_written_counts_as_not_ready() -> None:
+    # Searches retry these on a server (writes never do: is_transient says no to them).
+    half_made = "Error executing plan: Internal error: Error creating hnsw segment reader: "
+    not_ready = chromadb.errors.InternalError(half_made + "Nothing found on disk")
+    assert index_not_ready(not_ready) and not is_transient(not_ready)
+    assert index_not_ready(chromadb.errors.InternalError("Error executing plan: Error finding id"))
+    wrapped = StoreError("failed to search")
+    wrapped.__cause__ = not_ready
+    assert index_not_ready(wrapped)
+    broken = chromadb.errors.InternalError(half_made + "Error loading hnsw index")
+    assert not index_not_ready(broken)
+    assert not index_not_ready(chromadb.errors.InternalError("bug"))
 
 
 def test_retry_call_retries_transient_errors_only_and_reports_the_tries() -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "forget_failed_system",
     "http_client",
     "import_chromadb",
+    "index_not_ready",
     "is_server",
     "parse_url",
     "raise_for_status",
@@ -225,3 +226,21 @@ def valid_collection_name(name: object) -> str:
         )
         raise StoreInputError(msg)
     return name
+
+
+# What chromadb 1.5's local vector index says when a query reads it while a write is creating or
+# updating it (chroma-core/chroma#4212): on a server, a search racing a new collection's first
+# writes failed this way in 10 of 20 runs; once the write is done the same search succeeds.
+_INDEX_NOT_READY = ("Error creating hnsw segment reader: Nothing found on disk", "Error finding id")
+
+
+def index_not_ready(exc: BaseException) -> bool:
+    """Whether a failed query met a vector index still being written (worth one more try)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(text in str(current) for text in _INDEX_NOT_READY):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

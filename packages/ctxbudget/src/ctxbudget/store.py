@@ -47,6 +47,7 @@ from ctxbudget._chroma import (
     forget_failed_system,
     http_client,
     import_chromadb,
+    index_not_ready,
     is_server,
     parse_url,
     valid_collection_name,
@@ -74,7 +75,7 @@ from ctxbudget.records import (
     _require_name,
     _same_content,
 )
-from ctxbudget.retry import RetryPolicy, never_sent, retry_call
+from ctxbudget.retry import RetryPolicy, is_transient, never_sent, retry_call
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -115,6 +116,10 @@ def _lock_for(key: tuple[str, ...]) -> threading.RLock:
         return lock
 
 
+def _search_transient(exc: BaseException) -> bool:
+    return is_transient(exc) or index_not_ready(exc)
+
+
 def _some(ids: Sequence[str]) -> str:
     shown = ", ".join(repr(i) for i in ids[:3])
     return f"{shown}, ... {ids[-1]!r}" if len(ids) > 3 else shown
@@ -137,7 +142,8 @@ class ChromaStore:
         embedder: an `Embedder`, or anything `as_embedder` accepts.
         collection: the collection name; ``<collection>.meta`` is used too.
         retry: how calls to a server are retried when it cannot be reached or answers 429,
-            502, 503 or 504 (default `RetryPolicy()`: 3 tries within about 2 s;
+            502, 503 or 504, and how a search is retried when it meets a new collection's
+            index still being written (default `RetryPolicy()`: 3 tries within about 2 s;
             ``RetryPolicy(attempts=1)`` for none). Every call the store makes is safe to repeat
             (see `ctxbudget.retry`). An embedded Chroma is not retried.
 
@@ -302,11 +308,20 @@ class ChromaStore:
             msg = f"{what}{after}: {exc}; {self._hint}{wrote}"
         return StoreError(msg)
 
-    def _call(self, action: str, call: Callable[[], T], *, wrote: str = "", unsure: str = "") -> T:
+    def _call(
+        self,
+        action: str,
+        call: Callable[[], T],
+        *,
+        wrote: str = "",
+        unsure: str = "",
+        transient: Callable[[BaseException], bool] = is_transient,
+    ) -> T:
         """Run one Chroma call, retried on a server; a failure becomes a StoreError.
 
         ``wrote`` ends the message when the call certainly changed nothing of its own (it never
         reached the server), ``unsure`` (if given) when it may have been applied in part.
+        ``transient`` tells which failures of a server call are worth another try.
         """
 
         def fail(exc: BaseException, tries: int, spent: float) -> StoreError:
@@ -326,7 +341,12 @@ class ChromaStore:
 
         if self._shared:
             return retry_call(
-                call, policy=self._retry, catch=self._io_errors, fail=fail, on_retry=retrying
+                call,
+                policy=self._retry,
+                catch=self._io_errors,
+                fail=fail,
+                transient=transient,
+                on_retry=retrying,
             )
         # An embedded Chroma is not safe for concurrent calls within one process: a query that
         # overlaps a write can read a vector index still being built or saved and fail with
@@ -942,7 +962,9 @@ class ChromaStore:
                 msg = f"invalid where filter {where!r}: {exc}"
                 raise StoreInputError(msg) from exc
 
-        got = self._call("search", run_query)
+        # A server answers a search racing a new collection's first writes with "index not ready"
+        # (see _chroma.index_not_ready): a read, so safe to try again once the write is done.
+        got = self._call("search", run_query, transient=_search_transient)
         results: list[list[Hit]] = []
         for number, limit in enumerate(ks):
             hits = [
