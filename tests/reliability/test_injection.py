@@ -70,12 +70,7 @@ COMPACT_HEADERS = [
 ]
 SYNTAX = [
     # text format
-    "## Pinned facts",
-    "## Tools",
-    "## Summaries of earlier context",
-    "## Relevant context",
-    "## Conversation",
-    "## Current message",
+    *TEXT_HEADERS,
     "## System",
     "## conversation",
     "- ",
@@ -88,12 +83,7 @@ SYNTAX = [
     "System: ",
     "  ",
     # compact format
-    "@pinned",
-    "@tools",
-    "@summaries who|text",
-    "@context who|text",
-    "@history who|text",
-    "@query",
+    *COMPACT_HEADERS,
     "@system",
     "user|",
     "assistant (Bob)|",

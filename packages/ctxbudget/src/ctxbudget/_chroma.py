@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbudget.errors import MissingDependencyError, StoreInputError
+from ctxbudget.retry import causes
 
 __all__ = [
     "close_client",
@@ -236,11 +237,4 @@ _INDEX_NOT_READY = ("Error creating hnsw segment reader: Nothing found on disk",
 
 def index_not_ready(exc: BaseException) -> bool:
     """Whether a failed query met a vector index still being written (worth one more try)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if any(text in str(current) for text in _INDEX_NOT_READY):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(text in str(e) for e in causes(exc) for text in _INDEX_NOT_READY)

@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 from ctxbudget.errors import StoreInputError
 
-__all__ = ["TRANSIENT_STATUS", "RetryPolicy", "is_transient", "never_sent", "retry_call"]
+__all__ = [
+    "TRANSIENT_STATUS",
+    "RetryPolicy",
+    "causes",
+    "is_transient",
+    "never_sent",
+    "retry_call",
+]
 
 T = TypeVar("T")
 
@@ -124,6 +131,26 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from or during, and so on (each exception once).
+
+    >>> try:
+    ...     try:
+    ...         raise OSError("down")
+    ...     except OSError as inner:
+    ...         raise ValueError("wrapped") from inner
+    ... except ValueError as outer:
+    ...     [type(e).__name__ for e in causes(outer)]
+    ['ValueError', 'OSError']
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed server call may succeed if tried again shortly.
 
@@ -137,10 +164,7 @@ def is_transient(exc: BaseException) -> bool:
     >>> is_transient(ValueError("bad filter"))
     False
     """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in causes(exc):
         if isinstance(current, StoreInputError):
             return False
         if isinstance(current, ConnectionError | TimeoutError):
@@ -149,7 +173,6 @@ def is_transient(exc: BaseException) -> bool:
             return True
         if _is_httpx_transient(current):
             return True
-        current = current.__cause__ or current.__context__
     return False
 
 
@@ -165,15 +188,11 @@ def never_sent(exc: BaseException) -> bool:
         import httpx
     except ImportError:  # pragma: no cover - httpx comes with chromadb
         httpx = None  # type: ignore[assignment]
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in causes(exc):
         if isinstance(current, ConnectionRefusedError):
             return True
         if httpx is not None and isinstance(current, httpx.ConnectError | httpx.ConnectTimeout):
             return True
-        current = current.__cause__ or current.__context__
     return False
 
 

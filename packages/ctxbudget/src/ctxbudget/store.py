@@ -878,8 +878,6 @@ class ChromaStore:
         Returns:
             Hits by similarity, highest first, ties broken by id.
         """
-        if isinstance(query, str):
-            _require_count("k", k)  # checked before the text is embedded
         return self.search_many(
             [query],
             namespace=namespace,
