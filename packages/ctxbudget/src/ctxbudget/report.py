@@ -31,7 +31,11 @@ class PruneReason(StrEnum):
     REDUNDANT_SUMMARY = "redundant_summary"
     """A summary whose every covered item was kept."""
     ORPHAN_TOOL_RESULT = "orphan_tool_result"
-    """A tool result whose call is not in the history: it cannot be sent alone."""
+    """A tool result whose call is not sent: it cannot be sent alone."""
+    ORPHAN_TOOL_CALL = "orphan_tool_call"
+    """An assistant turn whose tool calls are not all answered by results that are sent."""
+    NO_USER_TURN = "no_user_turn"
+    """History before the first user turn that is sent: a conversation starts with a user."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,118 @@
+"""Tool calls in one canonical form, for every reader and writer.
+
+The form is OpenAI's, which providers and both frameworks convert to and from::
+
+    {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{...}"}}
+
+``arguments`` is kept as the text the model produced, valid JSON or not: a model that emits
+malformed arguments made that call, and the conversation must show it (LangChain keeps such a
+call in ``invalid_tool_calls``). `parse_arguments` says whether the text is a JSON object;
+readers turn a call whose arguments are not one into their framework's invalid-call type
+instead of failing.
+
+>>> call = tool_call("call_1", "search", {"q": "lisbon"})
+>>> call["function"]["arguments"], parse_arguments(call["function"]["arguments"])
+('{"q": "lisbon"}', {'q': 'lisbon'})
+>>> parse_arguments('{"q": ') is None
+True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxbudget.errors import InvalidItemError
+
+__all__ = ["call_ids", "normalize_tool_calls", "parse_arguments", "tool_call"]
+
+
+def tool_call(call_id: str, name: str, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
+    """One call in the canonical form (``arguments``: a mapping, or the text as produced)."""
+    text = arguments if isinstance(arguments, str) else _json(arguments, name)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def parse_arguments(arguments: str) -> dict[str, Any] | None:
+    """The arguments as a dict, or None when the text is not a JSON object.
+
+    Empty text counts as no arguments (``{}``), as the OpenAI API treats it.
+    """
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def normalize_tool_calls(calls: object, where: str) -> list[dict[str, Any]]:
+    """Tool calls given in any common form, checked, in the canonical form.
+
+    Accepts OpenAI dicts (``{"id", "function": {"name", "arguments"}}``), LangChain dicts
+    (``{"id", "name", "args"}``; an invalid call's ``args`` is its raw text) and the canonical
+    form itself. Each call needs a non-empty str ``id`` (its result names it) and ``name``, ids
+    must be distinct, and arguments must be a mapping or a str.
+
+    Raises:
+        InvalidItemError: a call that is not a dict, or lacks an id or a name (``where`` says
+            which message); a ValueError.
+    """
+    if calls is None:
+        return []
+    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
+        msg = f"{where}: tool_calls must be a list of call dicts, got {type(calls).__name__}"
+        raise InvalidItemError(msg)
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for position, call in enumerate(calls):
+        label = f"{where}, tool call {position}"
+        if not isinstance(call, Mapping):
+            msg = (
+                f"{label}: a tool call must be a dict with an id, a name and arguments, "
+                f"got {call!r:.80}"
+            )
+            raise InvalidItemError(msg)
+        function = call.get("function")
+        source: Mapping[str, Any] = function if isinstance(function, Mapping) else call
+        name = source.get("name")
+        arguments: object = source.get("arguments", source.get("args"))
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            msg = (
+                f"{label} ({name!r:.40}) has no id; give every tool call a non-empty str id "
+                "(its result names it in tool_call_id)"
+            )
+            raise InvalidItemError(msg)
+        if call_id in seen:
+            msg = f"{label}: the id {call_id!r} is used by another call of the same message"
+            raise InvalidItemError(msg)
+        seen.add(call_id)
+        if not isinstance(name, str) or not name:
+            msg = f"{label} (id {call_id!r}) has no tool name; give it the name of the tool"
+            raise InvalidItemError(msg)
+        if arguments is None:
+            arguments = ""
+        if not isinstance(arguments, str | Mapping):
+            msg = (
+                f"{label} (id {call_id!r}): arguments must be a dict or JSON text, got "
+                f"{type(arguments).__name__}"
+            )
+            raise InvalidItemError(msg)
+        out.append(tool_call(call_id, name, arguments if isinstance(arguments, str) else arguments))
+    return out
+
+
+def call_ids(calls: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The ids of canonical calls, in order."""
+    return tuple(str(call["id"]) for call in calls)
+
+
+def _json(arguments: Mapping[str, Any], name: str) -> str:
+    try:
+        return json.dumps(dict(arguments), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        msg = f"the arguments of tool call {name!r} cannot be written as JSON ({exc})"
+        raise InvalidItemError(msg) from exc
