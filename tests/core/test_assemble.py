@@ -176,7 +176,7 @@ def test_summarize_on_the_fly_with_the_extractive_summarizer() -> None:
     ]
     assembler = ContextAssembler(COUNTER, summarizer=ExtractiveSummarizer(COUNTER.count))
     ctx = assembler.assemble(notes, budget=150, format="text")
-    summaries = [it for it in ctx.included if it.id.startswith("summary:")]
+    summaries = [it for it in ctx.included if it.id.startswith("ctxbudget:summary:")]
     assert len(summaries) == 1 and summaries[0].summary_of
     assert ctx.tokens_used <= 150
     assert PruneReason.REPLACED_BY_SUMMARY in reasons(ctx).values()

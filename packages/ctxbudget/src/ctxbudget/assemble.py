@@ -18,7 +18,8 @@ from time import perf_counter
 from ctxbudget.budget import Budget
 from ctxbudget.dedupe import Duplicate, dedupe, dedupe_ids
 from ctxbudget.errors import BudgetExceededError, InvalidItemError
-from ctxbudget.history import HistoryPacker, iter_exchanges
+from ctxbudget.history import HistoryPacker, Unsendable, iter_exchanges, sendable
+from ctxbudget.ids import internal_id
 from ctxbudget.items import NEVER_PRUNED_TIERS, ContextItem, Shrink, Tier, tier_name
 from ctxbudget.packing import DEFAULT_EXACT_LIMIT, SolverReport, solve
 from ctxbudget.render import Format, Layout, Part
@@ -192,6 +193,8 @@ class ContextAssembler:
             state.pruned.append(PrunedItem(dup.item, PruneReason.DUPLICATE, detail))
 
         placed = _place(state, groups, offered)
+        if placed.get("history"):
+            _drop_unsendable(state, placed, {id(it) for it in groups.get(None, ())})
         included = [it for s in _SECTION_ORDER for it in placed.get(s, ())]
         parts = layout.render_sections(placed)
         tokens_used = self._exact_tokens(layout, state, parts)
@@ -239,7 +242,12 @@ class ContextAssembler:
             tier = int(dup.item.tier)
             offered_per_tier[tier] = offered_per_tier.get(tier, 0) + 1
         if _NEVER in map(_SHRINK, kept):
-            for tier in [t for t in groups if t is not None]:
+            history = groups.get(_RECENT, [])
+            if any(it.shrink is _NEVER for it in history):
+                # Sent whatever happens, with what it cannot be sent without; they stay in the
+                # history too, so that packing sees the conversation whole.
+                groups[None].extend(_with_partners(history))
+            for tier in [t for t in groups if t is not None and t != _RECENT]:
                 never = [it for it in groups[tier] if it.shrink is _NEVER]
                 if never:
                     groups[None].extend(never)
@@ -291,18 +299,31 @@ class ContextAssembler:
             state.lazy.append((covered, PruneReason.REPLACED_BY_SUMMARY, "a summary covers it"))
 
         state.used = layout.base_cost()
+        queries: list[ContextItem] = []
         for item in required:
             section = _section(item, promoted)
             state.add(item, section, layout.cost(item, section), capped=False)
+            if section == "query":
+                queries.append(item)
+        if len(queries) > 1:
+            # Every query but the last is followed by a separator: charge all but the cheapest.
+            joins = sorted(layout.query_join_cost(q) for q in queries)
+            state.charge(int(Tier.QUERY), sum(joins[1:]))
         if state.used > budget.available:
             raise _too_big(state, budget)
+        sent = {id(it) for it in required if state.section[it.id] == "history"}
 
         tiers = sorted(set(by_tier) | ({_RECENT} if history else set()))
         reserved = self._floors(tiers, by_tier, history, state, promoted)
-        orphans: list[ContextItem] = []
+        unsendable = Unsendable()
+
+        def history_cost(run: Sequence[ContextItem]) -> int:
+            paid = sum(layout.cost(it, "history") for it in run if id(it) in sent) if sent else 0
+            return layout.run_cost(run, "history") - paid
+
         packer = HistoryPacker(
-            iter_exchanges(history, orphans),
-            cost=lambda run: layout.run_cost(run, "history"),
+            iter_exchanges(history, unsendable),
+            cost=history_cost,
             refund=lambda older, newer: layout.join_refund(older, newer, "history"),
             kept=[],
             cut=[],
@@ -332,9 +353,13 @@ class ContextAssembler:
         if packer.cut:
             state.lazy.append((packer.cut, PruneReason.OVER_BUDGET, "history kept newest first"))
         state.lazy.append((_Remaining(packer), PruneReason.OVER_BUDGET, "older than kept history"))
-        # Last: walking the remaining history (above, when a report asks) finds more orphans.
-        detail = "its tool call is not in the history"
-        state.lazy.append((orphans, PruneReason.ORPHAN_TOOL_RESULT, detail))
+        # Last: walking the remaining history (above, when a report asks) finds more of these.
+        for found, reason, detail in (
+            (unsendable.orphan_results, PruneReason.ORPHAN_TOOL_RESULT, _NO_CALL),
+            (unsendable.unanswered_calls, PruneReason.ORPHAN_TOOL_CALL, _NO_RESULT),
+            (unsendable.before_first_user, PruneReason.NO_USER_TURN, _NO_USER),
+        ):
+            state.lazy.append((found, reason, detail))
         return state
 
     def _take_history(
@@ -347,8 +372,9 @@ class ContextAssembler:
         layout = state.layout
         new = zip(packer.blocks[before:], packer.block_costs[before:], strict=True)
         for block, block_cost in new:
-            costs = [layout.cost(item, "history") for item in block]
-            for item, cost in zip(block, costs, strict=True):
+            fresh = [item for item in block if item.id not in state.included_ids]
+            costs = [layout.cost(item, "history") for item in fresh]
+            for item, cost in zip(fresh, costs, strict=True):
                 state.add(item, "history", cost)
             state.charge(_RECENT, block_cost - sum(costs))
 
@@ -475,7 +501,7 @@ class ContextAssembler:
         group = [items[i] for i in indices]
         template = dataclasses.replace(
             group[0],
-            id="summary:" + _digest(sorted(it.id for it in group)),
+            id=internal_id("summary", _digest(sorted(it.id for it in group))),
             text="",
             summary_of=tuple(it.id for it in group),
             shrink=Shrink.DROP,
@@ -589,6 +615,7 @@ class ContextAssembler:
         if remaining is not None:
             left_out.update(it.id for it in remaining)
         by_id = {it.id: it for it in items}
+        required = {id(it) for it in groups.get(None, ())}
         layout = state.layout
         plans: list[tuple[int, str, ContextItem, list[ContextItem]]] = []
         for summary in summaries:
@@ -598,7 +625,11 @@ class ContextAssembler:
                 members = [
                     it for it in items if it.cluster_id == summary.cluster_id and it is not summary
                 ]
-            members = [m for m in members if not m.never_pruned and m.tier != Tier.SUMMARY]
+            members = [
+                m
+                for m in members
+                if not m.never_pruned and m.tier != Tier.SUMMARY and id(m) not in required
+            ]
             if not members or not any(m.id in left_out for m in members):
                 continue
             cost = sum(layout.cost(m, _section(m, {})) for m in members)
@@ -724,10 +755,80 @@ def _place(
             )
         elif len(members) == len(state.history):
             members[:] = state.history
-        else:  # never-pruned messages joined the packed ones: order by the conversation
-            order = {it.id: i for i, it in enumerate(offered)}
-            members.sort(key=lambda it: order.get(it.id, -1))
+        else:  # required messages joined the packed ones: order as the conversation goes
+            order = _conversation_order(groups.get(_RECENT, []))
+            members.sort(key=lambda it: order.get(id(it), -1))
     return placed
+
+
+_NO_CALL = "its tool call is not sent right before it"
+_NO_RESULT = "not every tool call it makes has its result"
+_NO_USER = "before the first user turn (a conversation sent starts with one)"
+
+
+def _with_partners(history: list[ContextItem]) -> list[ContextItem]:
+    """The history items sent whatever happens, with what they cannot be sent without.
+
+    A ``shrink="never"`` message comes with the results of its calls (or the call it answers
+    and that call's other results) and the user turn of its exchange.
+
+    Raises:
+        InvalidItemError: a never-pruned message that cannot be sent with its partners.
+    """
+    unsendable = Unsendable()
+    keep: set[int] = set()
+    for exchange in iter_exchanges(history, unsendable):
+        head = [] if exchange.head is None else [exchange.head]
+        for step in [tuple(head), *exchange.steps]:
+            if any(it.shrink is _NEVER for it in step):
+                keep.update(id(it) for it in (*head, *step))
+    stuck = [it for it in unsendable.items() if it.shrink is _NEVER]
+    if stuck:
+        item = stuck[0]
+        if any(it is item for it in unsendable.before_first_user):
+            why = "it comes before the first user turn, and a conversation starts with one"
+        elif item.role == "tool":
+            why = f"the call it answers ({item.tool_call_id!r}) is not in its exchange"
+        else:
+            why = "not every tool call it makes has a result in its exchange"
+        msg = (
+            f"history item {item.id!r} is never pruned (shrink='never'), but it cannot be sent: "
+            f"{why}; give it its partners or let it be pruned"
+        )
+        raise InvalidItemError(msg)
+    return [it for it in history if id(it) in keep]
+
+
+def _conversation_order(history: list[ContextItem]) -> dict[int, int]:
+    """Position of each history item as sent: exchanges in order, results after their call."""
+    exchanges = list(iter_exchanges(history, Unsendable()))
+    ordered = [it for exchange in reversed(exchanges) for it in exchange.items()]
+    return {id(it): index for index, it in enumerate(ordered)}
+
+
+def _drop_unsendable(
+    state: _State, placed: dict[str, list[ContextItem]], required: set[int]
+) -> None:
+    """Take out of the history what no provider accepts (summaries or floors may leave it)."""
+    kept, unsendable = sendable(placed["history"])
+    if not unsendable:
+        return
+    if any(id(it) in required for it in unsendable.items()):  # _with_partners prevents it
+        msg = "a never-pruned history item could not be sent with its partners"
+        raise InvalidItemError(msg)
+    placed["history"] = kept
+    dropped = {id(it) for it in unsendable.items()}
+    state.included = [it for it in state.included if id(it) not in dropped]
+    for found, reason, detail in (
+        (unsendable.orphan_results, PruneReason.ORPHAN_TOOL_RESULT, _NO_CALL),
+        (unsendable.unanswered_calls, PruneReason.ORPHAN_TOOL_CALL, _NO_RESULT),
+        (unsendable.before_first_user, PruneReason.NO_USER_TURN, _NO_USER),
+    ):
+        for item in found:
+            state.included_ids.discard(item.id)
+            tokens = state.layout.cost(item, "history")
+            state.tier_tokens[int(item.tier)] = state.tier_tokens.get(int(item.tier), 0) - tokens
+            state.pruned.append(PrunedItem(item, reason, detail))
 
 
 def _checked(items: Iterable[ContextItem]) -> list[ContextItem]:

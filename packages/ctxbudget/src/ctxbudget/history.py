@@ -1,10 +1,11 @@
 """Chat history as whole exchanges, newest first, with tool calls kept beside their results.
 
 An *exchange* is a user message and everything that answers it; a *step* inside it is one
-assistant message with the results of the tool calls it made (or a single other message). Kept
-history is always a suffix of whole exchanges, except that the oldest kept exchange may lose
-its middle steps (never its user message) when it does not fit whole. So kept history never
-starts with a tool result, and never with an assistant reply whose user turn was cut.
+assistant message with the results of all the tool calls it made (or a single other message).
+Kept history is always a suffix of whole exchanges, except that the oldest kept exchange may
+lose its middle steps (never its user message) when it does not fit whole. So kept history
+starts with a user turn, and every tool call in it is sent with all its results and every
+result with its call; `sendable` checks the same of any history as it will be sent.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ctxbudget.items import ContextItem
 
-__all__ = ["Exchange", "HistoryPacker", "iter_exchanges"]
+__all__ = ["Exchange", "HistoryPacker", "Unsendable", "iter_exchanges", "sendable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +33,54 @@ class Exchange:
         return out
 
 
-def iter_exchanges(
-    history: Sequence[ContextItem], orphans: list[ContextItem]
-) -> Iterator[Exchange]:
+@dataclass(slots=True)
+class Unsendable:
+    """History that no provider accepts as it stands, found while reading it.
+
+    ``orphan_results``: tool results whose call is not sent right before them;
+    ``unanswered_calls``: assistant turns whose tool calls are not all answered;
+    ``before_first_user``: messages before the first user turn (a conversation starts with one).
+    """
+
+    orphan_results: list[ContextItem] = field(default_factory=list)
+    unanswered_calls: list[ContextItem] = field(default_factory=list)
+    before_first_user: list[ContextItem] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.orphan_results or self.unanswered_calls or self.before_first_user)
+
+    def items(self) -> list[ContextItem]:
+        """Everything found, in no particular order."""
+        return [*self.orphan_results, *self.unanswered_calls, *self.before_first_user]
+
+
+def _step(
+    item: ContextItem, pending: list[ContextItem], unsendable: Unsendable
+) -> tuple[ContextItem, ...] | None:
+    """An assistant turn with the results of all its calls (taken from ``pending``), or None."""
+    calls = item.tool_calls
+    wanted = set(calls)
+    results: dict[str, ContextItem] = {}
+    for result in reversed(pending):  # oldest first: the first answer to a call is its result
+        if result.tool_call_id in wanted and result.tool_call_id not in results:
+            results[result.tool_call_id] = result
+    taken = {id(r) for r in results.values()}
+    pending[:] = [r for r in pending if id(r) not in taken]
+    if len(results) < len(wanted):
+        unsendable.unanswered_calls.append(item)
+        unsendable.orphan_results.extend(results.values())
+        return None
+    return (item, *(results[c] for c in dict.fromkeys(calls)))
+
+
+def iter_exchanges(history: Sequence[ContextItem], unsendable: Unsendable) -> Iterator[Exchange]:
     """Yield exchanges newest first, reading ``history`` (chronological) from the end.
 
-    Tool results whose call is not in the same exchange are appended to ``orphans``: they can
-    never be sent without their call. Reading from the end means a long history is only walked
-    as far as packing goes.
+    What can never be sent goes to ``unsendable`` instead: tool results whose call is not in
+    the same exchange, assistant turns whose calls are not all answered there (with the
+    results they do have), and whatever precedes the first user turn. Each step is an assistant
+    turn followed by the results of its calls, in the order of the calls. Reading from the end
+    means a long history is only walked as far as packing goes.
     """
     steps: list[tuple[ContextItem, ...]] = []
     pending: list[ContextItem] = []  # tool results waiting for the assistant message that called
@@ -49,22 +90,69 @@ def iter_exchanges(
         if role == "tool":
             pending.append(item)
         elif role == "assistant" and item.tool_calls:
-            calls = set(item.tool_calls)
-            results = [r for r in reversed(pending) if r.tool_call_id in calls]
-            pending = [r for r in pending if r.tool_call_id not in calls]
-            steps.append((item, *results))
+            step = _step(item, pending, unsendable)
+            if step is not None:
+                steps.append(step)
         elif role == "user":
-            orphans.extend(reversed(pending))
+            unsendable.orphan_results.extend(reversed(pending))
             pending = []
             steps.reverse()
             yield Exchange(item, tuple(steps))
             steps = []
         else:
             steps.append((item,))
-    orphans.extend(reversed(pending))
-    if steps:
-        steps.reverse()
-        yield Exchange(None, tuple(steps))
+    unsendable.orphan_results.extend(reversed(pending))
+    for step in reversed(steps):
+        unsendable.before_first_user.extend(step)
+
+
+def sendable(history: Sequence[ContextItem]) -> tuple[list[ContextItem], Unsendable]:
+    """Split history as it will be sent into what a provider accepts and what it does not.
+
+    The kept part starts with a user turn (system messages aside), and every assistant turn
+    that calls tools is followed at once by one result for each call; anything else is
+    returned in `Unsendable`. Cheap (one pass): run on every assembled history.
+    """
+    kept: list[ContextItem] = []
+    unsendable = Unsendable()
+    started = False
+    index = 0
+    while index < len(history):
+        item = history[index]
+        index += 1
+        role = item.role or "user"
+        if role == "user":
+            started = True
+        elif not started and role != "system":
+            unsendable.before_first_user.append(item)
+            continue
+        if role == "tool":
+            unsendable.orphan_results.append(item)
+            continue
+        if role != "assistant" or not item.tool_calls:
+            kept.append(item)
+            continue
+        results: list[ContextItem] = []
+        while index < len(history) and history[index].role == "tool":
+            results.append(history[index])
+            index += 1
+        wanted = set(item.tool_calls)
+        answers: dict[str, ContextItem] = {}
+        extra: list[ContextItem] = []
+        for result in results:
+            call = result.tool_call_id
+            if call in wanted and call not in answers:
+                answers[call] = result
+            else:
+                extra.append(result)
+        if len(answers) == len(wanted):
+            kept.append(item)
+            kept.extend(answers.values())
+        else:
+            unsendable.unanswered_calls.append(item)
+            extra = results
+        unsendable.orphan_results.extend(extra)
+    return kept, unsendable
 
 
 @dataclass(slots=True)

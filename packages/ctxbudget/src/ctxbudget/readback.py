@@ -16,15 +16,15 @@ from ctxbudget.errors import InvalidItemError
 from ctxbudget.render import (
     _COMPACT_HEADERS,
     _DATED,
-    _NAME,
     _TEXT_HEADERS,
     _UNESCAPE_LEAD,
     _UNESCAPE_LINES,
     SECTIONS,
     unescape_compact,
 )
+from ctxbudget.rows import LABEL_PATTERN, RowCall, parse_label, split_row
 
-__all__ = ["ParsedRow", "parse_rendered"]
+__all__ = ["ParsedRow", "RowCall", "parse_rendered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,8 @@ class ParsedRow:
     ``section`` is one of ``system``, ``pinned``, ``tools``, ``summaries``, ``knowledge``,
     ``history``, ``query``; the whole system prompt is one row. ``role`` and ``name`` are the
     label of a turn or a knowledge entry (``role`` None: none given); ``date`` the date line
-    it sits under.
+    it sits under; ``tool_calls`` the calls an assistant turn makes and ``tool_call_id`` the
+    call a tool result answers. Each query is a row of its own.
     """
 
     section: str
@@ -42,11 +43,12 @@ class ParsedRow:
     role: str | None = None
     name: str | None = None
     date: str | None = None
+    tool_calls: tuple[RowCall, ...] = ()
+    tool_call_id: str | None = None
 
 
-_ROW_LABEL = re.compile(rf"(user|assistant|system|tool|-)(?: \(({_NAME})\))?")
-_TEXT_ROW = re.compile(rf"{_ROW_LABEL.pattern}: (.*)", re.DOTALL)
-_COMPACT_ROW = re.compile(rf"{_ROW_LABEL.pattern}\|(.*)", re.DOTALL)
+_TEXT_ROW = re.compile(rf"({LABEL_PATTERN}): (.*)", re.DOTALL)
+_COMPACT_ROW = re.compile(rf"({LABEL_PATTERN})\|(.*)", re.DOTALL)
 _DATE_ROW = re.compile(r"\[([0-9]{4}-[0-9]{2}-[0-9]{2})\]")
 
 
@@ -54,14 +56,15 @@ def parse_rendered(rendered: str, fmt: Literal["text", "compact"]) -> list[Parse
     r"""Read a ``text`` or ``compact`` rendering back into its sections and rows.
 
     The inverse of rendering: each row's text is the item's text as rendered before escaping
-    (trimmed; images as ``[image]`` marks, tool calls as ``[calls ...]``). For the ``messages``
+    (trimmed; images as ``[image]`` marks), its label, and its tool calls. For the ``messages``
     format, parse the content of its system messages with ``fmt="text"``.
 
     Raises:
         InvalidItemError: ``rendered`` is not a rendering of this format (a ValueError).
 
-    >>> parse_rendered("@history who|text\nuser (Ana)|hi\\nthere\n", "compact")
-    [ParsedRow(section='history', text='hi\nthere', role='user', name='Ana', date=None)]
+    >>> rows = parse_rendered("@history who|text\nuser (Ana)|hi\\nthere\n", "compact")
+    >>> rows[0].section, rows[0].role, rows[0].name, rows[0].text
+    ('history', 'user', 'Ana', 'hi\nthere')
     """
     if fmt not in ("text", "compact"):
         msg = f"parse_rendered reads the 'text' and 'compact' formats, got {fmt!r}"
@@ -79,8 +82,17 @@ def parse_rendered(rendered: str, fmt: Literal["text", "compact"]) -> list[Parse
             _flush(rows, section, body, fmt)
             section, body, date = opened, [], None
             if section == "query":
-                query = "\n".join(lines[number + 1 :])
-                rows.append(ParsedRow("query", _UNESCAPE_LINES[fmt].sub("", query)))
+                # Several queries are separated by the header again (a query line that reads
+                # as a header was escaped).
+                header = headers["query"][:-1]
+                query: list[str] = []
+                for rest in [*lines[number + 1 :], header]:
+                    if rest != header:
+                        query.append(rest)
+                        continue
+                    text = "\n".join(query)
+                    rows.append(ParsedRow("query", _UNESCAPE_LINES[fmt].sub("", text)))
+                    query = []
                 return rows
             continue
         if section == "system":
@@ -121,20 +133,30 @@ def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> No
             match = _COMPACT_ROW.fullmatch(first)
             if match is None:
                 raise _not_rendered(section, first)
-            role, name, text = match.group(1), match.group(2), match.group(3)
+            role, name = _label(match.group(1))
+            text = match.group(2)
         text = unescape_compact(text)
     else:
         if section != "history":
             first = _strip_prefix(first, "- ", section)
         match = _TEXT_ROW.fullmatch(first) if section in _LABELLED else None
         if match is not None:
-            role, name, first = match.group(1), match.group(2), match.group(3)
+            role, name = _label(match.group(1))
+            first = match.group(2)
         elif section == "history":
             raise _not_rendered(section, first)
         elif section in ("knowledge", "summaries"):
             first = _UNESCAPE_LEAD.sub("", first)
         text = "\n".join([first, *rest])
-    rows.append(ParsedRow(section, text, None if role == "-" else role, name, date))
+    text, calls, answers = split_row(text)
+    rows.append(ParsedRow(section, text, role, name, date, calls, answers))
+
+
+def _label(text: str) -> tuple[str | None, str | None]:
+    parsed = parse_label(text)
+    if parsed is None:  # the row pattern matched a label: parse_label takes it
+        return None, None
+    return parsed
 
 
 _LABELLED = frozenset({"history", "knowledge", "summaries"})

@@ -11,8 +11,9 @@ knowledge, recent history in chronological order, and the current query last.
 * ``compact``: one string, one line per item (``who|text`` under ``@section`` headers) with
   newlines and backslashes escaped, so content can never forge a section or a turn.
 
-Who said something is its role, with its author name when it has one: ``user``,
-``assistant (Ben)``. The system prompt and the query are not indented or escaped (they stay as
+Each row shows who said it, what it says and the tool calls it carries (`ctxbudget.rows`:
+``assistant (Ben): Looking. [calls search({"q": "x"}) id=c1]``). The system prompt and the
+query are not indented or escaped (they stay as
 written), except that a line of theirs that would read as structure (a section header, a date
 line, a ``role:`` / ``role|`` turn) gets a backslash in front; so does a line of a knowledge
 entry without an author that starts like one. `parse_rendered` inverts the text and compact
@@ -28,8 +29,8 @@ property are checked on the whole rendered output instead.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from typing import Any, Literal
 
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.items import ContextItem, Tier
+from ctxbudget.rows import NAME_PATTERN, label, row_content
 from ctxbudget.tokens import TokenCounter
 
 __all__ = [
@@ -99,13 +101,11 @@ _LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _COMPACT_ESCAPES = re.compile(r"[\\|\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _COMPACT_TEXT_ESCAPES = re.compile(r"[\\\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _ESCAPE_MAP = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r"}
-_NAME = r"[A-Za-z0-9_][^\s|:\\()]{0,63}"
-_LABEL = re.compile(_NAME)
 # What a line must not look like unless it is structure: a header, a date line, a turn's label.
 _BREAK = r"[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
 _SPACE = r"[^\S\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*"
 _EOL = rf"{_SPACE}(?={_BREAK}|\Z)"
-_ROLE_LABEL = rf"(?i:user|assistant|system|tool|-)(?: \({_NAME}\))?"
+_ROLE_LABEL = rf"(?i:user|assistant|system|tool|-)(?: \({NAME_PATTERN}\))?"
 _TEXT_STRUCTURE = (
     rf"{_SPACE}(?:(?i:{'|'.join(re.escape(h.rstrip()) for h in _TEXT_HEADERS.values())}){_EOL}"
     rf"|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}:(?: |{_EOL}))"
@@ -181,50 +181,6 @@ def _date(timestamp: float | None) -> str:
         return ""
 
 
-def _with_calls(item: ContextItem) -> str:
-    """The text of a message, plus its images' marks and the tool calls it makes.
-
-    A model must see what was called; an image that cannot be shown in text leaves a mark.
-    """
-    images = item.images
-    if images:
-        text = item.text.strip()
-        item_text = (text + " " if text else "") + " ".join(["[image]"] * images)
-    else:
-        item_text = item.text
-    if not item.tool_calls:
-        return item_text
-    payloads = item.metadata.get("tool_calls")
-    calls: list[str] = []
-    if isinstance(payloads, list):
-        for call in payloads:
-            function = call.get("function", call) if isinstance(call, dict) else {}
-            name = function.get("name", "tool") if isinstance(function, dict) else "tool"
-            arguments = (
-                function.get("arguments", function.get("args", ""))
-                if isinstance(function, dict)
-                else ""
-            )
-            if not isinstance(arguments, str):
-                arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
-            calls.append(f"{name}({arguments})")
-    else:
-        calls = [f"tool call {call_id}" for call_id in item.tool_calls]
-    text = item_text.strip()
-    return (text + " " if text else "") + "[calls " + "; ".join(calls) + "]"
-
-
-def _label(item: ContextItem) -> str:
-    """Who said it: the role ("-" if none), then the author name when it is a plain word.
-
-    The role is always there, so an author named "system" cannot pass for the system.
-    """
-    role = item.role or "-"
-    if item.name and _LABEL.fullmatch(item.name):
-        return f"{role} ({item.name})"
-    return role
-
-
 class Layout:
     """The rendering rules of one format with one counter: sections, fragments and their costs."""
 
@@ -292,7 +248,17 @@ class Layout:
 
     def fragment(self, item: ContextItem, section: str) -> str:
         """The exact text ``item`` contributes to the output (message content for messages)."""
-        key = (section, item.text, item.role, item.name, item.timestamp, item.images)
+        if item.tool_calls:  # the calls' names and arguments are in the text: not cached
+            return self._make_fragment(item, section)
+        key = (
+            section,
+            item.text,
+            item.role,
+            item.name,
+            item.timestamp,
+            item.images,
+            item.tool_call_id,
+        )
         cached = self._fragments.get(key)
         if cached is not None:
             return cached
@@ -307,23 +273,22 @@ class Layout:
             return item.text  # a message of its own: content verbatim
         lines = "compact" if self.format == "compact" else "text"
         if section == "system":
-            body = _escape_lines(_with_calls(item).strip(), lines)
+            body = _escape_lines(row_content(item, markers=False), lines)
             return body + "\n" if body else ""
         if section == "query" and self.format != "messages":
             # Last fragment of the text, after its header.
-            return _escape_lines(_with_calls(item).strip(), lines)
+            return _escape_lines(row_content(item, markers=False), lines)
         if self.format == "compact":
-            text = escape_compact(_with_calls(item).strip())
+            text = escape_compact(row_content(item))
             if section in ("pinned", "tools"):
                 return f"- {text}\n"
-            who = escape_compact(_label(item), field=True)
-            return f"{who}|{text}\n"
-        body = _indent(_with_calls(item))
+            return f"{label(item)}|{text}\n"  # a label holds no "|", backslash or line break
+        body = _indent(row_content(item))
         if section == "history":
-            return f"{_label(item)}: {body}\n"
+            return f"{label(item)}: {body}\n"
         if section in ("knowledge", "summaries"):
             if item.role:
-                return f"- {_label(item)}: {body}\n"
+                return f"- {label(item)}: {body}\n"
             return f"- {_ESCAPE_LEAD.sub(_BACKSLASH, body)}\n"
         return f"- {body}\n"
 
@@ -410,7 +375,14 @@ class Layout:
             if header:
                 parts.append(Part(self.groups_of(section)[0], "system", header, None))
             last = ""
-            for item in items:
+            for position, item in enumerate(items):
+                if section == "query" and position and self.format != "messages":
+                    # Each query after the first goes under the header again, on a line of its
+                    # own: `readback` finds them apart, and the count stays additive.
+                    previous = parts[-1]
+                    if previous.text:
+                        parts[-1] = dataclasses.replace(previous, text=previous.text + "\n")
+                    parts.append(Part("text-query", "user", self._headers["query"], None))
                 date = self.date_of(item, section)
                 if date and date != last:
                     parts.append(Part(self.group_of(section), "system", self.date_line(date), None))
@@ -422,6 +394,18 @@ class Layout:
                     role = "user"
                 parts.append(Part(self.group_of(section), role, self.fragment(item, section), item))
         return parts
+
+    def query_join_cost(self, item: ContextItem) -> int:
+        """Tokens a query adds when another query follows it.
+
+        Text formats: its line break and the next query's header; messages: none (each query
+        is a message of its own).
+        """
+        if self.format == "messages":
+            return 0
+        text = self.fragment(item, "query")
+        joined = self.counter.count(text + "\n") - self.counter.count(text) if text else 0
+        return joined + self._header_cost["query"]
 
     def parts_tokens(self, parts: Sequence[Part]) -> int:
         """The exact tokens of the output as sent, summed from the parts' cached counts.
@@ -459,7 +443,8 @@ class Layout:
             out: list[dict[str, Any]] = []
             if body:  # even when every included text is empty: it was paid for
                 out.append({"role": "system", "content": "".join(p.text for p in body)})
-            out.extend({"role": "user", "content": p.text} for p in queries)
+            if queries:
+                out.append({"role": "user", "content": "".join(p.text for p in queries)})
             return out
         messages: list[dict[str, Any]] = []
         open_groups: dict[str, dict[str, Any]] = {}

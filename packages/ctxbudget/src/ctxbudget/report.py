@@ -106,7 +106,9 @@ class AssembledContext:
         self._layout = layout
         self._parts = tuple(parts)
         self._pruned = pruned
-        self._pruned_lazy = tuple(pruned_lazy)
+        self._pruned_lazy: tuple[tuple[Sequence[ContextItem], PruneReason, str], ...] | None = (
+            tuple(pruned_lazy)
+        )
         self.included = included
         self.budget = budget
         self.tokens_used = tokens_used
@@ -125,10 +127,24 @@ class AssembledContext:
     @property
     def pruned(self) -> list[PrunedItem]:
         """Every offered item left out, with its reason (built on first access)."""
-        if self._pruned_lazy:
+        if self._pruned_lazy is not None:
             for items, reason, detail in self._pruned_lazy:
                 self._pruned.extend(PrunedItem(item, reason, detail) for item in items)
-            self._pruned_lazy = ()
+            self._pruned_lazy = None
+            # A partition of what was offered: an item packing set aside and took back later
+            # (floors, summaries reverted) is included only; each item is listed once, with
+            # the first reason found. Duplicates share their id with the item kept.
+            included = {item.id for item in self.included}
+            seen: set[int] = set()
+            kept: list[PrunedItem] = []
+            for entry in self._pruned:
+                if id(entry.item) in seen or (
+                    entry.item.id in included and entry.reason is not PruneReason.DUPLICATE
+                ):
+                    continue
+                seen.add(id(entry.item))
+                kept.append(entry)
+            self._pruned = kept
         return self._pruned
 
     @property

@@ -25,7 +25,14 @@ from typing import Any
 
 from ctxbudget.errors import InvalidItemError
 
-__all__ = ["call_ids", "normalize_tool_calls", "parse_arguments", "tool_call"]
+__all__ = [
+    "call_ids",
+    "canonical_arguments",
+    "json_line",
+    "normalize_tool_calls",
+    "parse_arguments",
+    "tool_call",
+]
 
 
 def tool_call(call_id: str, name: str, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
@@ -46,6 +53,34 @@ def parse_arguments(arguments: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def canonical_arguments(arguments: object) -> str:
+    """Arguments in one form for showing and comparing.
+
+    A JSON object (given as text or as a mapping) becomes `json_line` of it; any other text
+    stays the text the model produced.
+
+    >>> canonical_arguments('{"b":1, "a": "x"}'), canonical_arguments("{oops")
+    ('{"b": 1, "a": "x"}', '{oops')
+    """
+    if isinstance(arguments, str):
+        parsed = parse_arguments(arguments)
+        return arguments if parsed is None else json_line(parsed)
+    if isinstance(arguments, Mapping):
+        return json_line(dict(arguments))
+    return json_line(arguments)
+
+
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def json_line(value: object) -> str:
+    """JSON on one line: non-ASCII kept, but no character a reader may take for a line break."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    for char, escape in _LINE_BREAKS.items():
+        text = text.replace(char, escape)
+    return text
 
 
 def normalize_tool_calls(calls: object, where: str) -> list[dict[str, Any]]:
