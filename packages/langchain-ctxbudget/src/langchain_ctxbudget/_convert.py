@@ -8,6 +8,7 @@ sent: role, content, name, tool calls and tool call id.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from types import MappingProxyType
@@ -28,6 +29,7 @@ from ctxbudget.encodings import _IMAGE_PARTS, _TEXT_PARTS
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.items import ROLES, Shrink
 from ctxbudget.store import Record
+from ctxbudget.toolcalls import normalize_tool_calls, parse_arguments
 
 __all__ = [
     "counter_for",
@@ -40,8 +42,8 @@ __all__ = [
     "tool_tokens",
 ]
 
-# The core stores an empty assistant text that only calls tools as this placeholder.
-_TOOL_CALL_PLACEHOLDER = "(tool call)"
+logger = logging.getLogger(__name__)
+
 _FAST_ROLES = {"human": "user", "ai": "assistant", "system": "system"}
 _NO_METADATA: Mapping[str, Any] = MappingProxyType({})
 # OpenAI's "developer" role (o-series) is the system role; both names are one token.
@@ -219,7 +221,7 @@ def _content_parts(content: Sequence[Any], index: int, kind: str) -> list[Any]:
 
 def _invalid_call(call: Mapping[str, Any]) -> dict[str, Any]:
     """An invalid tool call as chat models send it (langchain-openai: as a tool call)."""
-    function = {"name": call.get("name"), "arguments": call.get("args")}
+    function = {"name": call.get("name"), "arguments": call.get("args") or ""}
     return {"type": "function", "id": call.get("id"), "function": function}
 
 
@@ -239,7 +241,9 @@ def tool_tokens(counter: TokenCounter, tools: Sequence[object]) -> int:
 def record_payload(message: BaseMessage, *, id: str, timestamp: float) -> dict[str, Any] | None:  # noqa: A002
     """What `ContextMemory.add_messages` takes for a message; None when there is nothing to keep.
 
-    Non-text parts (images) are not stored: only the text is.
+    Tool calls are kept in OpenAI's form, invalid ones too (with the raw argument text the
+    model produced): their results name them. Non-text parts (images) are not stored: only
+    the text is.
     """
     data = _openai_form(message, "string")
     role = data.get("role")
@@ -247,7 +251,9 @@ def record_payload(message: BaseMessage, *, id: str, timestamp: float) -> dict[s
         return None
     content = data.get("content")
     text = content if isinstance(content, str) else message.text
-    calls = data.get("tool_calls") or []
+    calls = list(data.get("tool_calls") or [])
+    if isinstance(message, AIMessage):
+        calls.extend(_invalid_call(call) for call in message.invalid_tool_calls)
     if not (text or "").strip() and not calls:
         return None
     payload: dict[str, Any] = {
@@ -264,19 +270,38 @@ def record_payload(message: BaseMessage, *, id: str, timestamp: float) -> dict[s
 
 
 def message_of_record(record: Record) -> BaseMessage:
-    """The LangChain message of a stored message record (id, name and tool calls restored)."""
+    """The LangChain message of a stored message record (id, name and tool calls restored).
+
+    A stored call whose arguments are not a JSON object comes back in ``invalid_tool_calls``
+    with its raw text, as LangChain parses a model's malformed call.
+    """
     name = record.metadata.get("_name")
-    raw_calls = record.metadata.get("_tool_calls")
     common: dict[str, Any] = {"id": record.id}
     if name:
         common["name"] = str(name)
     if record.role == "assistant":
-        calls = json.loads(raw_calls) if isinstance(raw_calls, str) else []
-        tool_calls = [_tool_call(call) for call in calls if isinstance(call, Mapping)]
-        text = record.text
-        if tool_calls and text == _TOOL_CALL_PLACEHOLDER:
-            text = ""
-        return AIMessage(content=text, tool_calls=tool_calls, **common)
+        tool_calls: list[dict[str, Any]] = []
+        invalid: list[dict[str, Any]] = []
+        for call in _stored_calls(record):
+            function = call["function"]
+            args = parse_arguments(function["arguments"])
+            if args is None:
+                invalid.append(
+                    {
+                        "type": "invalid_tool_call",
+                        "id": call["id"],
+                        "name": function["name"],
+                        "args": function["arguments"],
+                        "error": "the arguments are not a JSON object",
+                    }
+                )
+            else:
+                tool_calls.append(
+                    {"type": "tool_call", "id": call["id"], "name": function["name"], "args": args}
+                )
+        return AIMessage(
+            content=record.text, tool_calls=tool_calls, invalid_tool_calls=invalid, **common
+        )
     if record.role == "tool":
         return ToolMessage(content=record.text, tool_call_id=record.tool_call_id or "", **common)
     if record.role == "system":
@@ -284,11 +309,20 @@ def message_of_record(record: Record) -> BaseMessage:
     return HumanMessage(content=record.text, **common)
 
 
-def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
-    function = call.get("function")
-    if isinstance(function, Mapping):  # OpenAI form: arguments as JSON text
-        arguments = function.get("arguments") or "{}"
-        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
-        return {"name": str(function.get("name", "")), "args": args, "id": call.get("id")}
-    args = dict(call.get("args") or {})
-    return {"name": str(call.get("name", "")), "args": args, "id": call.get("id")}
+def _stored_calls(record: Record) -> list[dict[str, Any]]:
+    """The canonical tool calls of a record; one that cannot be read is logged and left out."""
+    raw = record.metadata.get("_tool_calls")
+    if not isinstance(raw, str):
+        return []
+    try:
+        calls = json.loads(raw)
+    except ValueError:
+        logger.warning("record %r: stored tool calls are not JSON; read without them", record.id)
+        return []
+    out: list[dict[str, Any]] = []
+    for position, call in enumerate(calls if isinstance(calls, list) else [calls]):
+        try:
+            out.extend(normalize_tool_calls([call], f"record {record.id!r}, call {position}"))
+        except InvalidItemError as exc:
+            logger.warning("%s; read without that call", exc)
+    return out

@@ -11,6 +11,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import run_in_executor
 
 from ctxbudget.errors import StoreInputError
+from ctxbudget.ids import check_caller_id
 from ctxbudget.memory import ContextMemory
 from langchain_ctxbudget._convert import message_of_record, record_payload
 
@@ -58,16 +59,21 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store messages in order (all checked before any is written).
 
-        Messages without an id get a new one. A message with no text and no tool calls is not
-        stored (the memory keeps only messages with content).
+        Messages without an id get a new one. A message with no text and no tool calls (valid
+        or invalid) is not stored (the memory keeps only messages with content).
 
         Raises:
             StoreInputError: a message the store cannot keep; nothing was written.
+            InvalidItemError: a message id in ctxbudget's own id space (``ctxbudget:...``);
+                nothing was written.
         """
         now = time.time()
         payloads = []
-        for message in messages:
-            key = message.id or f"{self.session_id}:{uuid.uuid4().hex[:16]}"
+        for index, message in enumerate(messages):
+            if message.id:
+                key = check_caller_id(message.id, f"message {index} ({message.type})")
+            else:
+                key = f"{self.session_id}:{uuid.uuid4().hex[:16]}"
             payload = record_payload(message, id=key, timestamp=now)
             if payload is None:
                 if message.type not in ("human", "ai", "system", "tool"):

@@ -20,6 +20,7 @@ from ctxbudget import (
     Tier,
     TokenCounter,
 )
+from ctxbudget.ids import internal_id
 from ctxbudget.items import Shrink
 from langchain_ctxbudget._convert import resolve_counter
 
@@ -103,7 +104,7 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
             vectors = self.embeddings.embed_documents([d.page_content for d in docs])
         items = [
             ContextItem(
-                f"doc:{index}",
+                internal_id("doc", index),
                 doc.page_content,
                 tier=Tier.RETRIEVED,
                 score=self._score(doc, index),
@@ -118,10 +119,11 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
             Budget(window=self.max_tokens),
             near_duplicate_threshold=self.near_duplicate_threshold,
         )
-        kept.sort(key=lambda it: (-it.score, int(it.id.split(":")[1])))
+        position = {item.id: index for index, item in enumerate(items)}
+        kept.sort(key=lambda it: (-it.score, position[it.id]))
         out: list[Document] = []
         for item in kept:
-            original = docs[int(item.id.split(":")[1])]
+            original = docs[position[item.id]]
             metadata: dict[str, Any] = dict(original.metadata)
             metadata.setdefault("score", item.score)
             metadata["tokens"] = counter.count(item.text)

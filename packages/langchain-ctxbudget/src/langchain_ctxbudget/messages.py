@@ -20,6 +20,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
 from ctxbudget.encodings import IMAGE_TOKENS_MAX
 from ctxbudget.errors import InvalidItemError
+from ctxbudget.ids import internal_id
 from ctxbudget.items import Shrink
 from langchain_ctxbudget._convert import item_of, resolve_counter
 
@@ -155,18 +156,24 @@ def budget_messages(
     originals: dict[str, BaseMessage] = {}
     if system is not None:
         if pinned:
-            items.append(ContextItem("system", system.text, tier=Tier.SYSTEM, source="system"))
+            items.append(
+                ContextItem(internal_id("system"), system.text, tier=Tier.SYSTEM, source="system")
+            )
         else:
             # Sent verbatim as its own message, so it is counted exactly as given.
-            items.append(item_of(system, id="m0", index=0, shrink=Shrink.NEVER))
-            originals["m0"] = system
+            key = _key(0)
+            items.append(item_of(system, id=key, index=0, shrink=Shrink.NEVER))
+            originals[key] = system
     offset = 1 if system is not None else 0
     for index, message in enumerate(given, start=offset):
-        key = f"m{index}"
+        # Keyed by position in ctxbudget's own id space: the caller's message ids play no part.
+        key = _key(index)
         items.append(item_of(message, id=key, index=index))
         originals[key] = message
     items.extend(
-        ContextItem(f"pinned:{i}", fact, tier=Tier.PINNED, shrink=Shrink.NEVER, source="pinned")
+        ContextItem(
+            internal_id("pinned", i), fact, tier=Tier.PINNED, shrink=Shrink.NEVER, source="pinned"
+        )
         for i, fact in enumerate(pinned)
     )
     ctx = _assembler(counter).assemble(items, budget=Budget.coerce(max_tokens))
@@ -176,7 +183,7 @@ def budget_messages(
             "(%d tokens) in messages %s; give image blocks a width and height to count them "
             "exactly",
             IMAGE_TOKENS_MAX,
-            ", ".join(key.removeprefix("m") for key in ctx.estimated),
+            ", ".join(key.removeprefix(_key_prefix) for key in ctx.estimated),
         )
     kept = [originals[it.id] for it in ctx.included if it.id in originals]
     rendered = ctx.to_messages()
@@ -188,6 +195,13 @@ def budget_messages(
         id=system.id if system is not None else None,
     )
     return [prefix, *kept]
+
+
+_key_prefix = internal_id("message", "")
+
+
+def _key(index: int) -> str:
+    return internal_id("message", index)
 
 
 def _messages_of(messages: _Input) -> list[BaseMessage]:

@@ -7,6 +7,7 @@ Needs the ``agents`` extra (``pip install 'langchain-ctxbudget[agents]'``), whic
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import threading
 import time
@@ -33,6 +34,7 @@ from ctxbudget import (
     lookup_model,
 )
 from ctxbudget.errors import MissingDependencyError
+from ctxbudget.ids import check_caller_id, internal_id
 from ctxbudget.items import Shrink
 from ctxbudget.scoring import score_hits
 from langchain_ctxbudget._convert import (
@@ -64,7 +66,6 @@ logger = logging.getLogger(__name__)
 
 _UNBOUNDED = 1 << 40  # a window nothing reaches: ContextMemory.assemble used to gather candidates
 _SESSIONS_REMEMBERED = 1024
-_COPY = "memory:"
 
 
 class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -82,8 +83,14 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
       answers it), the very message objects of the state. History never starts with a tool
       result and a tool call is never sent without its results.
 
+    Message ids are the caller's (LangGraph gives every message of an agent's state one); ids
+    starting with ``ctxbudget:`` are refused (`InvalidItemError`): ctxbudget keeps them for its
+    own items (the system prompt, pinned facts, memories), so no message can displace those.
+
     With ``memory``, every message of the state is stored in the `ContextMemory` (once, under
-    its message id) before each model call and when the agent finishes, and with
+    its message id; a message without one under a key made of the session, the thread, its
+    position and a digest of the conversation up to it) before each model call and when the
+    agent finishes, and with
     ``summarizer`` old stretches of the session are folded into stored summaries when the
     agent finishes (`ContextMemory.summarize`); a summary then stands in for the messages it
     covers once they no longer fit.
@@ -118,6 +125,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     Raises:
         ValueError: ``budget`` combined with ``max_tokens``, ``reserve`` or ``safety``.
         UnknownModelError: ``model`` is not in the ctxbudget registry.
+        InvalidItemError: (on a model call) a message whose id starts with ``ctxbudget:``.
 
     >>> from langchain.agents import create_agent  # doctest: +SKIP
     >>> agent = create_agent(llm, tools, middleware=[  # doctest: +SKIP
@@ -192,7 +200,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> Any:
         """Send the model the budgeted context instead of the whole state."""
         ids = self._identity(request.runtime)
-        return handler(self._prepare(request, ids))
+        return handler(self._prepare(request, ids, _thread(request.runtime)))
 
     async def awrap_model_call(
         self,
@@ -201,16 +209,17 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> Any:
         """Async `wrap_model_call` (memory I/O runs in an executor)."""
         ids = self._identity(request.runtime)
+        thread = _thread(request.runtime)
         if self.memory is None:
-            prepared = self._prepare(request, ids)
+            prepared = self._prepare(request, ids, thread)
         else:
-            prepared = await run_in_executor(None, self._prepare, request, ids)
+            prepared = await run_in_executor(None, self._prepare, request, ids, thread)
         return await handler(prepared)
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the run's last messages and fold old stretches into summaries (with memory)."""
         if self.memory is not None:
-            self._finish(state["messages"], self._identity(runtime))
+            self._finish(state["messages"], self._identity(runtime), _thread(runtime))
         return None
 
     async def aafter_agent(
@@ -218,12 +227,17 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> dict[str, Any] | None:
         """Async `after_agent`."""
         if self.memory is not None:
-            await run_in_executor(None, self._finish, state["messages"], self._identity(runtime))
+            await run_in_executor(
+                None, self._finish, state["messages"], self._identity(runtime), _thread(runtime)
+            )
         return None
 
     # -- assembling -------------------------------------------------------------------------
     def _prepare(
-        self, request: ModelRequest[Any], ids: tuple[str, str | None] | None
+        self,
+        request: ModelRequest[Any],
+        ids: tuple[str, str | None] | None,
+        thread: str | None = None,
     ) -> ModelRequest[Any]:
         counter = self._counter or self._counter_of(request.model)
         messages = list(request.messages)
@@ -232,20 +246,28 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if system is None and messages and isinstance(messages[0], SystemMessage):
             system, messages = messages[0], messages[1:]
         if system is not None and system.text.strip():
-            items.append(ContextItem("system", system.text, tier=Tier.SYSTEM, source="system"))
+            items.append(
+                ContextItem(internal_id("system"), system.text, tier=Tier.SYSTEM, source="system")
+            )
         items.extend(
-            ContextItem(f"pinned:{i}", fact, tier=Tier.PINNED, shrink=Shrink.NEVER, source="pinned")
+            ContextItem(
+                internal_id("pinned", i),
+                fact,
+                tier=Tier.PINNED,
+                shrink=Shrink.NEVER,
+                source="pinned",
+            )
             for i, fact in enumerate(self.pinned)
         )
-        keys = _message_keys(messages, ids[0] if ids is not None else None)
+        keys = _message_keys(messages, ids[0] if ids is not None else None, thread)
         originals: dict[str, AnyMessage] = {}
         for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
             items.append(item_of(message, id=key, index=index))
             originals[key] = message
-        copies: list[ContextItem] = []
+        copies: dict[str, ContextItem] = {}
         if self.memory is not None and ids is not None:
             self._store(messages, keys, ids)
-            extras, copies = self._recall(messages, ids, set(originals))
+            extras, copies = self._recall(messages, keys, ids, set(originals))
             items.extend(extras)
 
         budget = self._call_budget(counter, request.model, request.tools)
@@ -255,7 +277,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             # lost them: a second pass offers the copies of the messages the first one cut
             # (history can only shrink when more is offered, so no copy repeats a kept turn).
             kept_ids = {it.id for it in ctx.included}
-            lost = [c for c in copies if c.id.removeprefix(_COPY) not in kept_ids]
+            lost = [c for key, c in copies.items() if key not in kept_ids]
             if lost:
                 ctx = self._assemble(counter, [*items, *lost], budget, bool(request.tools))
         kept = [originals[it.id] for it in ctx.included if it.id in originals]
@@ -382,35 +404,70 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             fresh = [(m, k) for m, k in zip(messages, keys, strict=True) if k not in known]
         if not fresh:
             return
-        found = {r.id for r in memory.store.get([k for _, k in fresh], namespace=memory.namespace)}
+        stored = {
+            r.id: r
+            for r in memory.store.get(
+                [k for _, k in fresh], namespace=memory.namespace, session_id=session
+            )
+        }
         now = time.time()
-        payloads = [
-            payload
-            for m, k in fresh
-            if k not in found and (payload := record_payload(m, id=k, timestamp=now)) is not None
-        ]
+        payloads: list[dict[str, Any]] = []
+        for message, k in fresh:
+            payload = record_payload(message, id=k, timestamp=now)
+            if payload is None:
+                continue
+            record = stored.get(k)
+            if record is None:
+                payloads.append(payload)
+            elif (record.role, record.text) != (payload["role"], payload["text"]):
+                # The id names another message of the session (a caller reusing ids across
+                # threads, or a message edited in the state): the memory keeps the first.
+                logger.warning(
+                    "ctxbudget memory keeps the first message stored as %r in %r; the %s "
+                    "message now under that id is not stored (give messages unique ids)",
+                    k,
+                    session,
+                    message.type,
+                )
         if payloads:
-            try:
-                memory.add_messages(session, payloads, user_id=user, progress=False)
-            except StoreInputError as exc:
-                # A message edited in the state under an id already stored: the memory keeps
-                # the first version; the call goes on.
-                logger.warning("ctxbudget memory did not store messages of %r: %s", session, exc)
+            self._add(session, user, payloads)
         with self._lock:
             self._stored.setdefault(key, set()).update(k for _, k in fresh)
+
+    def _add(self, session: str, user: str | None, payloads: list[dict[str, Any]]) -> None:
+        """Store payloads in one batch; if the batch is refused, each one that can be."""
+        memory = self.memory
+        if memory is None:  # pragma: no cover - guarded by the callers
+            return
+        try:
+            memory.add_messages(session, payloads, user_id=user, progress=False)
+            return
+        except StoreInputError as exc:
+            logger.warning(
+                "ctxbudget memory refused a batch of %r (%s); storing one by one", session, exc
+            )
+        for payload in payloads:
+            try:
+                memory.add_messages(session, [payload], user_id=user, progress=False)
+            except StoreInputError as exc:
+                logger.warning(
+                    "ctxbudget memory did not store %r of %r: %s", payload["id"], session, exc
+                )
 
     def _recall(
         self,
         messages: Sequence[BaseMessage],
+        keys: Sequence[str],
         ids: tuple[str, str | None],
         in_state: set[str],
-    ) -> tuple[list[ContextItem], list[ContextItem]]:
+    ) -> tuple[list[ContextItem], dict[str, ContextItem]]:
         """What the memory adds: ``(extras, copies)``.
 
         Extras: pinned facts, tasks, summaries, documents, the user's other sessions and stored
         turns the state does not hold, gathered and scored by `ContextMemory.assemble` (with a
         window nothing reaches, it keeps them all; the history it reads is the state's).
-        Copies: older turns of the state that match the question (ids ``memory:<id>``).
+        Copies: older turns of the state that match the question, by the key of the turn (their
+        own ids are ``ctxbudget:memory:<key>``).
         """
         memory = self.memory
         position = next(
@@ -418,12 +475,12 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             None,
         )
         if memory is None or position is None or not messages[position].text.strip():
-            return [], []
+            return [], {}
         session, user = ids
         query = messages[position].text
         # The candidates of one question are gathered once: the calls that follow tool results
         # in the same turn reuse them (what the tools returned is in the state).
-        cache_key = (memory.namespace, session, f"{position}:{messages[position].id}")
+        cache_key = (memory.namespace, session, f"{position}:{keys[position]}")
         with self._lock:
             cached = self._recalled.get(cache_key)
         if cached is None:
@@ -470,41 +527,90 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         extras: list[ContextItem] = []
         copies: dict[str, ContextItem] = {}
         for item in cached:
-            if item.id in ("query", "system"):
-                continue
+            if item.tier in (Tier.SYSTEM, Tier.QUERY):
+                continue  # the state has the prompt and the question
             if item.id in in_state:
                 if item.tier != Tier.RECENT and item.id not in copies:
                     copies[item.id] = dataclasses.replace(
-                        item, id=_COPY + item.id, tool_calls=(), tool_call_id=None
+                        item, id=internal_id("memory", item.id), tool_calls=(), tool_call_id=None
                     )
                 continue
             if item.tier == Tier.RECENT:
                 # Stored turns the state does not hold (an earlier thread of the session).
                 item = dataclasses.replace(
-                    item, id=_COPY + item.id, tier=Tier.RETRIEVED, tool_calls=(), tool_call_id=None
+                    item,
+                    id=internal_id("memory", item.id),
+                    tier=Tier.RETRIEVED,
+                    tool_calls=(),
+                    tool_call_id=None,
                 )
             extras.append(item)
-        return extras, list(copies.values())
+        return extras, copies
 
-    def _finish(self, messages: Sequence[BaseMessage], ids: tuple[str, str | None] | None) -> None:
+    def _finish(
+        self,
+        messages: Sequence[BaseMessage],
+        ids: tuple[str, str | None] | None,
+        thread: str | None,
+    ) -> None:
         if self.memory is None or ids is None:
             return
-        self._store(messages, _message_keys(messages, ids[0]), ids)
+        self._store(messages, _message_keys(messages, ids[0], thread), ids)
         if self.summarizer is not None:
             self.memory.summarize(ids[0], self.summarizer)
 
 
-def _message_keys(messages: Sequence[BaseMessage], session: str | None) -> list[str]:
-    """Item (and record) ids: the message ids, else the position in the session."""
+def _message_keys(
+    messages: Sequence[BaseMessage], session: str | None, thread: str | None
+) -> list[str]:
+    """Item (and record) ids: the message ids; for a message without one, a derived key.
+
+    The derived key holds the session, the thread, the position and a digest of the
+    conversation up to and including the message: the same message of the same conversation
+    gets the same key on every call, and two different messages (another thread of the
+    session, another text at that place, another history before it) never share one.
+
+    Raises:
+        InvalidItemError: a message id in ctxbudget's own id space.
+    """
     keys: list[str] = []
     seen: set[str] = set()
+    chain = hashlib.blake2b(digest_size=8)
+    scope = ":".join(part for part in (session, thread) if part)
     for index, message in enumerate(messages):
-        key = message.id or (f"{session}:msg:{index}" if session else f"msg:{index}")
+        chain.update(_fingerprint(message))
+        if message.id:
+            key = check_caller_id(message.id, f"message {index} ({message.type})")
+        else:
+            key = f"{scope}:msg:{index}:{chain.copy().hexdigest()}".lstrip(":")
         if key in seen:
             key = f"{key}#{index}"
         seen.add(key)
         keys.append(key)
     return keys
+
+
+def _fingerprint(message: BaseMessage) -> bytes:
+    """What tells one message from another, as bytes (for the digest of a conversation)."""
+    calls = getattr(message, "tool_calls", None) or []
+    fields = (
+        message.type,
+        message.id,
+        message.name,
+        message.content,
+        [(c.get("id"), c.get("name"), c.get("args")) for c in calls],
+        getattr(message, "tool_call_id", None),
+    )
+    return repr(fields).encode("utf-8", "surrogatepass") + b"\x00"
+
+
+def _thread(runtime: Runtime[Any] | None) -> str | None:
+    """The LangGraph thread of the run (None without a checkpointer)."""
+    thread = _text(_configurable().get("thread_id"))
+    if thread is None:
+        info = getattr(runtime, "execution_info", None)
+        thread = _text(getattr(info, "thread_id", None))
+    return thread
 
 
 def _configurable() -> Mapping[str, Any]:

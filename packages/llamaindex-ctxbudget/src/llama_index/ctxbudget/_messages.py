@@ -21,10 +21,10 @@ from llama_index.core.base.llms.types import (
 
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.store import Record
+from ctxbudget.toolcalls import normalize_tool_calls, parse_arguments, tool_call
 
 __all__ = [
     "KWARGS_KEY",
-    "NO_TEXT_KEY",
     "from_provider",
     "from_record",
     "role_of",
@@ -37,8 +37,6 @@ logger = logging.getLogger(__name__)
 
 KWARGS_KEY = "li_kwargs"
 """Record metadata key holding a message's other ``additional_kwargs`` (JSON)."""
-NO_TEXT_KEY = "li_no_text"
-"""Record metadata key set when the message had no text (only tool calls)."""
 
 _ROLES = {
     MessageRole.SYSTEM: "system",
@@ -124,8 +122,6 @@ def to_stored(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:
     others = {k: v for k, v in kwargs.items() if k not in _FIELDS}
     if others:
         metadata[KWARGS_KEY] = json.dumps(others, ensure_ascii=False, default=str)
-    if empty:
-        metadata[NO_TEXT_KEY] = True
     stored: dict[str, Any] = {"role": role, "text": text, "metadata": metadata}
     if calls:
         stored["tool_calls"] = calls
@@ -191,41 +187,57 @@ def _call(
             "result names it in tool_call_id) before putting the message into memory"
         )
         raise InvalidItemError(msg)
+    if arguments is None:
+        arguments = ""
+    if not isinstance(arguments, str | Mapping):
+        msg = (
+            f"message {index}: the arguments of tool call {name!r} must be a dict or JSON text, "
+            f"got {type(arguments).__name__}"
+        )
+        raise InvalidItemError(msg)
     if not isinstance(arguments, str):
         try:
-            arguments = json.dumps(arguments)  # as LlamaIndex LLMs serialize tool kwargs
+            # As LlamaIndex LLMs serialize tool kwargs: read back as a dict and sent again,
+            # the arguments are the very text that was counted.
+            arguments = json.dumps(dict(arguments))
         except (TypeError, ValueError) as exc:
             msg = f"message {index}: the arguments of tool call {name!r} are not JSON: {exc}"
             raise InvalidItemError(msg) from exc
-    return {
-        "id": str(call_id or ""),
-        "type": "function",
-        "function": {"name": name, "arguments": arguments},
-    }
+    return tool_call(str(call_id), name, arguments)
 
 
 def _blocks(content: str, calls: object) -> list[ContentBlock]:
+    """Text and tool-call blocks; a call whose arguments are not a JSON object keeps its text.
+
+    LlamaIndex allows a `ToolCallBlock` its kwargs as a string: a model's malformed call is
+    shown as it was made, never dropped and never an error.
+    """
     blocks: list[ContentBlock] = []
     if content:
         blocks.append(TextBlock(text=content))
-    for call in calls if isinstance(calls, list) else []:
-        function = call.get("function", {}) if isinstance(call, Mapping) else {}
-        arguments = function.get("arguments", "")
-        kwargs: dict[str, Any] | str = arguments
-        if isinstance(arguments, str):
-            try:
-                parsed = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
-                parsed = arguments
-            kwargs = parsed if isinstance(parsed, dict) else arguments
+    for call in _canonical(calls):
+        function = call["function"]
+        arguments = function["arguments"]
+        parsed = parse_arguments(arguments)
         blocks.append(
             ToolCallBlock(
-                tool_call_id=str(call.get("id") or "") or None,
-                tool_name=str(function.get("name", "")),
-                tool_kwargs=kwargs,
+                tool_call_id=call["id"],
+                tool_name=function["name"],
+                tool_kwargs=arguments if parsed is None else parsed,
             )
         )
     return blocks
+
+
+def _canonical(calls: object) -> list[dict[str, Any]]:
+    """Tool calls in the canonical form; one that cannot be read is logged and left out."""
+    out: list[dict[str, Any]] = []
+    for position, call in enumerate(calls if isinstance(calls, list) else []):
+        try:
+            out.extend(normalize_tool_calls([call], f"tool call {position}"))
+        except InvalidItemError as exc:
+            logger.warning("%s; left out", exc)
+    return out
 
 
 def from_provider(message: Mapping[str, Any]) -> ChatMessage:
@@ -249,15 +261,25 @@ def from_record(record: Record) -> ChatMessage:
     kwargs: dict[str, Any] = {}
     extra = metadata.get(KWARGS_KEY)
     if isinstance(extra, str):
-        kwargs.update(json.loads(extra))
+        try:
+            kwargs.update(json.loads(extra))
+        except ValueError:
+            logger.warning("record %r: stored kwargs are not JSON; read without them", record.id)
     if record.tool_call_id is not None:
         kwargs["tool_call_id"] = record.tool_call_id
     name = metadata.get("_name")
     if name:
         kwargs["name"] = str(name)
+    calls: object = []
     calls_json = metadata.get("_tool_calls")
-    calls = json.loads(calls_json) if isinstance(calls_json, str) else []
-    text = "" if metadata.get(NO_TEXT_KEY) else record.text
+    if isinstance(calls_json, str):
+        try:
+            calls = json.loads(calls_json)
+        except ValueError:
+            logger.warning(
+                "record %r: stored tool calls are not JSON; read without them", record.id
+            )
+    text = record.text
     return ChatMessage(
         role=MessageRole(record.role or "user"),
         blocks=_blocks(text, calls),

@@ -398,6 +398,9 @@ class CtxBudgetMemory(BaseMemory):
                 continue
             items.append(
                 ContextItem(
+                    # Not in ctxbudget's id space: ContextMemory.assemble takes ``extra`` as
+                    # caller items and refuses internal ids. LlamaIndex messages have no ids
+                    # (their records get generated ones), so none can take this one.
                     f"block:{block.name}" if len(parts) == 1 else f"block:{block.name}:{index}",
                     text,
                     tier=tier,
@@ -499,7 +502,7 @@ class CtxBudgetMemory(BaseMemory):
         )
         ids = [r.id for r in found] + [r.id for r in self._system_records()]
         if ids:
-            store.delete(ids, namespace=namespace)
+            store.delete(ids, namespace=namespace, session_id=self.session_id)
 
     # -- long-term memory --------------------------------------------------------------------
     def pin(self, text: str, *, user_wide: bool = False) -> str:
@@ -517,8 +520,10 @@ class CtxBudgetMemory(BaseMemory):
         return self._memory.pin(self.session_id, text)
 
     def unpin(self, id: str) -> bool:  # noqa: A002 - the name ContextMemory uses
-        """Remove a pinned fact; True when it existed."""
-        return self._memory.unpin(id)
+        """Remove a pinned fact of the session, or else of the user; True when it existed."""
+        if self._memory.unpin(id, session_id=self.session_id):
+            return True
+        return self.user_id is not None and self._memory.unpin(id, user_id=self.user_id)
 
     def summarize(self, summarizer: Summarizer | None = None, **kwargs: Any) -> list[str]:
         """Fold old stretches of the session into stored summaries (`ContextMemory.summarize`).

@@ -11,6 +11,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 
 from ctxbudget import AssembledContext, Budget, ContextAssembler, ContextItem, Shrink, Tier
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError
+from ctxbudget.ids import check_caller_id
 
 __all__ = ["CtxBudgetNodePostprocessor", "content_budget", "with_text"]
 
@@ -83,6 +84,8 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     What is counted is each node's content as the response synthesizer sends it
     (``metadata_mode``, LlamaIndex's ``MetadataMode.LLM`` by default) with ``model``'s
     tokenizer, each as a line of its own: the kept nodes' contents fit ``token_budget``.
+    Node ids starting with ``ctxbudget:`` are refused (`InvalidItemError`): ctxbudget keeps
+    them for its own items.
 
     Attributes:
         token_budget: the most tokens the kept nodes may take.
@@ -141,7 +144,8 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
         query_bundle: QueryBundle | None = None,
     ) -> list[NodeWithScore]:
         items: list[ContextItem] = []
-        for node in nodes:
+        for index, node in enumerate(nodes):
+            check_caller_id(node.node_id, f"node {index}")
             shrink = Shrink.DROP
             if self.truncate and isinstance(node.node, TextNode):
                 shrink = Shrink.TRUNCATE
