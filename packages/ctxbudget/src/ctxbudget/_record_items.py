@@ -8,23 +8,65 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxbudget.errors import InvalidItemError
+from ctxbudget.ids import internal_id
 from ctxbudget.items import ContextItem, Shrink, Tier
-from ctxbudget.records import Record
+from ctxbudget.records import Record, scope_of, scoped_item_id
 from ctxbudget.tasks import TaskNode
 from ctxbudget.tokens import TokenCounter
+from ctxbudget.toolcalls import normalize_tool_calls
 
 __all__ = [
     "history_item",
+    "item_id",
     "prime",
     "retrieved_item",
+    "stored_calls",
     "task_node",
     "tool_items",
     "with_tokens",
 ]
+
+logger = logging.getLogger(__name__)
+
+
+def item_id(record: Record, session_id: str | None) -> str:
+    """The id a stored record's item gets in an assembly for ``session_id``.
+
+    Ids are unique per scope, not across scopes, and the core treats equal ids as one item. So
+    the current session's records keep their own ids (``included_ids`` shows a message as it
+    was stored), and every other record's id is qualified with its scope, in ctxbudget's own id
+    space where no caller id can be: ``ctxbudget:user:["u1","diet"]`` for a user-wide pin,
+    ``ctxbudget:session:["s2","m4"]`` for another session's message or summary,
+    ``ctxbudget:collection:["kb","guide#0"]`` for a document chunk.
+
+    >>> item_id(Record(id="diet", kind="pinned", text="x", user_id="u1"), "s1")
+    'ctxbudget:user:["u1","diet"]'
+    """
+    if session_id is not None and record.session_id == session_id:
+        return record.id
+    return scoped_item_id(scope_of(record), record.id)
+
+
+def stored_calls(record: Record) -> list[dict[str, Any]] | None:
+    """The canonical tool calls kept in ``metadata["_tool_calls"]`` (None: none kept).
+
+    Written by `ContextMemory.add_messages` as a JSON list of canonical calls; data written
+    before that was canonical is normalized here, and what cannot be read is logged and
+    skipped rather than breaking the session's reads.
+    """
+    raw = record.metadata.get("_tool_calls")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return normalize_tool_calls(json.loads(raw), f"stored message {record.id!r}")
+    except (ValueError, InvalidItemError) as exc:
+        logger.warning("stored tool calls of message %r cannot be read (%s)", record.id, exc)
+        return None
 
 
 def with_tokens(record: Record, tokens: dict[str, int]) -> Record:
@@ -40,10 +82,10 @@ def prime(counter: TokenCounter, records: Sequence[Record]) -> None:
 
 
 def history_item(record: Record) -> ContextItem:
-    calls = record.metadata.get("_tool_calls")
+    calls = stored_calls(record)
     metadata: dict[str, Any] = {}
-    if isinstance(calls, str):
-        metadata["tool_calls"] = json.loads(calls)
+    if calls is not None:
+        metadata["tool_calls"] = calls
     name = record.metadata.get("_name")
     return ContextItem(
         record.id,
@@ -59,17 +101,22 @@ def history_item(record: Record) -> ContextItem:
     )
 
 
-def retrieved_item(record: Record, score: float) -> ContextItem:
+def retrieved_item(record: Record, score: float, session_id: str | None) -> ContextItem:
     name = record.metadata.get("_name")
+    own = session_id is not None and record.session_id == session_id
+    scope = scope_of(record)
+    covers = (
+        record.summary_of if own else tuple(scoped_item_id(scope, i) for i in record.summary_of)
+    )
     return ContextItem(
-        record.id,
+        item_id(record, session_id),
         record.text,
         tier=Tier.SUMMARY if record.kind == "summary" else Tier.RETRIEVED,
         score=score,
         role=record.role if record.kind == "message" else None,
         name=str(name) if name else None,
         timestamp=record.timestamp,
-        summary_of=record.summary_of,
+        summary_of=covers,
         source=record.kind if record.kind != "document" else (record.source or "document"),
     )
 
@@ -82,7 +129,7 @@ def tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
     items: list[ContextItem] = []
     for index, tool in enumerate(tools):
         if isinstance(tool, str):
-            text, name = tool, f"tool:{index}"
+            text, name = tool, internal_id("tool", index)
         else:
             if not isinstance(tool, Mapping):
                 msg = f"tool {index} must be a schema dict or JSON text, got {tool!r:.80}"
@@ -94,7 +141,7 @@ def tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
                 raise InvalidItemError(msg) from exc
             inner = tool.get("function")
             function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
-            name = f"tool:{function.get('name', index)}"
+            name = internal_id("tool", str(function.get("name", index)))
         # Tool schemas travel with the call whatever happens: never pruned.
         items.append(ContextItem(name, text, tier=Tier.TOOLS, shrink=Shrink.NEVER, source="tools"))
     return items

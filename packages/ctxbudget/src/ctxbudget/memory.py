@@ -28,6 +28,7 @@ import numpy as np
 from ctxbudget._inputs import document_parts, documents_arg, to_timestamp, user_metadata
 from ctxbudget._record_items import (
     history_item,
+    item_id,
     prime,
     retrieved_item,
     task_node,
@@ -40,8 +41,9 @@ from ctxbudget.budget import Budget
 from ctxbudget.chunking import chunk_text
 from ctxbudget.embed import Embedder, as_embedder
 from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
+from ctxbudget.ids import check_caller_id, internal_id
 from ctxbudget.items import ROLES, ContextItem, Shrink, Tier
-from ctxbudget.records import _require_name, _same_content, document_filter
+from ctxbudget.records import _require_name, _same_content, document_filter, scope_of
 from ctxbudget.render import Format, Layout
 from ctxbudget.report import AssembledContext
 from ctxbudget.scoring import Floats, Scoring, lexical_terms
@@ -49,6 +51,7 @@ from ctxbudget.store import ChromaStore, Hit, MetadataValue, Record
 from ctxbudget.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.tasks import TaskNode, task_items
 from ctxbudget.tokens import TokenCounter
+from ctxbudget.toolcalls import normalize_tool_calls
 
 __all__ = ["ContextMemory", "MemoryConfig", "to_timestamp"]
 
@@ -152,6 +155,24 @@ class ContextMemory:
         config: candidate gathering settings (`MemoryConfig`).
         summarizer: used by `summarize` and for ``shrink="summarize"`` items (default:
             extractive, no LLM).
+
+    Ids: a record id is unique within its scope (its session; a user-wide pin: its user; a
+    document: its collection), so sessions and users never touch each other's records, and
+    `unpin` names the scope. Ids starting with ``ctxbudget:`` are ctxbudget's own and refused
+    from callers. In `assemble`, every item has its own id: the system prompt, query and tool
+    schemas are ``ctxbudget:system``, ``ctxbudget:query`` and ``ctxbudget:tool:<name>``; the
+    current session's records (messages, pins, summaries) keep their ids, so ``included_ids``
+    shows them as stored; every other record's id is qualified with its scope
+    (`ctxbudget.records.scoped_item_id`: ``ctxbudget:user:["u1","diet"]``,
+    ``ctxbudget:session:["s2","m4"]``, ``ctxbudget:collection:["kb","guide#0"]``); tasks are
+    ``ctxbudget:task:<n>``. An ``extra`` item with the id of a current-session record is
+    taken as that record (the core keeps one).
+
+    Tool calls: `add_messages` takes calls as dicts (OpenAI or LangChain form, normalized by
+    `ctxbudget.toolcalls`) or as plain ids. Dict calls are kept canonical, as a JSON list in
+    ``record.metadata["_tool_calls"]``, arguments as the model produced them (valid JSON or
+    not: read them with `ctxbudget.toolcalls.parse_arguments`). A turn that only calls tools
+    has ``record.text == ""``; it is embedded through a description of its calls.
 
     >>> mem = ContextMemory(path=tmp_path)  # doctest: +SKIP
     >>> mem.add_message("s1", "user", "I moved to Lisbon in May", id="m1")  # doctest: +SKIP
@@ -305,24 +326,7 @@ class ContextMemory:
             raise StoreInputError(msg)
         self._check_length(f"message {index}", text)
         metadata = user_metadata(f"message {index}", message.get("metadata"))
-        raw_calls = message.get("tool_calls") or ()
-        if isinstance(raw_calls, str | bytes) or not isinstance(raw_calls, list | tuple):
-            msg = (
-                f"message {index}: tool_calls must be a list of call ids or call dicts, "
-                f"got {type(raw_calls).__name__}"
-            )
-            raise StoreInputError(msg)
-        calls = list(raw_calls)
-        if any(not isinstance(c, str | Mapping) for c in calls):
-            msg = f"message {index}: each tool call must be an id (str) or a dict with an 'id'"
-            raise StoreInputError(msg)
-        call_ids = tuple(c if isinstance(c, str) else str(c.get("id", "")) for c in calls)
-        if any(not isinstance(c, str) for c in calls):
-            try:
-                metadata["_tool_calls"] = json.dumps(calls, ensure_ascii=False, default=str)
-            except (TypeError, ValueError) as exc:  # non-str keys, a circular reference
-                msg = f"message {index}: tool_calls cannot be stored as JSON ({exc})"
-                raise StoreInputError(msg) from exc
+        call_ids = _message_calls(index, message.get("tool_calls"), metadata)
         if message.get("name"):
             metadata["_name"] = str(message["name"])
         if not text.strip() and not call_ids:
@@ -341,10 +345,13 @@ class ContextMemory:
         ):
             msg = f"message {index}: id must be a str (or None for a new one), got {given!r}"
             raise StoreInputError(msg)
+        if given not in (None, ""):
+            _caller_id(str(given), f"message {index}")
         return Record(
             id=str(given) if given not in (None, "") else f"{session_id}:{uuid.uuid4().hex[:16]}",
             kind="message",
-            text=text if text.strip() else "(tool call)",
+            # A turn that only calls tools has no text: no placeholder is stored or sent.
+            text=text if text.strip() else "",
             namespace=self.namespace,
             session_id=session_id,
             user_id=user_id or message.get("user_id"),
@@ -366,10 +373,30 @@ class ContextMemory:
             raise StoreInputError(msg)
 
     def _refuse_changes(self, records: list[Record], noun: str) -> None:
-        """Refuse ids stored with other content before the first batch (not batch by batch)."""
-        found = self.store.get([r.id for r in records], namespace=self.namespace)
-        stored = {r.id: r for r in found}
-        changed = [r.id for r in records if r.id in stored and not _same_content(r, stored[r.id])]
+        """Refuse ids stored with other content before the first batch (not batch by batch).
+
+        Only the records' own scopes are read: an id another session or user uses is not a
+        conflict, and nothing about it is revealed.
+        """
+        by_scope: dict[tuple[str, str], list[str]] = {}
+        for record in records:
+            by_scope.setdefault(scope_of(record), []).append(record.id)
+        stored: dict[tuple[tuple[str, str], str], Record] = {}
+        for scope, ids in by_scope.items():
+            kind, name = scope
+            found = self.store.get(
+                ids,
+                namespace=self.namespace,
+                session_id=name if kind == "session" else None,
+                user_id=name if kind == "user" else None,
+                collection=name if kind == "collection" else None,
+            )
+            stored.update(((scope, r.id), r) for r in found)
+        changed = [
+            r.id
+            for r in records
+            if (old := stored.get((scope_of(r), r.id))) is not None and not _same_content(r, old)
+        ]
         if changed:
             msg = (
                 f"{len(changed)} {noun}(s) are already stored with different content: ids "
@@ -413,6 +440,8 @@ class ContextMemory:
             msg = "pin needs a session_id or a user_id to attach the fact to"
             raise StoreInputError(msg)
         scope = "session" if session_id is not None else "user"
+        if id:
+            _caller_id(id, "pin")
         record = Record(
             id=id or f"pin:{uuid.uuid4().hex[:16]}",
             kind="pinned",
@@ -424,9 +453,41 @@ class ContextMemory:
         )
         return self._write([record], "pinned fact", progress=False)[0]
 
-    def unpin(self, id: str) -> bool:  # noqa: A002
-        """Remove a pinned fact; True when it existed."""
-        return self.store.delete([id], namespace=self.namespace) > 0
+    def unpin(
+        self,
+        id: str,  # noqa: A002
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+    ) -> bool:
+        """Remove a pinned fact of a session or of a user; True when it existed.
+
+        Pin ids are scoped like every record id: name the session (``session_id=``) or the
+        user (``user_id=``) the fact was pinned to, as `pin` took it. Only a pinned fact with
+        that id in that scope is removed: a message, task, summary or document with the same
+        id, and pins of other sessions or users, are never touched.
+
+        Raises:
+            StoreInputError: neither or both of ``session_id`` and ``user_id``, or an id in
+                ctxbudget's own id space.
+
+        >>> mem.unpin("diet", user_id="u1")  # doctest: +SKIP
+        True
+        """
+        if (session_id is None) == (user_id is None):
+            msg = (
+                f"unpin({id!r}) needs the scope the fact was pinned to: pass session_id= for a "
+                "session's pin or user_id= for a user-wide pin (exactly one)"
+            )
+            raise StoreInputError(msg)
+        _require_name("id", id)
+        _caller_id(id, "unpin")
+        scope = {"session_id": session_id} if session_id is not None else {"user_id": user_id}
+        found = self.store.get([id], namespace=self.namespace, **scope)
+        pins = [r.id for r in found if r.kind == "pinned" and "_task" not in r.metadata]
+        if not pins:
+            return False
+        return self.store.delete(pins, namespace=self.namespace, kinds=["pinned"], **scope) > 0
 
     def add_documents(
         self,
@@ -472,6 +533,8 @@ class ContextMemory:
         records: list[Record] = []
         for index, document in enumerate(documents):
             doc_id, text, doc_source, metadata = document_parts(index, document)
+            if doc_id:
+                _caller_id(doc_id, f"document {index}")
             doc_id = doc_id or f"doc:{uuid.uuid4().hex[:12]}"
             chunks = chunk_text(
                 text, max_tokens=chunk_tokens, overlap=overlap, count=self.counter.count
@@ -574,18 +637,23 @@ class ContextMemory:
             documents=documents,
             other_sessions=use_other,
         )
+        extras = _extra_items(extra)
         history, retrieved = self._retrieved(search, recent, index, skip, layout)
 
         items: list[ContextItem] = []
         if system:
-            items.append(ContextItem("system", system, tier=Tier.SYSTEM, source="system"))
+            items.append(
+                ContextItem(internal_id("system"), system, tier=Tier.SYSTEM, source="system")
+            )
         items.extend(self._pinned(session_id, user))
         items.extend(tool_items(tools))
         items.extend(history_item(r) for r in history)
         items.extend(self._summaries(session_id))
         items.extend(retrieved)
-        items.extend(extra)
-        items.append(ContextItem("query", query, tier=Tier.QUERY, role="user", source="query"))
+        items.extend(extras)
+        items.append(
+            ContextItem(internal_id("query"), query, tier=Tier.QUERY, role="user", source="query")
+        )
         if plain and config.retrieved_floor > 0:
             floor = {int(Tier.RETRIEVED): min(1.0, config.retrieved_floor)}
             budget = Budget(window=budget.window, floors=floor)
@@ -601,9 +669,10 @@ class ContextMemory:
         facts: list[ContextItem] = []
         tasks: list[TaskNode] = []
         for record in sorted(found, key=lambda r: (r.timestamp or 0.0, r.id)):
-            if record.id in seen:
+            key = item_id(record, session_id)
+            if key in seen:
                 continue
-            seen.add(record.id)
+            seen.add(key)
             state = record.metadata.get("_task")
             if state is not None:
                 tasks.append(task_node(record))
@@ -611,7 +680,7 @@ class ContextMemory:
             # Never pruned: user content (however large or hostile) must not displace a pin.
             facts.append(
                 ContextItem(
-                    record.id,
+                    key,
                     record.text,
                     tier=Tier.PINNED,
                     score=1.0,
@@ -688,7 +757,8 @@ class ContextMemory:
         fit = search.available / ((index.mean_tokens if index is not None else 30.0) + 3.0)
         pool = max(config.semantic_k, math.ceil(_POOL_FACTOR * fit))
         records: dict[str, Record] = {}
-        others: dict[str, tuple[Record, float, float]] = {}  # id -> record, similarity, weight
+        # item id (scope-qualified, see item_id) -> record, similarity, weight
+        others: dict[str, tuple[Record, float, float]] = {}
         documents_where = document_filter(search.documents)
         # One Chroma call per source for every query together: a filtered query costs about
         # what its filter costs, whatever the number of vectors.
@@ -722,9 +792,10 @@ class ContextMemory:
             searches += zip(queries, found, strict=True)
         for query, hits in searches:
             for hit in hits:
-                known = others.get(hit.record.id)
+                key = item_id(hit.record, search.session_id)
+                known = others.get(key)
                 if known is None or hit.similarity * query.weight > known[1] * known[2]:
-                    others[hit.record.id] = (hit.record, hit.similarity, query.weight)
+                    others[key] = (hit.record, hit.similarity, query.weight)
 
         history = list(recent)
         relevance: Floats = np.zeros(size)
@@ -750,15 +821,16 @@ class ContextMemory:
                         break
             missing = [index.ids[p] for p in chosen if index.ids[p] not in records]
             if missing:
-                records.update((r.id, r) for r in self.store.get(missing, namespace=ns))
+                found_missing = self.store.get(missing, namespace=ns, session_id=search.session_id)
+                records.update((r.id, r) for r in found_missing)
             for p in chosen:
                 record = records.get(index.ids[p])
-                if record is None:  # deleted since it was indexed
+                if record is None or not record.text.strip():  # deleted; a tool-call-only turn
                     continue
                 items.append(self._scored(record, float(relevance[p]), newest, search))
         words = set(lexical_terms(search.query))
-        for record, similarity, weight in others.values():
-            if record.id in taken:
+        for key, (record, similarity, weight) in others.items():
+            if key in taken or not record.text.strip():
                 continue
             low, high = span if span[1] > span[0] else span_of(s for _, s, _ in others.values())
             dense = (similarity - low) / (high - low) if high > low else 1.0
@@ -795,7 +867,7 @@ class ContextMemory:
         if record.session_id not in (None, search.session_id):
             salience *= 0.8
         score = self.config.scoring.combine(relevance=relevance, age_seconds=age, salience=salience)
-        return retrieved_item(record, score)
+        return retrieved_item(record, score, search.session_id)
 
     def _history_share(self, index: SessionIndex, relevance: Floats, recent: list[Record]) -> float:
         """`MemoryConfig.recent_share`: the least, or more when the best matches are recent."""
@@ -841,7 +913,7 @@ class ContextMemory:
             first, last = part[0].seq or 0, part[-1].seq or 0
             records.append(
                 Record(
-                    id=f"summary:{session_id}:{first}-{last}",
+                    id=internal_id("summary", f"{first}-{last}"),
                     kind="summary",
                     text=text,
                     namespace=self.namespace,
@@ -867,7 +939,7 @@ class ContextMemory:
         parent = open_nodes[-1].id if open_nodes else ""
         order = max((n.order for n in nodes), default=-1) + 1
         record = Record(
-            id=f"task:{session_id}:{order}",
+            id=internal_id("task", order),
             kind="pinned",
             text=goal,
             namespace=self.namespace,
@@ -934,6 +1006,64 @@ class ContextMemory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _caller_id(given: str, where: str) -> None:
+    """Refuse a caller's id in ctxbudget's own id space, before anything is written."""
+    try:
+        check_caller_id(given, where)
+    except InvalidItemError as exc:
+        msg = f"{exc}{_UNWRITTEN}"
+        raise StoreInputError(msg) from exc
+
+
+def _message_calls(index: int, raw: object, metadata: dict[str, MetadataValue]) -> tuple[str, ...]:
+    """A message's tool-call ids; full calls go to ``metadata["_tool_calls"]``, canonical.
+
+    Calls are given as dicts (OpenAI's or LangChain's form, see `ctxbudget.toolcalls`), kept
+    with their arguments as text, valid JSON or not; or as plain ids, for callers that only
+    have those (then no ``_tool_calls`` is stored).
+    """
+    if raw is None or (isinstance(raw, list | tuple) and not raw):
+        return ()
+    where = f"message {index}"
+    if isinstance(raw, str | bytes) or not isinstance(raw, list | tuple):
+        msg = (
+            f"{where}: tool_calls must be a list of call ids or call dicts, "
+            f"got {type(raw).__name__}"
+        )
+        raise StoreInputError(msg)
+    if all(isinstance(c, str) for c in raw):
+        return tuple(raw)
+    if any(not isinstance(c, Mapping) for c in raw):
+        msg = (
+            f"{where}: each tool call must be an id (str) or a dict with an 'id', not a mix; "
+            f"got {[type(c).__name__ for c in raw]}"
+        )
+        raise StoreInputError(msg)
+    try:
+        calls = normalize_tool_calls(raw, where)
+    except InvalidItemError as exc:
+        msg = f"{exc}{_UNWRITTEN}"
+        raise StoreInputError(msg) from exc
+    metadata["_tool_calls"] = json.dumps(calls, ensure_ascii=False)
+    return tuple(str(c["id"]) for c in calls)
+
+
+def _extra_items(extra: Sequence[ContextItem]) -> list[ContextItem]:
+    """``extra`` checked: ContextItems whose ids are the caller's, not ctxbudget's own."""
+    given: object = extra
+    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+        msg = f"extra must be a list of ContextItem, got {type(given).__name__}"
+        raise InvalidItemError(msg)
+    items: list[ContextItem] = []
+    for position, item in enumerate(extra):
+        if not isinstance(item, ContextItem):
+            msg = f"extra[{position}] must be a ContextItem, got {type(item).__name__}"
+            raise InvalidItemError(msg)
+        check_caller_id(item.id, f"extra[{position}]")
+        items.append(item)
+    return items
 
 
 def _progress(total: int, label: str, progress: bool | None) -> Any:

@@ -6,7 +6,13 @@ message that names the record and the key). Text is kept as given, NUL character
 and emoji included (they round-trip exactly); a lone surrogate (``"\ud800"``, from decoding
 with ``surrogateescape`` or a bad JSON escape) is not Unicode that UTF-8, SQLite or a model can
 take, so any string holding one is refused. Records are stored flat: tuples and token counts
-as JSON strings, user metadata keys with an ``m.`` prefix, the Chroma id ``[namespace, id]``.
+as JSON strings, user metadata keys with an ``m.`` prefix.
+
+Ids are scoped: a record's id is unique within its namespace and its `scope_of` (its session,
+else its user, else its document collection), and the Chroma id is
+``[namespace, scope kind, scope name, id]`` as JSON (`record_key`), so two sessions or two users
+may use the same id without touching each other's records. A message that only carries tool
+calls has empty text; it is embedded through `embedding_text` (a description of its calls).
 """
 
 from __future__ import annotations
@@ -19,13 +25,33 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from ctxbudget.errors import StoreInputError
+from ctxbudget.ids import internal_id
 from ctxbudget.items import ROLES
 
-__all__ = ["KINDS", "Hit", "Kind", "MetadataValue", "Record", "StoreStats", "document_filter"]
+__all__ = [
+    "KINDS",
+    "SCOPES",
+    "Hit",
+    "Kind",
+    "MetadataValue",
+    "Record",
+    "Scope",
+    "StoreStats",
+    "document_filter",
+    "embedding_text",
+    "record_key",
+    "scope_arg",
+    "scope_of",
+    "scoped_item_id",
+    "stored_scope",
+]
 
 Kind = Literal["message", "pinned", "document", "summary"]
 KINDS: frozenset[str] = frozenset({"message", "pinned", "document", "summary"})
 MetadataValue = str | int | float | bool
+Scope = tuple[str, str]
+"""Where a record id is unique: ``("session", id)``, ``("user", id)``, ``("collection", name)``."""
+SCOPES: tuple[str, ...] = ("session", "user", "collection")
 
 _USER_PREFIX = "m."
 _INT64 = (-(2**63), 2**63 - 1)
@@ -38,9 +64,11 @@ class Record:
     """One stored piece of memory.
 
     Args:
-        id: unique within its namespace.
+        id: unique within its namespace and scope (`scope_of`: its session, else its user,
+            else its document collection).
         kind: ``"message"``, ``"pinned"``, ``"document"`` or ``"summary"``.
-        text: the content; must not be empty.
+        text: the content; must not be empty, except for a message with ``tool_calls``
+            (an assistant turn that only calls tools has empty text).
         namespace: the tenant; reads only ever see their own namespace.
         session_id: the conversation; required for messages.
         user_id: the user the record belongs to.
@@ -109,6 +137,112 @@ def _key(*parts: str) -> str:
     return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
 
 
+def scope_of(record: Record) -> Scope:
+    """The scope a record's id is unique in: its session, else its user, else its collection.
+
+    A record with neither a session nor a user belongs to a collection: its
+    ``metadata["doc_namespace"]`` (what `ContextMemory.add_documents` sets), ``""`` without one.
+
+    >>> scope_of(Record(id="m1", kind="message", text="hi", session_id="s1", user_id="u1"))
+    ('session', 's1')
+    >>> scope_of(Record(id="d#0", kind="document", text="x", metadata={"doc_namespace": "kb"}))
+    ('collection', 'kb')
+    """
+    if record.session_id is not None:
+        return ("session", record.session_id)
+    if record.user_id is not None:
+        return ("user", record.user_id)
+    collection = record.metadata.get("doc_namespace") if isinstance(record.metadata, dict) else None
+    return ("collection", collection if isinstance(collection, str) else "")
+
+
+def stored_scope(meta: dict[str, Any]) -> Scope:
+    """`scope_of` from a stored record's flat metadata."""
+    if "sid" in meta:
+        return ("session", str(meta["sid"]))
+    if "uid" in meta:
+        return ("user", str(meta["uid"]))
+    collection = meta.get(_USER_PREFIX + "doc_namespace")
+    return ("collection", collection if isinstance(collection, str) else "")
+
+
+def record_key(namespace: str, scope: Scope, record_id: str) -> str:
+    """The Chroma id of a record: ``[namespace, scope kind, scope name, id]`` as JSON.
+
+    >>> record_key("default", ("session", "s1"), "m1")
+    '["default","session","s1","m1"]'
+    """
+    return _key(namespace, scope[0], scope[1], record_id)
+
+
+def scoped_item_id(scope: Scope, record_id: str) -> str:
+    """The id a record of another scope gets in an assembly (`ContextMemory.assemble`).
+
+    Ids are unique per scope, and one assembly may hold records of several scopes (a user's
+    pins, other sessions, documents) beside the current session's, whose records keep their own
+    ids. Every other record's id is qualified with its scope in ctxbudget's own id space, where
+    no caller id can be, so no two items ever share an id.
+
+    >>> scoped_item_id(("user", "u1"), "diet")
+    'ctxbudget:user:["u1","diet"]'
+    """
+    kind, name = scope
+    return internal_id(kind, _key(name, record_id))
+
+
+def scope_arg(
+    what: str, session_id: str | None, user_id: str | None, collection: str | None
+) -> Scope:
+    """The one scope a call names with ``session_id=``, ``user_id=`` or ``collection=``."""
+    given = [
+        (kind, value)
+        for kind, value in zip(SCOPES, (session_id, user_id, collection), strict=True)
+        if value is not None
+    ]
+    if len(given) != 1:
+        named = ", ".join(f"{kind}={value!r}" for kind, value in given) or "none"
+        msg = (
+            f"{what} needs exactly one scope for its ids (record ids are unique per session, "
+            "user or document collection): pass session_id= for messages, session pins, tasks "
+            'and summaries, user_id= for user-wide pins, or collection= for documents ("" for '
+            f"records with no session, user or collection); got {named}"
+        )
+        raise StoreInputError(msg)
+    kind, value = given[0]
+    if kind == "collection" and isinstance(value, str) and value == "":
+        return (kind, value)
+    return (kind, _require_name(f"{kind}_id" if kind != "collection" else kind, value))
+
+
+def embedding_text(record: Record) -> str:
+    """What is embedded for a record: its text, or for a tool-call-only turn its calls.
+
+    The description names each call and its arguments (from ``metadata["_tool_calls"]``, the
+    canonical calls `ContextMemory` keeps), so the turn is found by what it did.
+
+    >>> embedding_text(Record(id="a", kind="message", text="", session_id="s", tool_calls=("c1",)))
+    'tool call c1'
+    """
+    if record.text.strip():
+        return record.text
+    raw = record.metadata.get("_tool_calls")
+    calls: object = None
+    if isinstance(raw, str):
+        try:
+            calls = json.loads(raw)
+        except ValueError:
+            calls = None
+    parts: list[str] = []
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                parts.append(f"{function['name']}({function.get('arguments', '')})")
+    if not parts:
+        parts = list(record.tool_calls)
+    return "tool call " + "; ".join(parts)
+
+
 def _and(clauses: list[dict[str, Any]]) -> dict[str, Any]:
     # Chroma rejects an $and of fewer than two clauses.
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -160,8 +294,8 @@ def _check_record(index: int, record: object) -> None:
     text: object = record.text
     if not isinstance(text, str):
         raise _bad(index, record, f"text must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise _bad(index, record, "text is empty; store only records with content")
+    if not text.strip() and not (kind == "message" and record.tool_calls):
+        raise _bad(index, record, "text is empty; store only records with content (or tool calls)")
     _check_unicode(index, record, "text", text)
     namespace: object = record.namespace
     if not isinstance(namespace, str) or not namespace:

@@ -5,12 +5,23 @@ The store is the only part of ctxbudget that does I/O. Two collections per store
 - ``<collection>`` holds every `Record` (messages, pinned facts, documents, summaries) with its
   vector (cosine space) and flat metadata: ``ns``, ``rid``, ``kind``, ``sid``, ``uid``, ``role``,
   ``seq``, ``ts``... Tuples and token counts are JSON strings; user metadata keys get an ``m.``
-  prefix so they never clash with the store's own. The Chroma id is ``[namespace, id]`` as JSON,
-  so two namespaces may use the same record id.
+  prefix so they never clash with the store's own. The Chroma id is
+  ``[namespace, scope kind, scope name, id]`` as JSON (`ctxbudget.records.record_key`): ids are
+  unique per namespace and scope (a record's session, else its user, else its document
+  collection), so two sessions, users or namespaces may use the same id and never touch each
+  other's records. `get` and `delete` name the scope of the ids they take.
 - ``<collection>.meta`` holds one entry per session (its last ``seq``, rewritten every few
   messages, so `recent` reads a ``seq >= last - n`` range instead of scanning the session), one
   per (session, user) pair (for `list_sessions` and `delete_user`) and one for the store (the
-  embedder's name and dimension).
+  embedder's name and dimension), and one for the store layout (``layout``: its version).
+
+Layout versions: 1 keyed records ``[namespace, id]``; 2 (this one) adds the scope. A store
+written with an older layout is migrated when opened (`LAYOUT_VERSION`): every record is written
+again under its new key with its vector, text and metadata (seqs included), then its old key is
+removed, batch by batch, and the version is recorded last. Each step is idempotent, so an
+interrupted migration simply resumes on the next open; a store with a newer layout than this
+code knows is refused. Stop processes running an older ctxbudget on a shared server before
+opening it with this one (they would keep writing the old keys).
 
 Isolation: every read takes a namespace, and namespace, session and user filters are part of
 the ``where`` Chroma evaluates; nothing is filtered after the fact.
@@ -29,6 +40,7 @@ counter is only a starting point, and a deleted message's seq is not given out a
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -63,6 +75,7 @@ from ctxbudget.records import (
     Kind,
     MetadataValue,
     Record,
+    Scope,
     StoreStats,
     _and,
     _bad,
@@ -74,6 +87,11 @@ from ctxbudget.records import (
     _require_count,
     _require_name,
     _same_content,
+    embedding_text,
+    record_key,
+    scope_arg,
+    scope_of,
+    stored_scope,
 )
 from ctxbudget.retry import RetryPolicy, is_transient, never_sent, retry_call
 
@@ -82,6 +100,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KINDS",
+    "LAYOUT_VERSION",
     "ChromaStore",
     "Hit",
     "Kind",
@@ -103,6 +122,9 @@ _CLAIM_ROUNDS = 100
 # range read in `recent` has no upper bound and `_last_seq` looks past it, so both stay exact.
 _COUNTER_LAG = 16
 _NO_RETRY = RetryPolicy(attempts=1)
+LAYOUT_VERSION = 2
+"""The store layout this code writes (see the module docstring); older ones are migrated."""
+_LAYOUT_ID = "layout"
 
 _LOCKS: dict[tuple[str, ...], threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
@@ -261,6 +283,82 @@ class ChromaStore:
                 "but the store needs cosine; pass another collection name"
             )
             raise StoreError(msg)
+        self._layout_pending = False
+        self._check_layout()
+
+    # -- layout ----------------------------------------------------------------------------
+
+    def _check_layout(self) -> None:
+        """Migrate a store of an older layout, refuse a newer one (see the module docstring)."""
+        with self._lock:
+            rows = self._rows(self._meta, ids=[_LAYOUT_ID], documents=False)
+            version = int(rows[0][2].get("version", 1)) if rows else None
+            if version == LAYOUT_VERSION:
+                return
+            if version is not None and version > LAYOUT_VERSION:
+                msg = (
+                    f"collection {self._name!r} in {self._location} has store layout {version}, "
+                    f"written by a newer ctxbudget; this one reads layout {LAYOUT_VERSION}: "
+                    "upgrade ctxbudget"
+                )
+                raise StoreError(msg)
+            if version is None and not self._call("count records", self._records.count):
+                self._layout_pending = True  # a new store: recorded with its first write
+                return
+            self._migrate_to_scoped_ids()
+            self._write_layout()
+
+    def _write_layout(self) -> None:
+        entry = {"type": "layout", "version": LAYOUT_VERSION}
+        self._upsert_meta({_LAYOUT_ID: entry}, action="record the store layout", wrote="")
+        self._layout_pending = False
+
+    def _migrate_to_scoped_ids(self) -> None:
+        """Layout 1 -> 2: re-key every ``[namespace, id]`` record under its scoped key."""
+        every = self._call("read", lambda: self._records.get(include=[]))
+        old = [key for key in every["ids"] if _layout1_key(key)]
+        if not old:
+            return
+        logger.warning(
+            "migrating %d records of collection %r in %s to store layout %d (scoped ids)",
+            len(old),
+            self._name,
+            self._location,
+            LAYOUT_VERSION,
+        )
+        unsure = "; the migration is idempotent: open the store again to finish it"
+        for start in range(0, len(old), self._batch):
+            chunk = old[start : start + self._batch]
+            got = self._call(
+                "read records to migrate",
+                partial(
+                    self._records.get,
+                    ids=chunk,
+                    include=["embeddings", "documents", "metadatas"],
+                ),
+            )
+            metas = [dict(m or {}) for m in got["metadatas"]]
+            keys = [record_key(str(m["ns"]), stored_scope(m), str(m["rid"])) for m in metas]
+            vectors = [[float(x) for x in vector] for vector in got["embeddings"]]
+            documents = [doc if doc is not None else "" for doc in got["documents"]]
+            self._call(
+                "migrate records",
+                partial(
+                    self._records.upsert,
+                    ids=keys,
+                    embeddings=vectors,
+                    documents=documents,
+                    metadatas=metas,
+                ),
+                wrote=unsure,
+                unsure=unsure,
+            )
+            self._call(
+                "migrate records",
+                partial(self._records.delete, ids=list(got["ids"])),
+                wrote=unsure,
+                unsure=unsure,
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -495,7 +593,7 @@ class ChromaStore:
         self.check(batch)
         if not batch:
             return []
-        keys = [_key(r.namespace, r.id) for r in batch]
+        keys = [record_key(r.namespace, scope_of(r), r.id) for r in batch]
         # Embedding is the slow part: do it before taking the lock, then plan again under it.
         vectors: dict[str, list[float]] = {}
         with self._unwritten():
@@ -514,6 +612,8 @@ class ChromaStore:
                     raise StoreInputError(msg + "; nothing was written")
                 if dimensions:
                     self._check_dimension(dimensions.pop())
+                if self._layout_pending:
+                    self._write_layout()
             return self._write(batch, keys, stored, actions, vectors)
 
     @contextmanager
@@ -536,7 +636,7 @@ class ChromaStore:
         replace: bool,
     ) -> None:
         todo = [
-            (key, record.text)
+            (key, embedding_text(record))
             for record, key in zip(batch, keys, strict=True)
             if key not in vectors
             and (key not in stored or (replace and not _same_content(record, stored[key])))
@@ -559,7 +659,8 @@ class ChromaStore:
             elif _same_content(record, old):
                 actions.append("same")
             elif not replace:
-                conflicts.append(f"{record.namespace}/{record.id}")
+                kind, name = scope_of(record)
+                conflicts.append(f"{record.namespace}/{kind} {name}/{record.id}")
                 actions.append("conflict")
             else:
                 if record.seq is not None and record.seq != old.seq:
@@ -792,11 +893,14 @@ class ChromaStore:
         """
         for index, record in enumerate(records):
             _check_record(index, record)
-        keys = [_key(r.namespace, r.id) for r in records]
+        keys = [record_key(r.namespace, scope_of(r), r.id) for r in records]
         if len(set(keys)) != len(keys):
             counts = Counter(keys)
             twice = sorted({r.id for r, k in zip(records, keys, strict=True) if counts[k] > 1})
-            msg = f"ids {twice} appear more than once in one add(); give each record its own id"
+            msg = (
+                f"ids {twice} appear more than once in one scope in one add(); give each record "
+                "its own id"
+            )
             raise StoreInputError(msg + "; nothing was written")
 
     def find(
@@ -834,19 +938,49 @@ class ChromaStore:
         found.sort(key=lambda r: (r.kind, -1 if r.seq is None else r.seq, r.id))
         return found
 
-    def get(self, ids: Sequence[str], *, namespace: str) -> list[Record]:
-        """The records with these ids, in the order asked; unknown ids are skipped.
+    def get(
+        self,
+        ids: Sequence[str],
+        *,
+        namespace: str,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        collection: str | None = None,
+    ) -> list[Record]:
+        """The records with these ids in one scope, in the order asked; unknown ids are skipped.
 
-        An id asked twice is returned once.
+        Ids are unique per scope (`ctxbudget.records.scope_of`), so the call names exactly one:
+        ``session_id=`` (messages, session pins, tasks, summaries), ``user_id=`` (user-wide
+        pins) or ``collection=`` (documents; ``""`` for records with no session, user or
+        collection). A record with the same id in another scope is never returned. An id asked
+        twice is returned once.
+
+        Raises:
+            StoreInputError: no scope or more than one, or a malformed id.
+
+        >>> store.get(["m1"], namespace="default", session_id="s1")  # doctest: +SKIP
+        [Record(id='m1', kind='message', ...)]
         """
+        keys = self._scoped_keys("get", ids, namespace, session_id, user_id, collection)
+        found = self._fetch(keys)
+        return [found[k] for k in keys if k in found]
+
+    def _scoped_keys(
+        self,
+        what: str,
+        ids: Sequence[str],
+        namespace: str,
+        session_id: str | None,
+        user_id: str | None,
+        collection: str | None,
+    ) -> list[str]:
         _require_name("namespace", namespace)
+        scope: Scope = scope_arg(what, session_id, user_id, collection)
         if isinstance(ids, str):
             msg = f"ids must be a list of ids, got the str {ids!r}; pass [{ids!r}]"
             raise StoreInputError(msg)
         wanted = list(dict.fromkeys(_require_name("id", i) for i in ids))
-        keys = [_key(namespace, i) for i in wanted]
-        found = self._fetch(keys)
-        return [found[k] for k in keys if k in found]
+        return [record_key(namespace, scope, i) for i in wanted]
 
     def search(
         self,
@@ -1050,18 +1184,36 @@ class ChromaStore:
         if entries:
             self._upsert_meta(entries, wrote="; nothing was deleted")
 
-    def delete(self, ids: Sequence[str], *, namespace: str) -> int:
-        """Delete records by id; returns how many existed.
+    def delete(
+        self,
+        ids: Sequence[str],
+        *,
+        namespace: str,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        collection: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        """Delete records by id in one scope (as `get` names it); returns how many existed.
 
-        Session counters are kept: a deleted message's seq is not given out again.
+        A record with the same id in another scope is never touched. With ``kinds``, only
+        records of those kinds are deleted (``kinds=["pinned"]``: pins only). Session counters
+        are kept: a deleted message's seq is not given out again.
+
+        Raises:
+            StoreInputError: no scope or more than one, a malformed id or an unknown kind.
         """
-        _require_name("namespace", namespace)
-        if isinstance(ids, str):
-            msg = f"ids must be a list of ids, got the str {ids!r}; pass [{ids!r}]"
-            raise StoreInputError(msg)
-        keys = [_key(namespace, _require_name("id", i)) for i in dict.fromkeys(ids)]
+        keys = self._scoped_keys("delete", ids, namespace, session_id, user_id, collection)
+        allowed: set[str] | None = None
+        if kinds is not None:
+            allowed = {kinds} if isinstance(kinds, str) else set(kinds)
+            if not allowed <= KINDS:
+                msg = f"kinds {sorted(allowed - KINDS)} are unknown; use some of {sorted(KINDS)}"
+                raise StoreInputError(msg)
         with self._lock:
             rows = self._rows(self._records, ids=keys, documents=False)
+            if allowed is not None:
+                rows = [row for row in rows if row[2].get("kind") in allowed]
             self._remember_seqs(rows)
             self._delete(self._records, [key for key, _, _ in rows])
         return len(rows)
@@ -1106,3 +1258,12 @@ class ChromaStore:
                 if not self._ids(self._records, scope, limit=1):
                     self._delete(self._meta, self._ids(self._meta, scope))
         return len(rows)
+
+
+def _layout1_key(key: str) -> bool:
+    """Whether a Chroma id is a layout-1 record key, ``[namespace, id]``."""
+    try:
+        parts = json.loads(key)
+    except ValueError:
+        return False
+    return isinstance(parts, list) and len(parts) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ctxbudget.ids import internal_id, is_internal
 from ctxbudget.items import ContextItem, Tier
 
 __all__ = ["TaskNode", "task_items"]
@@ -32,7 +33,8 @@ def task_items(tasks: Sequence[TaskNode]) -> list[ContextItem]:
     The open path (root goal to current task) is pinned: an agent must never lose what it is
     doing and why. Finished tasks whose parent is on the open path come with their results as
     high-value retrieved items; deeper finished subtrees are summarized by their own parents'
-    results and left out.
+    results and left out. Items have ids in ctxbudget's own space (``ctxbudget:task:<n>``), so
+    no caller id can displace them.
     """
     by_id = {t.id: t for t in tasks}
     open_tasks = sorted((t for t in tasks if not t.done), key=lambda t: t.order)
@@ -56,7 +58,7 @@ def task_items(tasks: Sequence[TaskNode]) -> list[ContextItem]:
             label = f"Open sub-task (level {depth})"
         items.append(
             ContextItem(
-                id=task.id,
+                id=_item_id(task),
                 text=f"{label}: {task.goal}",
                 tier=Tier.PINNED,
                 score=10.0 - depth,
@@ -67,7 +69,7 @@ def task_items(tasks: Sequence[TaskNode]) -> list[ContextItem]:
     for task in sorted(finished, key=lambda t: t.order):
         items.append(
             ContextItem(
-                id=task.id,
+                id=_item_id(task),
                 text=f"Done: {task.goal} -> {task.result}",
                 tier=Tier.RETRIEVED,
                 score=2.0,
@@ -75,3 +77,8 @@ def task_items(tasks: Sequence[TaskNode]) -> list[ContextItem]:
             )
         )
     return items
+
+
+def _item_id(task: TaskNode) -> str:
+    # Tasks stored before ids were scoped have ids like "task:s1:0", in the callers' space.
+    return task.id if is_internal(task.id) else internal_id("task", task.id)
