@@ -257,6 +257,8 @@ def test_random_interleavings_keep_sessions_users_and_namespaces_apart(
         for user in {r.user_id for r in mine if r.user_id is not None}:
             hits = store.search(coffee, namespace=ns, k=100, user_id=user)
             assert {h.record.id for h in hits} == {r.id for r in mine if r.user_id == user}
-        by_id = {r.id: r for r in mine}
         asked = sorted({r.id for r in written})  # ids of both namespaces
-        assert store.get(asked, namespace=ns) == [by_id[i] for i in asked if i in by_id]
+        for session in {r.session_id for r in mine}:  # ids are scoped: asked per session
+            by_id = {r.id: r for r in mine if r.session_id == session}
+            got_records = store.get(asked, namespace=ns, session_id=session)
+            assert got_records == [by_id[i] for i in asked if i in by_id]

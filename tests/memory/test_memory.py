@@ -13,15 +13,18 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget.errors import BudgetExceededError, StoreInputError
+from ctxbudget.ids import internal_id
 from ctxbudget.items import ContextItem, Shrink, Tier
 from ctxbudget.memory import ContextMemory, MemoryConfig
+from ctxbudget.records import scoped_item_id
 from ctxbudget.render import Format
 from ctxbudget.report import AssembledContext
 from ctxbudget.store import ChromaStore
 
 NS = "default"
 FORMATS: tuple[Format, ...] = get_args(Format)
-FIXED = {"system", "query"}
+SYSTEM, QUERY = internal_id("system"), internal_id("query")
+FIXED = {SYSTEM, QUERY}
 TOPICS = (
     "the weather",
     "groceries",
@@ -101,7 +104,7 @@ def test_add_messages_accepts_every_message_shape(memory: ContextMemory) -> None
 
     ctx = memory.assemble("s1", "How much sun do tomatoes need?", budget=4096)
     assert set(every) <= set(ctx.included_ids)
-    assert ctx.included_ids[-1] == "query"
+    assert ctx.included_ids[-1] == QUERY
 
 
 GOOD = ("user", "This one is fine.")
@@ -177,8 +180,8 @@ def test_assemble_fits_every_budget_and_format(memory: ContextMemory) -> None:
             ctx = memory.assemble("s1", query, budget=budget, system=system, format=fmt)
             check_accounting(memory, ctx, budget)
             assert ctx.format == fmt
-            assert ctx.included_ids[0] == "system"
-            assert ctx.included_ids[-1] == "query"
+            assert ctx.included_ids[0] == SYSTEM
+            assert ctx.included_ids[-1] == QUERY
             messages = ctx.to_messages()
             assert messages[0]["role"] == "system"
             assert messages[0]["content"].startswith(system)
@@ -203,7 +206,7 @@ def test_a_query_stored_as_the_last_message_is_not_repeated(memory: ContextMemor
         ctx = memory.assemble("s1", query, budget=1024, format=fmt)
         assert "asked" not in ctx.included_ids
         assert {"dog", "ack"} <= set(ctx.included_ids)
-        assert ctx.included_ids[-1] == "query"
+        assert ctx.included_ids[-1] == QUERY
         contents = [m["content"] for m in ctx.to_messages()]
         assert sum(c.count(query) for c in contents) == 1
         assert contents[-1] == query
@@ -221,8 +224,12 @@ def test_pins_survive_a_long_session_and_stay_with_their_user(memory: ContextMem
     )
     memory.add_messages("b1", [("user", "Hi there."), ("assistant", "Hello!")], user_id="B")
     seat = memory.pin("a1", "Prefers aisle seats on flights.")
-    shellfish = memory.pin(user_id="A", text="A is allergic to shellfish.")
-    teal = memory.pin(user_id="B", text="B's favourite colour is teal.")
+    shellfish_id = memory.pin(user_id="A", text="A is allergic to shellfish.")
+    # A user-wide pin is not of the session: its item id is qualified with its scope.
+    shellfish = scoped_item_id(("user", "A"), shellfish_id)
+    teal = scoped_item_id(
+        ("user", "B"), memory.pin(user_id="B", text="B's favourite colour is teal.")
+    )
     memory.add_messages("a1", filler(300, "late"), user_id="A")
     query = "Book a dinner and a flight for me."
 
@@ -244,8 +251,10 @@ def test_pins_survive_a_long_session_and_stay_with_their_user(memory: ContextMem
     assert "shellfish" not in ctx_b.render()
     assert "aisle" not in ctx_b.render()
 
-    assert memory.unpin(shellfish) is True
-    assert memory.unpin(shellfish) is False
+    assert memory.unpin(shellfish_id, user_id="B") is False  # another user's scope
+    assert memory.unpin(shellfish_id, session_id="a1") is False
+    assert memory.unpin(shellfish_id, user_id="A") is True
+    assert memory.unpin(shellfish_id, user_id="A") is False
     after = memory.assemble("a1", query, budget=512)
     assert shellfish not in after.included_ids
     assert "shellfish" not in after.render()
@@ -302,24 +311,27 @@ def test_other_sessions_of_the_same_user_only(memory: ContextMemory) -> None:
     memory.add_messages("b-old", b_old, user_id="B")
     memory.add_messages("b-new", b_new, user_id="B")
     query = "What is my dog's name?"
-    a_ids, b_ids = ids_of(a_old + a_new), ids_of(b_old + b_new)
+    # Another session's records come with their ids qualified by their session.
+    a_ids = ids_of(a_new) | {scoped_item_id(("session", "a-old"), i) for i in ids_of(a_old)}
+    b_ids = ids_of(b_new) | {scoped_item_id(("session", "b-old"), i) for i in ids_of(b_old)}
+    a_dog = scoped_item_id(("session", "a-old"), "a-dog")
 
     ctx_a = memory.assemble("a-new", query, budget=2048)
-    assert "a-dog" in ctx_a.included_ids
+    assert a_dog in ctx_a.included_ids
     assert set(ctx_a.included_ids) <= a_ids | FIXED
     assert "Biscuit" in ctx_a.render()
     assert "Rex" not in ctx_a.render() and "poodle" not in ctx_a.render()
 
     for user_id in (None, "B"):
         ctx_b = memory.assemble("b-new", query, budget=2048, user_id=user_id)
-        assert "b-dog" in ctx_b.included_ids
+        assert scoped_item_id(("session", "b-old"), "b-dog") in ctx_b.included_ids
         assert set(ctx_b.included_ids) <= b_ids | FIXED
         assert "Biscuit" not in ctx_b.render() and "beagle" not in ctx_b.render()
 
     off = memory.assemble("a-new", query, budget=2048, other_sessions=False)
     assert set(off.included_ids) <= ids_of(a_new) | FIXED
     configured = ContextMemory(store=memory.store, config=MemoryConfig(other_sessions=False))
-    assert "a-dog" not in configured.assemble("a-new", query, budget=2048).included_ids
+    assert a_dog not in configured.assemble("a-new", query, budget=2048).included_ids
 
 
 def test_documents_are_retrieved_and_filtered_by_collection(memory: ContextMemory) -> None:
@@ -336,21 +348,23 @@ def test_documents_are_retrieved_and_filtered_by_collection(memory: ContextMemor
     memory.add_messages("s1", [("user", "Hi, I sent an order back."), ("assistant", "Ok.")])
     query = "How long do refunds take?"
 
+    refunds = scoped_item_id(("collection", "kb"), "refunds#0")
+    shipping = scoped_item_id(("collection", "other"), "shipping#0")
     every = memory.assemble("s1", query, budget=2048)
-    assert {"refunds#0", "shipping#0"} <= set(every.included_ids)
+    assert {refunds, shipping} <= set(every.included_ids)
     assert "14 days" in every.render()
 
     none = memory.assemble("s1", query, budget=2048, documents=False)
-    assert not {"refunds#0", "shipping#0"} & set(none.included_ids)
+    assert not {refunds, shipping} & set(none.included_ids)
     assert "14 days" not in none.render()
 
     only_other = memory.assemble("s1", query, budget=2048, documents=["other"])
-    assert "shipping#0" in only_other.included_ids
-    assert "refunds#0" not in only_other.included_ids
+    assert shipping in only_other.included_ids
+    assert refunds not in only_other.included_ids
 
     only_kb = memory.assemble("s1", query, budget=2048, documents="kb")
-    assert "refunds#0" in only_kb.included_ids
-    assert "shipping#0" not in only_kb.included_ids
+    assert refunds in only_kb.included_ids
+    assert shipping not in only_kb.included_ids
 
 
 # -- summaries -------------------------------------------------------------------------------
@@ -362,7 +376,7 @@ def test_summarize_folds_each_old_stretch_once(memory: ContextMemory) -> None:
     order = [m["id"] for m in first]
 
     made = memory.summarize("s1", keep_recent=10)
-    assert made == ["summary:s1:0-29", "summary:s1:30-59"]
+    assert made == [internal_id("summary", "0-29"), internal_id("summary", "30-59")]
     assert memory.summarize("s1", keep_recent=10) == []
     assert memory.store.count(namespace=NS) == 72
 
@@ -376,13 +390,13 @@ def test_summarize_folds_each_old_stretch_once(memory: ContextMemory) -> None:
         ctx = memory.assemble("s1", "What did we say about houseplants?", budget=budget)
         check_accounting(memory, ctx, budget)
         assert ctx.tiers[Tier.SUMMARY].offered == 2
-        summaries = {i for i in ctx.included_ids if i.startswith("summary:")}
+        summaries = {i for i in ctx.included_ids if i.startswith(internal_id("summary"))}
         assert summaries <= set(made)
         included_somewhere |= bool(summaries)
     assert included_somewhere
 
     memory.add_messages("s1", filler(30, "m", start=70), user_id="u1")
-    assert memory.summarize("s1", keep_recent=10) == ["summary:s1:60-89"]
+    assert memory.summarize("s1", keep_recent=10) == [internal_id("summary", "60-89")]
     assert memory.summarize("s1", keep_recent=10) == []
 
 
@@ -462,7 +476,7 @@ def test_delete_session_and_delete_user_remove_everything_of_theirs(
     ctx = memory.assemble("a1", query, budget=2048, user_id="A")
     assert not (ids_of(a1) | {summary}) & set(ctx.included_ids)
     assert "3141" not in ctx.render()
-    assert a_pin in ctx.included_ids  # a user's pin is not the session's
+    assert scoped_item_id(("user", "A"), a_pin) in ctx.included_ids  # not the session's
     assert "a2-0" in memory.assemble("a2", "What do I collect?", budget=2048).included_ids
 
     assert memory.delete_user("A") == 3  # a2's messages and the user pin
@@ -472,7 +486,7 @@ def test_delete_session_and_delete_user_remove_everything_of_theirs(
         gone = memory.assemble(session, query, budget=2048, user_id="A")
         assert set(gone.included_ids) <= FIXED
     ctx_b = memory.assemble("b1", query, budget=2048)
-    assert set(ctx_b.included_ids) == ids_of(b1) | {b_pin, "query"}
+    assert set(ctx_b.included_ids) == ids_of(b1) | {scoped_item_id(("user", "B"), b_pin), QUERY}
     assert "2718" in ctx_b.render()
     assert "3141" not in ctx_b.render() and "marathon" not in ctx_b.render()
 
@@ -532,7 +546,7 @@ def test_assembled_tokens_never_exceed_the_budget(memory: ContextMemory) -> None
             return
         assert alone <= budget
         check_accounting(memory, ctx, budget)
-        assert ctx.included_ids[-1] == "query"
-        assert (ctx.included_ids[0] == "system") is (system is not None)
+        assert ctx.included_ids[-1] == QUERY
+        assert (ctx.included_ids[0] == SYSTEM) is (system is not None)
 
     check()

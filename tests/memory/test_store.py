@@ -94,7 +94,8 @@ def test_round_trip_keeps_every_field(store: ChromaStore) -> None:
     stored = store.add([record, summary, tool])
     assert stored == [dataclasses.replace(record, seq=0), summary, dataclasses.replace(tool, seq=1)]
     assert len(set(stored)) == 3  # records are hashable values
-    assert store.get(["t1", "missing", "a1", "sum1", "a1"], namespace="acme") == [
+    got = store.get(["t1", "missing", "a1", "sum1", "a1"], namespace="acme", session_id="s1")
+    assert got == [
         stored[2],
         stored[0],
         stored[1],
@@ -136,7 +137,7 @@ def test_recent_reads_the_last_messages_oldest_first(store: ChromaStore) -> None
 
 def test_recent_skips_gaps_left_by_deleted_messages(store: ChromaStore) -> None:
     store.add([msg(f"m{i}", f"message {i}") for i in range(8)])
-    assert store.delete(["m5", "m6", "m7"], namespace="default") == 3
+    assert store.delete(["m5", "m6", "m7"], namespace="default", session_id="s1") == 3
     assert ids(store.recent(namespace="default", session_id="s1", limit=3)) == ["m2", "m3", "m4"]
     # Deleted seqs are not reused: the next message comes after them.
     assert store.add([msg("m8", "message 8")])[0].seq == 8
@@ -161,11 +162,11 @@ def test_readd_of_same_content_is_a_no_op(store: ChromaStore) -> None:
 
 def test_conflicting_readd_is_refused_and_changes_nothing(store: ChromaStore) -> None:
     store.add([msg("m0", "hello"), pinned("p1", "likes tea")])
-    with pytest.raises(StoreInputError, match=r"default/m0.*replace=True") as info:
+    with pytest.raises(StoreInputError, match=r"default/session s1/m0.*replace=True") as info:
         store.add([msg("new", "a new message"), msg("m0", "HELLO, edited")])
     assert "nothing was written" in str(info.value)
     assert store.count() == 2
-    assert store.get(["m0", "new"], namespace="default")[0].text == "hello"
+    assert store.get(["m0", "new"], namespace="default", session_id="s1")[0].text == "hello"
     assert ids(store.session_messages(namespace="default", session_id="s1")) == ["m0"]
     assert store.add([msg("m1", "next")])[0].seq == 1
 
@@ -174,7 +175,7 @@ def test_replace_overwrites_and_keeps_the_seq(store: ChromaStore) -> None:
     store.add([msg("m0", "hello"), msg("m1", "I like cats")])
     (replaced,) = store.add([msg("m1", "I like dogs")], replace=True)
     assert replaced.seq == 1
-    assert store.get(["m1"], namespace="default") == [replaced]
+    assert store.get(["m1"], namespace="default", session_id="s1") == [replaced]
     top = store.search("dogs", namespace="default", k=1)
     assert top[0].record.text == "I like dogs"
     assert store.count() == 2
@@ -202,7 +203,7 @@ def test_bad_metadata_is_refused_before_anything_is_written(
     text = str(info.value)
     assert "'m2'" in text and key in text and "nothing was written" in text
     assert store.count() == 1
-    assert store.get(["m1", "m2"], namespace="default") == []
+    assert store.get(["m1", "m2"], namespace="default", session_id="s1") == []
     assert store.add([good])[0].seq == 1
 
 
@@ -385,16 +386,16 @@ def test_namespaces_are_isolated(store: ChromaStore) -> None:
     a = store.add([msg("m0", "secret plan A", namespace="a"), pinned("p", "A fact")])
     b = store.add([msg("m0", "secret plan B", namespace="b")])
     assert a[0].seq == 0 and b[0].seq == 0
-    assert store.get(["m0"], namespace="a")[0].text == "secret plan A"
-    assert store.get(["m0"], namespace="b")[0].text == "secret plan B"
-    assert store.get(["m0"], namespace="c") == []
+    assert store.get(["m0"], namespace="a", session_id="s1")[0].text == "secret plan A"
+    assert store.get(["m0"], namespace="b", session_id="s1")[0].text == "secret plan B"
+    assert store.get(["m0"], namespace="c", session_id="s1") == []
     assert hit_ids(store.search("secret plan", namespace="b", k=10)) == ["m0"]
     assert store.search("secret plan", namespace="b", k=10)[0].record.namespace == "b"
     assert ids(store.recent(namespace="b", session_id="s1", limit=10)) == ["m0"]
     assert store.count(namespace="a") == 1 and store.count(namespace="b") == 1
     assert store.count(namespace="default") == 1 and store.count() == 3
     assert store.delete_session(namespace="a", session_id="s1") == 1
-    assert store.get(["m0"], namespace="b")[0].text == "secret plan B"
+    assert store.get(["m0"], namespace="b", session_id="s1")[0].text == "secret plan B"
 
 
 def test_list_sessions_and_stats(store: ChromaStore) -> None:
@@ -437,7 +438,9 @@ def test_delete_user_removes_everything_of_theirs(store: ChromaStore) -> None:
     store.add([Record(id="sum", kind="summary", text="cat talk", session_id="s9", user_id="u1")])
     assert store.add([msg("u2-in-s1", "hello from u2", user="u2")])[0].seq == 2
     assert store.delete_user(namespace="default", user_id="u1") == 4
-    assert store.get(["m0", "x0", "p1", "sum"], namespace="default") == []
+    assert store.get(["m0", "p1"], namespace="default", session_id="s1") == []
+    assert store.get(["x0", "sum"], namespace="default", session_id="s9") == []
+    assert store.get(["p1"], namespace="default", user_id="u1") == []
     assert store.search("cat", namespace="default", k=10, user_id="u1") == []
     assert {h.record.user_id for h in store.search("cat", namespace="default", k=10)} == {
         None,
@@ -453,9 +456,10 @@ def test_delete_user_removes_everything_of_theirs(store: ChromaStore) -> None:
 
 def test_delete_by_id(store: ChromaStore) -> None:
     store.add([msg("m0", "a"), msg("m1", "b"), pinned("p", "c")])
-    assert store.delete(["m0", "p", "missing"], namespace="default") == 2
-    assert store.delete(["m1"], namespace="elsewhere") == 0
-    assert ids(store.get(["m0", "m1", "p"], namespace="default")) == ["m1"]
+    assert store.delete(["m0", "p", "missing"], namespace="default", session_id="s1") == 1
+    assert store.delete(["p"], namespace="default", user_id="u1") == 1
+    assert store.delete(["m1"], namespace="elsewhere", session_id="s1") == 0
+    assert ids(store.get(["m0", "m1", "p"], namespace="default", session_id="s1")) == ["m1"]
 
 
 # -- reading arguments -------------------------------------------------------------------------
@@ -467,7 +471,11 @@ def test_reads_require_a_namespace_and_valid_arguments(store: ChromaStore) -> No
     with pytest.raises(StoreInputError, match="limit"):
         store.recent(namespace="default", session_id="s1", limit=-1)
     with pytest.raises(StoreInputError, match="list of ids"):
-        store.get("m0", namespace="default")
+        store.get("m0", namespace="default", session_id="s1")
+    with pytest.raises(StoreInputError, match="exactly one scope"):
+        store.get(["m0"], namespace="default")
+    with pytest.raises(StoreInputError, match="exactly one scope"):
+        store.delete(["m0"], namespace="default", session_id="s1", user_id="u1")
     with pytest.raises(StoreInputError, match="k must"):
         store.search("x", namespace="default", k=-2)
 
@@ -579,7 +587,7 @@ def test_server_going_down_is_a_store_error(
         store.add([pinned("p", "fact")])
         server.stop()
         with pytest.raises(StoreError, match=r"failed to read.*is running") as info:
-            store.get(["p"], namespace="default")
+            store.get(["p"], namespace="default", user_id="u1")
         assert info.value.__cause__ is not None
         with pytest.raises(StoreError, match="nothing was written"):
             store.add([pinned("q", "another fact")])
