@@ -432,13 +432,13 @@ WRITE_CASES = [
         "tool-call-no-id",
         msg(tool_calls=[{"name": "f"}]),
         StoreInputError,
-        "tool_calls must be a tuple of non-empty str",
+        "message 0, tool call 0 ('f') has no id; give every tool call a non-empty str id",
     ),
     case(
         "tool-call-not-json",
-        msg(tool_calls=[{"id": "c1", "args": {(1, 2): 3}}]),
+        msg(tool_calls=[{"id": "c1", "name": "f", "args": {(1, 2): 3}}]),
         StoreInputError,
-        "message 0: tool_calls cannot be stored as JSON",
+        "the arguments of tool call 'f' cannot be written as JSON",
     ),
     # -- pins and documents --------------------------------------------------------------------
     case(
@@ -683,9 +683,9 @@ def test_nul_emoji_and_rtl_text_round_trip_exactly(memory: ContextMemory) -> Non
     assert [r.text for r in stored] == texts
     assert [r.metadata["raw"] for r in stored] == texts
     assert [r.id for r in stored] == ids
-    assert [r.text for r in memory.store.get(["p\x00nul"], namespace=memory.namespace)] == [
-        "pinned \x00 fact"
-    ]
+    assert [
+        r.text for r in memory.store.get(["p\x00nul"], namespace=memory.namespace, session_id="s2")
+    ] == ["pinned \x00 fact"]
     ctx = memory.assemble("s2", "what flag?", budget=2000)
     counter = TokenCounter.for_model("gpt-4o")
     assert ctx.tokens_used == counter.count_messages(ctx.to_messages())
@@ -952,7 +952,7 @@ def test_a_big_document_is_chunked_and_stored(shared_store: ChromaStore) -> None
     seconds = time.perf_counter() - started
     print(f"\n{len(text):,}-character document: {len(ids):,} chunks stored in {seconds:.1f} s")
     counter = mem.counter
-    chunks = mem.store.get(ids, namespace=mem.namespace)
+    chunks = mem.store.get(ids, namespace=mem.namespace, collection="kb")
     assert len(chunks) == len(ids) > 400
     assert max(counter.count(c.text) for c in chunks) <= 200
     ctx = mem.assemble("s1", "When does the ferry to island 3876 leave?", budget=800)

@@ -208,8 +208,9 @@ def test_add_message(
     if error is not None:
         assert snapshot(memory) == before
         return
-    stored = memory.store.get([result], namespace=memory.namespace)
-    assert [r.text for r in stored] == [text if text.strip() else "(tool call)"]
+    stored = memory.store.get([result], namespace=memory.namespace, session_id=session)
+    # A turn that only calls tools is stored with empty text: no placeholder.
+    assert [r.text for r in stored] == [text if text.strip() else ""]
     assert stored[0].session_id == session and stored[0].role == role
 
 
@@ -228,7 +229,9 @@ def test_add_messages(memory: ContextMemory, session: Any, batch: Any, batch_siz
         assert snapshot(memory) == before
         return
     assert len(result) == len(batch)
-    found = {r.id: r for r in memory.store.get(result, namespace=memory.namespace)}
+    found = {
+        r.id: r for r in memory.store.get(result, namespace=memory.namespace, session_id=session)
+    }
     assert set(found) == set(result)
 
 

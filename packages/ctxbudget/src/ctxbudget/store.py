@@ -898,7 +898,7 @@ class ChromaStore:
             counts = Counter(keys)
             twice = sorted({r.id for r, k in zip(records, keys, strict=True) if counts[k] > 1})
             msg = (
-                f"ids {twice} appear more than once in one scope in one add(); give each record "
+                f"ids {twice} appear more than once in one add(), in one scope; give each record "
                 "its own id"
             )
             raise StoreInputError(msg + "; nothing was written")
