@@ -508,6 +508,10 @@ class ContextAssembler:
             role=None,
             name=None,
             tokens=None,
+            tool_calls=(),
+            tool_call_id=None,
+            parts=None,
+            metadata={},
         )
         section = "summaries"
         room = left - state.open_cost(section) - state.date_cost(template, section)

@@ -199,8 +199,15 @@ class Layout:
     # -- where things go -------------------------------------------------------------------
     @staticmethod
     def section_of(item: ContextItem) -> str:
-        """The section an item renders in (custom tiers go with retrieved knowledge)."""
-        return _SECTION_OF_TIER.get(int(item.tier), "knowledge")
+        """The section an item renders in.
+
+        By tier; custom tiers go with retrieved knowledge, and a summary (an item with
+        ``summary_of``) of a tier without a section of its own goes with the summaries.
+        """
+        section = _SECTION_OF_TIER.get(int(item.tier))
+        if section is None:
+            return "summaries" if item.summary_of else "knowledge"
+        return section
 
     def group_of(self, section: str) -> str:
         """The message a section goes into; text formats are also sent as [system, user]."""
