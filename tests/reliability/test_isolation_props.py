@@ -32,6 +32,7 @@ every namespace): none of the user's records are left in that namespace, and eve
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shutil
 import tempfile
@@ -49,6 +50,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import ContextItem
 from ctxbudget.embed import LocalEmbedder
+from ctxbudget.ids import internal_id
 from ctxbudget.memory import ContextMemory
 from ctxbudget.report import AssembledContext
 from ctxbudget.store import ChromaStore, Record
@@ -71,7 +73,8 @@ QUERIES = (
     "when is the budget meeting?",
 )
 MARKER = re.compile(r"\bmk(\d+)x\b")
-SUMMARY_ID = re.compile(r"^summary:(?P<sid>[^:]+):\d+-\d+$")
+SUMMARY_ID = re.compile(r"^(?P<sid>[^|]+)\|ctxbudget:summary:\d+-\d+$")
+QUERY_ID = internal_id("query")
 THREAD_DEADLINE = 300.0  # seconds for a threaded example; a deadlock fails instead of hanging
 BUDGET = 1500
 
@@ -133,13 +136,14 @@ class World:
             return rec
 
     def add_summary(self, ns: str, record: Record) -> None:
+        # Summary ids are unique per session (ids are scoped): the test names them "sid|id".
         with self.lock:
-            key = (ns, record.id)
+            key = (ns, f"{record.session_id}|{record.id}")
             self.deleted.discard(key)  # a session summarized again after a deletion
             if key not in self.records:
                 self.order.append(key)
             self.records[key] = Stored(
-                ns=ns, rid=record.id, kind="summary", sid=record.session_id, uid=record.user_id
+                ns=ns, rid=key[1], kind="summary", sid=record.session_id, uid=record.user_id
             )
 
     def live(self, ns: str) -> list[Stored]:
@@ -198,6 +202,22 @@ def offered(result: AssembledContext) -> list[ContextItem]:
     return [*result.included, *(p.item for p in result.pruned)]
 
 
+def world_key(item_id: str, sid: str) -> str:
+    """The test's id of an offered item: other scopes' ids come qualified (see item_id)."""
+    if item_id.startswith("ctxbudget:summary:"):
+        return f"{sid}|{item_id}"
+    for kind in ("session", "user", "collection"):
+        prefix = internal_id(kind) + ":"
+        if item_id.startswith(prefix):
+            name, rid = json.loads(item_id.removeprefix(prefix))
+            return f"{name}|{rid}" if rid.startswith("ctxbudget:summary:") else str(rid)
+    return item_id
+
+
+def stored_key(record: Record) -> str:
+    return f"{record.session_id}|{record.id}" if record.kind == "summary" else record.id
+
+
 def leaks(world: World, ask: Ask, result: AssembledContext) -> list[str]:
     """Everything offered that ``ask`` may not see, by id and by the markers in its text."""
     found: list[str] = []
@@ -206,11 +226,12 @@ def leaks(world: World, ask: Ask, result: AssembledContext) -> list[str]:
     texts = [result.render()]
     for item in offered(result):
         texts.append(item.text)
-        if item.id == "query":
+        if item.id == QUERY_ID:
             continue
-        rec = records.get((ask.ns, item.id))
+        key = world_key(item.id, ask.sid)
+        rec = records.get((ask.ns, key))
         if rec is None:
-            if not ask.allows_summary_id(item.id):
+            if not ask.allows_summary_id(key):
                 found.append(f"unknown id {item.id!r} ({item.source}): {item.text[:80]!r}")
         elif not ask.allows(rec, (rec.ns, rec.rid) in deleted):
             found.append(f"id {item.id!r} ({item.source}) is {rec}")
@@ -319,7 +340,7 @@ class Player:
             memory.add_documents([(doc_id, self.text(rec, variant))], namespace=docs)
         elif action == "summarize":
             new = memory.summarize(sid, keep_recent=0, stretch=2)
-            for record in self.store.get(new, namespace=ns):
+            for record in self.store.get(new, namespace=ns, session_id=sid):
                 self.world.add_summary(ns, record)
         elif action == "ask":
             self.ask(short, user, number, variant)
@@ -360,7 +381,7 @@ class Player:
 
     def check_present(self, ask: Ask, result: AssembledContext) -> None:
         """What must be offered: the session's newest message, its pins and the user's pins."""
-        ids = {item.id for item in offered(result)}
+        ids = {world_key(item.id, ask.sid) for item in offered(result)}
         live = self.world.live(ask.ns)
         messages = [r for r in live if r.sid == ask.sid and r.kind == "message"]
         pins = [r for r in live if r.kind == "pinned" and ask.allows(r, False)]
@@ -390,8 +411,9 @@ def verify_store(
         with world.lock:
             gone = [rid for key_ns, rid in world.deleted if key_ns == ns]
         live = world.live(ns)
-        assert store.get(gone, namespace=ns) == []
-        got = {r.id: r for r in store.get([r.rid for r in live], namespace=ns)}
+        # Ids are scoped (the same id in several sessions): read the namespace, key as the test.
+        got = {stored_key(r): r for r in store.find(namespace=ns)}
+        assert not set(gone) & set(got)
         assert sorted(got) == sorted(r.rid for r in live), f"records lost in {ns}"
         for rec in live:
             if rec.marker is not None:
