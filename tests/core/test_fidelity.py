@@ -29,9 +29,10 @@ from ctxbudget.readback import parse_rendered
 
 COUNTER = TokenCounter.from_encoding("o200k_base")
 FORMATS = st.sampled_from(["messages", "text", "compact"])
-# CTXBUDGET_EXAMPLES=3000 for a thorough run.
+# A few thousand examples each in CI (CI=true), 300 locally; CTXBUDGET_EXAMPLES sets it.
+EXAMPLES = os.environ.get("CTXBUDGET_EXAMPLES", "2000" if os.environ.get("CI") else "300")
 SETTINGS = settings(
-    max_examples=int(os.environ.get("CTXBUDGET_EXAMPLES", "300")),
+    max_examples=int(EXAMPLES),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
