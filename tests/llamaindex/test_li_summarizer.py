@@ -6,6 +6,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxbudget import Summarizer, Tier, TokenCounter
+from ctxbudget.ids import internal_id
 from ctxbudget.memory import ContextMemory
 from llama_index.ctxbudget import CtxBudgetMemory, LLMSummarizer
 
@@ -47,7 +48,8 @@ def test_memory_summaries_written_by_the_llm_stand_in_for_cut_history(
 
     ids = memory.summarize(LLMSummarizer(llm), keep_recent=20, stretch=30, max_tokens=40)
 
-    assert ids == ["summary:s:0-29", "summary:s:30-59"]
+    # Summaries are ctxbudget's own items: their ids are in its id space, per session.
+    assert ids == [internal_id("summary", "0-29"), internal_id("summary", "30-59")]
     assert len(llm.chat_prompts()) == 2  # a chat model is asked through chat
     memory.put(ChatMessage(role=MessageRole.USER, content="Remind me of the plan."))
     memory.get()
