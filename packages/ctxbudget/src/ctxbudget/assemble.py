@@ -11,6 +11,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import compress, groupby
 from operator import attrgetter
 from time import perf_counter
@@ -57,6 +58,7 @@ class _State:
     history: list[ContextItem] = field(default_factory=list)
     dates: set[tuple[str, str]] = field(default_factory=set)
     originals: dict[str, ContextItem] = field(default_factory=dict)
+    sent: set[int] = field(default_factory=set)  # history items added before packing (by id())
 
     def date_cost(self, item: ContextItem, section: str) -> int:
         """The date line ``item`` would open in a section sorted by date (history: 0 here)."""
@@ -193,7 +195,9 @@ class ContextAssembler:
             state.pruned.append(PrunedItem(dup.item, PruneReason.DUPLICATE, detail))
 
         placed = _place(state, groups, offered)
-        if placed.get("history"):
+        if state.sent:
+            # Packed history is valid by construction (whole steps, from a user turn on);
+            # merged with messages sent whatever happens, it is checked again.
             _drop_unsendable(state, placed, {id(it) for it in groups.get(None, ())})
         included = [it for s in _SECTION_ORDER for it in placed.get(s, ())]
         parts = layout.render_sections(placed)
@@ -311,19 +315,19 @@ class ContextAssembler:
             state.charge(int(Tier.QUERY), sum(joins[1:]))
         if state.used > budget.available:
             raise _too_big(state, budget)
-        sent = {id(it) for it in required if state.section[it.id] == "history"}
+        sent = state.sent = {id(it) for it in required if state.section[it.id] == "history"}
 
         tiers = sorted(set(by_tier) | ({_RECENT} if history else set()))
         reserved = self._floors(tiers, by_tier, history, state, promoted)
         unsendable = Unsendable()
 
-        def history_cost(run: Sequence[ContextItem]) -> int:
-            paid = sum(layout.cost(it, "history") for it in run if id(it) in sent) if sent else 0
+        def history_cost(run: Sequence[ContextItem]) -> int:  # what was paid is not again
+            paid = sum(layout.cost(it, "history") for it in run if id(it) in sent)
             return layout.run_cost(run, "history") - paid
 
         packer = HistoryPacker(
             iter_exchanges(history, unsendable),
-            cost=history_cost,
+            cost=history_cost if sent else partial(layout.run_cost, section="history"),
             refund=lambda older, newer: layout.join_refund(older, newer, "history"),
             kept=[],
             cut=[],
@@ -372,7 +376,7 @@ class ContextAssembler:
         layout = state.layout
         new = zip(packer.blocks[before:], packer.block_costs[before:], strict=True)
         for block, block_cost in new:
-            fresh = [item for item in block if item.id not in state.included_ids]
+            fresh = [it for it in block if id(it) not in state.sent] if state.sent else block
             costs = [layout.cost(item, "history") for item in fresh]
             for item, cost in zip(fresh, costs, strict=True):
                 state.add(item, "history", cost)

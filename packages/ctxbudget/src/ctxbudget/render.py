@@ -204,10 +204,8 @@ class Layout:
         By tier; custom tiers go with retrieved knowledge, and a summary (an item with
         ``summary_of``) of a tier without a section of its own goes with the summaries.
         """
-        section = _SECTION_OF_TIER.get(int(item.tier))
-        if section is None:
-            return "summaries" if item.summary_of else "knowledge"
-        return section
+        # An IntEnum tier hashes as its int: no conversion on this hot path.
+        return _SECTION_OF_TIER.get(item.tier) or ("summaries" if item.summary_of else "knowledge")
 
     def group_of(self, section: str) -> str:
         """The message a section goes into; text formats are also sent as [system, user]."""
