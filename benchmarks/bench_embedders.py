@@ -243,7 +243,7 @@ def main() -> None:
         latency(embedders, questions_of(data)[: args.queries])
     if "throughput" in parts:
         rates = dict(embedders)
-        rates["onnx int8, parallel_batches=2"] = OnnxEmbedder(parallel_batches=2)
+        rates["onnx int8, parallel_batches=1"] = OnnxEmbedder(parallel_batches=1)
         throughput(rates, texts[: args.turns], args.repeat)
     if "cold" in parts:
         cold(args.repeat)

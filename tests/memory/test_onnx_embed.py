@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import shutil
 import sys
 import threading
@@ -125,7 +126,7 @@ def test_vectors_are_normalized_and_finite(onnx_vectors: np.ndarray) -> None:
 def test_batch_results_equal_single_results(onnx: OnnxEmbedder, onnx_vectors: np.ndarray) -> None:
     singles = np.array([onnx.embed_query(text) for text in TEXTS])
     assert np.allclose(singles, onnx_vectors, atol=1e-5)
-    small_batches = OnnxEmbedder(batch_size=3, parallel_batches=2)
+    small_batches = OnnxEmbedder(batch_size=3, parallel_batches=3)
     assert np.allclose(np.array(small_batches.embed_documents(TEXTS)), onnx_vectors, atol=1e-5)
     assert onnx.embed_documents([]) == []
 
@@ -169,6 +170,8 @@ def test_concurrent_calls_agree(onnx_vectors: np.ndarray) -> None:
 def test_threads_option_sets_the_session(onnx: OnnxEmbedder) -> None:
     options = onnx.session.get_session_options()
     assert onnx.threads == 1
+    assert onnx.parallel_batches == min(4, os.cpu_count() or 1)
+    assert OnnxEmbedder(parallel_batches=1).parallel_batches == 1
     assert options.intra_op_num_threads == 1
     assert options.inter_op_num_threads == 1
     two = OnnxEmbedder(threads=2)

@@ -120,8 +120,10 @@ class OnnxEmbedder:
             first, so little is padded).
         threads: onnxruntime intra-op threads of one forward pass. The default, 1, keeps one
             query on one core, which on a busy machine is faster than contending for all.
-        parallel_batches: forward passes `embed_documents` may run at once, each on
-            ``threads`` threads; more than 1 speeds up large ingests on idle cores.
+        parallel_batches: forward passes `embed_documents` may run at once when it has more
+            than ``batch_size`` texts, each on ``threads`` threads; defaults to the number of
+            CPUs, at most 4. The passes are independent (no spinning thread pool), so on busy
+            cores they share time instead of stalling; a single query is always one pass.
 
     >>> OnnxEmbedder().name
     'all-MiniLM-L6-v2-onnx-int8'
@@ -136,10 +138,12 @@ class OnnxEmbedder:
         name: str | None = None,
         batch_size: int = 32,
         threads: int = 1,
-        parallel_batches: int = 1,
+        parallel_batches: int | None = None,
     ) -> None:
         self._batch_size = _positive("batch_size", batch_size)
         self._threads = _positive("threads", threads)
+        if parallel_batches is None:
+            parallel_batches = min(4, os.cpu_count() or 1)
         self._parallel = _positive("parallel_batches", parallel_batches)
         if sha256 is not None and (
             not isinstance(sha256, str)
