@@ -263,6 +263,31 @@ def test_call_ids_alone_are_still_accepted(memory: ContextMemory) -> None:
     assert turn.text == "" and turn.tool_calls == ("c1",) and "_tool_calls" not in turn.metadata
 
 
+def test_a_tool_result_with_no_output_is_stored_empty_and_sent_with_its_call(
+    memory: ContextMemory,
+) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ping", "arguments": "{}"}}
+    memory.add_messages(
+        "s1",
+        [
+            {"id": "u", "role": "user", "text": "ping it"},
+            {"id": "a", "role": "assistant", "text": "", "tool_calls": [call]},
+            {"id": "t", "role": "tool", "text": "", "tool_call_id": "c1"},
+        ],
+    )
+    assert [(r.id, r.text) for r in memory.history("s1")] == [
+        ("u", "ping it"),
+        ("a", ""),
+        ("t", ""),
+    ]
+    ctx = memory.assemble("s1", "done?", budget=4096)
+    sent = ctx.to_messages()
+    result = next(m for m in sent if m["role"] == "tool")
+    assert result == {"role": "tool", "content": "", "tool_call_id": "c1"}
+    with pytest.raises(StoreInputError, match="empty text"):
+        memory.add_message("s1", "tool", "")  # a result must name its call
+
+
 def test_bad_tool_calls_are_refused_before_anything_is_written(memory: ContextMemory) -> None:
     ok = {"role": "user", "text": "hi"}
     for calls, match in (

@@ -78,9 +78,9 @@ def iter_exchanges(history: Sequence[ContextItem], unsendable: Unsendable) -> It
 
     What can never be sent goes to ``unsendable`` instead: tool results whose call is not in
     the same exchange, assistant turns whose calls are not all answered there (with the
-    results they do have), and whatever precedes the first user turn. Each step is an assistant
-    turn followed by the results of its calls, in the order of the calls. Reading from the end
-    means a long history is only walked as far as packing goes.
+    results they do have), and whatever precedes the first user turn but system messages.
+    Each step is an assistant turn followed by the results of its calls, in the order of the
+    calls. Reading from the end means a long history is only walked as far as packing goes.
     """
     steps: list[tuple[ContextItem, ...]] = []
     pending: list[ContextItem] = []  # tool results waiting for the assistant message that called
@@ -102,8 +102,15 @@ def iter_exchanges(history: Sequence[ContextItem], unsendable: Unsendable) -> It
         else:
             steps.append((item,))
     unsendable.orphan_results.extend(reversed(pending))
-    for step in reversed(steps):
-        unsendable.before_first_user.extend(step)
+    # Before the first user turn only system messages may be sent (an app's instructions kept
+    # in the history); they form an exchange without a user turn.
+    steps.reverse()
+    system = [step for step in steps if len(step) == 1 and step[0].role == "system"]
+    for step in steps:
+        if len(step) != 1 or step[0].role != "system":
+            unsendable.before_first_user.extend(step)
+    if system:
+        yield Exchange(None, tuple(system))
 
 
 def sendable(history: Sequence[ContextItem]) -> tuple[list[ContextItem], Unsendable]:

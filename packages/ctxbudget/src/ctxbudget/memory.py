@@ -329,8 +329,15 @@ class ContextMemory:
         call_ids = _message_calls(index, message.get("tool_calls"), metadata)
         if message.get("name"):
             metadata["_name"] = str(message["name"])
-        if not text.strip() and not call_ids:
-            msg = f"message {index} has empty text; store only messages with content"
+        if (
+            not text.strip()
+            and not call_ids
+            and not (role == "tool" and message.get("tool_call_id"))
+        ):
+            msg = (
+                f"message {index} has empty text; store only messages with content (a turn "
+                "that calls tools, or a tool result, may be empty)"
+            )
             raise StoreInputError(msg)
         try:
             timestamp = to_timestamp(message.get("timestamp"))

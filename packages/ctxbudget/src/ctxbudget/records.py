@@ -68,7 +68,7 @@ class Record:
             else its document collection).
         kind: ``"message"``, ``"pinned"``, ``"document"`` or ``"summary"``.
         text: the content; must not be empty, except for a message with ``tool_calls``
-            (an assistant turn that only calls tools has empty text).
+            (an assistant turn that only calls tools) or a tool result with no output.
         namespace: the tenant; reads only ever see their own namespace.
         session_id: the conversation; required for messages.
         user_id: the user the record belongs to.
@@ -214,6 +214,11 @@ def scope_arg(
     return (kind, _require_name(f"{kind}_id" if kind != "collection" else kind, value))
 
 
+def _may_be_empty(record: Record) -> bool:
+    """A turn that only calls tools, or a tool result with no output, has empty text."""
+    return bool(record.tool_calls) or (record.role == "tool" and record.tool_call_id is not None)
+
+
 def embedding_text(record: Record) -> str:
     """What is embedded for a record: its text, or for a tool-call-only turn its calls.
 
@@ -225,6 +230,8 @@ def embedding_text(record: Record) -> str:
     """
     if record.text.strip():
         return record.text
+    if not record.tool_calls:
+        return f"tool result of {record.tool_call_id or 'a call'}: no output"
     raw = record.metadata.get("_tool_calls")
     calls: object = None
     if isinstance(raw, str):
@@ -294,8 +301,9 @@ def _check_record(index: int, record: object) -> None:
     text: object = record.text
     if not isinstance(text, str):
         raise _bad(index, record, f"text must be a str, got {type(text).__name__}")
-    if not text.strip() and not (kind == "message" and record.tool_calls):
-        raise _bad(index, record, "text is empty; store only records with content (or tool calls)")
+    if not text.strip() and not (kind == "message" and _may_be_empty(record)):
+        problem = "text is empty; store only records with content (or tool calls, or results)"
+        raise _bad(index, record, problem)
     _check_unicode(index, record, "text", text)
     namespace: object = record.namespace
     if not isinstance(namespace, str) or not namespace:

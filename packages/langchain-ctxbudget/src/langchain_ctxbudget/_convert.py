@@ -254,8 +254,8 @@ def record_payload(message: BaseMessage, *, id: str, timestamp: float) -> dict[s
     calls = list(data.get("tool_calls") or [])
     if isinstance(message, AIMessage):
         calls.extend(_invalid_call(call) for call in message.invalid_tool_calls)
-    if not (text or "").strip() and not calls:
-        return None
+    if not (text or "").strip() and not calls and role != "tool":
+        return None  # a tool result with no output is kept: its call needs it
     payload: dict[str, Any] = {
         "role": role,
         "text": text or "",

@@ -48,7 +48,6 @@ _ROLES = {
     MessageRole.TOOL: "tool",
     MessageRole.FUNCTION: "tool",
 }
-_EMPTY_RESULT = "(no output)"
 # additional_kwargs keys that become message fields instead of opaque metadata.
 _FIELDS = frozenset({"tool_calls", "tool_call_id", "name"})
 
@@ -104,7 +103,7 @@ def text_of(message: ChatMessage) -> str:
 def to_stored(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:
     """A message as `ContextMemory.add_messages` takes it; None when it holds nothing to keep.
 
-    An empty tool result is stored as ``(no output)``: its call must keep a result to be sent.
+    A tool result with no output is stored empty: its call needs it to be sent.
 
     Raises:
         InvalidItemError: a tool call without a name, or arguments that are not JSON.
@@ -114,9 +113,7 @@ def to_stored(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:
     calls = _tool_calls(message, index)
     kwargs = message.additional_kwargs or {}
     empty = not text.strip()
-    if empty and role == "tool":
-        text = _EMPTY_RESULT  # a tool may return nothing; its call still needs a result
-    elif empty and not calls:
+    if empty and not calls and role != "tool":
         return None
     metadata: dict[str, str | int | float | bool] = {}
     others = {k: v for k, v in kwargs.items() if k not in _FIELDS}
