@@ -7,14 +7,16 @@ One run, side by side, with the load average at each step (the machine is shared
    busy-loop subprocess runs during that part);
 3. batch throughput (texts/s) of ``embed_documents`` on LoCoMo turns;
 4. cold start: import + first embedding in a fresh process;
-5. LoCoMo evidence recall of ``ContextMemory`` defaults (and the vector top-k baseline) with each
-   embedder on the same conversations and questions, plus the ingest rate (messages/s).
+5. ingest rate (messages/s) of ``ContextMemory.add_messages`` with each embedder (Chroma writes
+   included), on the conversations of the recall part;
+6. LoCoMo evidence recall of ``ContextMemory`` defaults (and the vector top-k baseline) with each
+   embedder on the same conversations and questions (ingest rate again as a by-product).
 
 The data is LoCoMo (Maharana et al., ACL 2024), licensed CC BY-NC 4.0: it is read from outside
 the repository and must never be copied into it.
 
 Run: nice -n 10 .venv/bin/python benchmarks/bench_embedders.py [--locomo PATH]
-     [--conversations 2] [--parts agreement,latency,throughput,cold,recall]
+     [--conversations 2] [--parts agreement,latency,throughput,cold,ingest,recall]
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from ctxbudget.evaluation import LocomoData, load_locomo, run_locomo, summarize
 from ctxbudget.evaluation.runner import DEFAULT_BUDGETS
 from ctxbudget.onnx_embed import OnnxEmbedder
 
-PARTS = ("agreement", "latency", "throughput", "cold", "recall")
+PARTS = ("agreement", "latency", "throughput", "cold", "ingest", "recall")
 
 COLD = {
     "sentence-transformers": (
@@ -168,6 +170,24 @@ def cold(repeat: int) -> None:
     print()
 
 
+def ingest(embedders: dict[str, Embedder], data: LocomoData, conversations: int) -> None:
+    print(f"## Ingest: ContextMemory.add_messages of the first {conversations} conversations")
+    print()
+    print("| embedder | turns | seconds | messages/s | load |")
+    print("|---|---:|---:|---:|---|")
+    for name, embedder in embedders.items():
+        run = run_locomo(
+            data,
+            embedder=embedder,
+            max_conversations=conversations,
+            max_questions=1,
+            progress=False,
+        )
+        seconds = run.seconds["ingest"]
+        print(f"| {name} | {run.turns} | {seconds:.1f} | {run.turns / seconds:,.0f} | {load()} |")
+    print()
+
+
 def recall(embedders: dict[str, Embedder], data: LocomoData, conversations: int) -> None:
     results: dict[str, dict[str, Any]] = {}
     ingest: dict[str, float] = {}
@@ -247,6 +267,8 @@ def main() -> None:
         throughput(rates, texts[: args.turns], args.repeat)
     if "cold" in parts:
         cold(args.repeat)
+    if "ingest" in parts:
+        ingest(embedders, data, args.conversations)
     if "recall" in parts:
         recall(embedders, data, args.conversations)
     print(f"done, {load()}")
