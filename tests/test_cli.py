@@ -254,7 +254,7 @@ def test_explain_json_reports_the_budget(capsys: pytest.CaptureFixture[str], ing
     assert (report["window"], report["reserve"], report["tokens_available"]) == (250, 50, 200)
     assert report["tokens_used"] <= 200
     assert {"m1", "m2"} <= set(report["included"])
-    assert report["included"][-1] == "query"
+    assert report["included"][-1] == "ctxbudget:query"
     assert (report["tiers"]["QUERY"]["offered"], report["tiers"]["QUERY"]["kept"]) == (1, 1)
 
 

@@ -28,6 +28,7 @@ from ctxbudget.evaluation import (
     split_evidence,
 )
 from ctxbudget.evaluation.baselines import recency_window, top_k
+from ctxbudget.ids import internal_id
 from ctxbudget.memory import ContextMemory, MemoryConfig
 from ctxbudget.scoring import LexicalIndex, Scoring, lexical_terms
 from ctxbudget.store import ChromaStore
@@ -497,5 +498,5 @@ def test_the_lexical_index_follows_new_messages_and_deletions(
     assert "tangerine42" in after.render()
     memory.delete_session("s")
     gone = memory.assemble("s", question, budget=512)
-    assert gone.included_ids == ["query"]
+    assert gone.included_ids == [internal_id("query")]
     memory.close()

@@ -836,7 +836,7 @@ def test_503_from_a_proxy_is_retried(
         stored = store.add([_message(0, pool)])
         upserts = [status for m, p, status in proxy.seen if is_upsert(m, p)]
         assert upserts == [503, 502, 200]
-        assert store.get([stored[0].id], namespace=NS) == stored
+        assert store.get([stored[0].id], namespace=NS, session_id=SESSION) == stored
 
 
 @pytest.mark.integration

@@ -260,14 +260,21 @@ def test_budget_messages_fits_multimodal_conversations(
     assert sent_tokens(kept, costs) <= budget
     assert is_kept_in_order(kept, messages)  # the very objects, in order
     assert messages == before  # nothing given was changed (blocks, tool calls, names)
-    # Exact, not padded: a budget of exactly the whole conversation keeps all of it.
-    everything = sent_tokens(messages, costs)
-    assert budget_messages(messages, max_tokens=everything, start_on=None) == messages
+    # What can be sent at all: everything but calls no result answers (an invalid call
+    # without an id, say), results without their call, and turns before the first user turn.
+    sendable = budget_messages(messages, max_tokens=10**9, start_on=None)
+    for message in messages:
+        if not any(message is m for m in sendable):
+            role = message.role if isinstance(message, ChatMessage) else message.type
+            assert role in ("ai", "assistant", "tool"), message
+    # Exact, not padded: a budget of exactly that keeps all of it, one token less does not.
+    everything = sent_tokens(sendable, costs)
+    assert budget_messages(messages, max_tokens=everything, start_on=None) == sendable
     try:
         fewer = budget_messages(messages, max_tokens=everything - 1, start_on=None)
     except BudgetExceededError:
         return
-    assert len(fewer) < len(messages)
+    assert len(fewer) < len(sendable)
 
 
 def test_images_of_unknown_size_are_flagged_and_counted_at_their_most(
@@ -392,6 +399,7 @@ def test_odd_but_valid_langchain_input_is_counted_and_kept() -> None:
         AIMessage("", tool_calls=[call_no_id], id="m4"),
         ToolMessage("found", tool_call_id="", id="m5"),  # answers the call without an id
         AIMessage("", invalid_tool_calls=[bad_call], id="m6"),
+        ToolMessage("error: bad json", tool_call_id="b1", id="m6r"),  # answers the invalid call
         ChatMessage(role="developer", content="Use metric units.", id="m7"),
         HumanMessage("last", id="m8"),
     ]
@@ -408,6 +416,11 @@ def test_odd_but_valid_langchain_input_is_counted_and_kept() -> None:
     ]
     kept = budget_messages(orphan, max_tokens=1000)
     assert [m.type for m in kept] == ["human", "ai"]
+    # Nor a call no result answers (here an invalid one): the provider would refuse it.
+    unanswered = [m for m in messages if m.id != "m6r"]
+    assert [m.id for m in budget_messages(unanswered, max_tokens=total)] == [
+        m.id for m in unanswered if m.id != "m6"
+    ]
 
 
 # -- the agent middleware ----------------------------------------------------------------------

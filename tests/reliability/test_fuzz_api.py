@@ -253,7 +253,9 @@ def test_pin(
     if error is not None:
         assert snapshot(memory) == before
         return
-    assert [r.text for r in memory.store.get([result], namespace=memory.namespace)] == [text]
+    scope = {"session_id": session} if session is not None else {"user_id": user}
+    stored = memory.store.get([result], namespace=memory.namespace, **scope)
+    assert [r.text for r in stored] == [text]
 
 
 @settings(SETTINGS, max_examples=100)
@@ -287,7 +289,7 @@ def test_add_documents(
     if error is not None:
         assert snapshot(memory) == before
         return
-    chunks = memory.store.get(result, namespace=memory.namespace)
+    chunks = memory.store.get(result, namespace=memory.namespace, collection=collection)
     assert len(chunks) == len(result)
     counter = memory.counter
     assert all(counter.count(c.text) <= chunk_tokens for c in chunks)

@@ -421,7 +421,7 @@ def verify_store(
             assert got[rec.rid].namespace == ns
         assert store.count(namespace=ns) == len(live)
         hits = store.search(probe, namespace=ns, k=1000)
-        assert sorted(h.record.id for h in hits) == sorted(r.rid for r in live)
+        assert sorted(stored_key(h.record) for h in hits) == sorted(r.rid for r in live)
 
 
 def final_round(player: Player, probe: list[float], forget: tuple[str, str]) -> None:

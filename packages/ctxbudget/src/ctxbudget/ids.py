@@ -42,8 +42,13 @@ def check_caller_id(item_id: str, where: str) -> str:
         where: what carried it, for the message (``"message 3"``, ``"pin"``).
 
     Raises:
-        InvalidItemError: the id starts with `INTERNAL_PREFIX` (a ValueError).
+        InvalidItemError: the id is not a non-empty str, or starts with `INTERNAL_PREFIX` (a
+            ValueError).
     """
+    given: object = item_id
+    if not isinstance(given, str) or not given:
+        msg = f"{where}: an id must be a non-empty str, got {given!r:.80}"
+        raise InvalidItemError(msg)
     if is_internal(item_id):
         msg = (
             f"{where}: id {item_id!r} starts with {INTERNAL_PREFIX!r}, which ctxbudget keeps for "
