@@ -33,19 +33,19 @@ from typing import Any
 
 from _common import add_locomo_argument, machine, pct, require_locomo
 
-from ctxbudget.embed import Embedder, LocalEmbedder
-from ctxbudget.evaluation import LocomoData, load_locomo, run_locomo, summarize
-from ctxbudget.evaluation.runner import DEFAULT_BUDGETS
-from ctxbudget.onnx_embed import OnnxEmbedder
+from ctxbudget.embed.local import Embedder, LocalEmbedder
+from ctxbudget.embed.onnx import OnnxEmbedder
+from ctxbudget.eval import LocomoData, load_locomo, run_locomo, summarize
+from ctxbudget.eval.runner import DEFAULT_BUDGETS
 
 PARTS = ("agreement", "latency", "throughput", "cold", "ingest", "recall")
 
 COLD = {
     "sentence-transformers": (
-        "from ctxbudget.embed import LocalEmbedder\nLocalEmbedder().embed_query('hello there')"
+        "from ctxbudget.embed.local import LocalEmbedder\nLocalEmbedder().embed_query('hello there')"
     ),
     "onnx int8": (
-        "from ctxbudget.onnx_embed import OnnxEmbedder\nOnnxEmbedder().embed_query('hello there')"
+        "from ctxbudget.embed.onnx import OnnxEmbedder\nOnnxEmbedder().embed_query('hello there')"
     ),
 }
 

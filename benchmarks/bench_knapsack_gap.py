@@ -1,7 +1,7 @@
 """How far the greedy knapsack falls from the exact one, and what the exactness costs.
 
 On seeded random instances (token weights 10-400, capacity a random 10-50% of the total weight),
-`ctxbudget.packing.solve` runs once with the exact DP forced (``exact_limit`` huge) and once with
+`ctxbudget.core.packing.solve` runs once with the exact DP forced (``exact_limit`` huge) and once with
 the greedy forced (``exact_limit=0``). Per size and score distribution it prints the greedy's
 value gap to the optimum (1 - greedy/exact: mean and worst), how often the greedy was optimal,
 the slack of the LP bound the greedy reports (upper_bound/exact - 1), both median solve times,
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from _common import machine
 
-from ctxbudget.packing import DEFAULT_EXACT_LIMIT, solve
+from ctxbudget.core.packing import DEFAULT_EXACT_LIMIT, solve
 
 MIN_WEIGHT, MAX_WEIGHT = 10, 400
 EXACT = 10**15  # large enough that every instance here runs the DP

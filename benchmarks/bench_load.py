@@ -49,10 +49,10 @@ from pathlib import Path
 
 from _common import machine, pct, sentence
 
-from ctxbudget.embed import Embedder, LocalEmbedder
+from ctxbudget.embed.local import Embedder, LocalEmbedder
 from ctxbudget.errors import CtxBudgetError
-from ctxbudget.memory import ContextMemory
-from ctxbudget.store import ChromaStore
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.testing import chroma_server
 
 MARKER = re.compile(r"\[(w\d+n\d+)\]")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from _common import add_locomo_argument, machine, require_locomo
 
-from ctxbudget.evaluation import load_locomo, plot_recall, run_locomo, to_json, to_markdown
-from ctxbudget.evaluation.runner import DEFAULT_BUDGETS
+from ctxbudget.eval import load_locomo, plot_recall, run_locomo, to_json, to_markdown
+from ctxbudget.eval.runner import DEFAULT_BUDGETS
 
 
 def main() -> None:

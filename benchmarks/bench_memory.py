@@ -51,9 +51,9 @@ from typing import Any
 from _common import WORDS, machine, pct, sentence
 
 from ctxbudget import TokenCounter
-from ctxbudget.chunking import chunk_text
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.memory import ContextMemory
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.memory.chunking import chunk_text
+from ctxbudget.memory.context import ContextMemory
 from ctxbudget.testing import chroma_server
 
 SESSION_LENGTH = 200

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from _common import machine
 
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.store.chroma_store import ChromaStore, Record
 from ctxbudget.testing import chroma_server
 
 DIM = 384

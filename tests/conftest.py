@@ -23,7 +23,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from ctxbudget import testing  # noqa: E402
-from ctxbudget.embed import LocalEmbedder  # noqa: E402
+from ctxbudget.embed.local import LocalEmbedder  # noqa: E402
 from ctxbudget.testing import ChromaServer  # noqa: E402
 
 

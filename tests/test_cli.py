@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ctxbudget.cli import main
-from ctxbudget.tokens import TokenCounter
+from ctxbudget.cli.main import main
+from ctxbudget.tokens.counter import TokenCounter
 
 QUERY = "What is my cat called?"
 CHAT = [
@@ -403,7 +403,7 @@ def test_demo_rejects_bad_budgets_before_doing_anything(
 def test_demo_runs_end_to_end_and_leaves_nothing_behind(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     done = subprocess.run(
-        [sys.executable, "-m", "ctxbudget.cli", "demo"],
+        [sys.executable, "-m", "ctxbudget.cli.main", "demo"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -432,7 +432,7 @@ def test_demo_runs_end_to_end_and_leaves_nothing_behind(tmp_path: Path) -> None:
 def test_every_command_closes_its_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # An open embedded store holds its folder for this process; a command must let go of it,
     # also when it fails, or the next process (or a test's own store) is refused.
-    from ctxbudget import _lock
+    from ctxbudget.store import lock as _lock
 
     folder = tmp_path / "store"
     good = tmp_path / "chat.jsonl"

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from ctxbudget import ContextAssembler, ContextItem, Tier
-from ctxbudget.cli import main
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.evaluation import (
+from ctxbudget.cli.main import main
+from ctxbudget.core.ids import internal_id
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.eval import (
     DatasetError,
     answer_in,
     load_locomo,
@@ -27,11 +28,10 @@ from ctxbudget.evaluation import (
     parse_locomo,
     split_evidence,
 )
-from ctxbudget.evaluation.baselines import recency_window, top_k
-from ctxbudget.ids import internal_id
-from ctxbudget.memory import ContextMemory, MemoryConfig
-from ctxbudget.scoring import LexicalIndex, Scoring, lexical_terms
-from ctxbudget.store import ChromaStore
+from ctxbudget.eval.baselines import recency_window, top_k
+from ctxbudget.memory.context import ContextMemory, MemoryConfig
+from ctxbudget.memory.scoring import LexicalIndex, Scoring, lexical_terms
+from ctxbudget.store.chroma_store import ChromaStore
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -363,7 +363,7 @@ def test_eval_locomo_on_a_subset_writes_consistent_results(
     assert recalls == sorted(recalls)  # a bigger budget never finds less on average
 
 
-# -- the retrieval the evaluation measures (ctxbudget.scoring, ContextMemory) ----------------
+# -- the retrieval the evaluation measures (ctxbudget.memory.scoring, ContextMemory) ---------------
 
 
 def test_lexical_index_stems_and_prefers_rare_terms() -> None:

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxbudget import AssembledContext, ContextItem, PruneReason, Tier
-from ctxbudget.readback import ParsedRow, parse_rendered
-from ctxbudget.render import Layout
-from ctxbudget.rows import RowCall
-from ctxbudget.toolcalls import canonical_arguments
+from ctxbudget.core.readback import ParsedRow, parse_rendered
+from ctxbudget.core.render import Layout
+from ctxbudget.core.rows import RowCall
+from ctxbudget.core.toolcalls import canonical_arguments
 
 LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 

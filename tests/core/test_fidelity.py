@@ -25,7 +25,7 @@ from ctxbudget import (
     Tier,
     TokenCounter,
 )
-from ctxbudget.readback import parse_rendered
+from ctxbudget.core.readback import parse_rendered
 
 COUNTER = TokenCounter.from_encoding("o200k_base")
 FORMATS = st.sampled_from(["messages", "text", "compact"])

@@ -19,7 +19,7 @@ from ctxbudget import (
     Tier,
     TokenCounter,
 )
-from ctxbudget.render import Layout
+from ctxbudget.core.render import Layout
 
 COUNTERS = {name: TokenCounter.from_encoding(name) for name in ("o200k_base", "cl100k_base")}
 FORMATS = st.sampled_from(["messages", "text", "compact"])

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from ctxbudget import models
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError, UnknownModelError
-from ctxbudget.models import ModelInfo, known_models, lookup_model, register_model
-from ctxbudget.tokens import TokenCounter
+from ctxbudget.tokens import models
+from ctxbudget.tokens.counter import TokenCounter
+from ctxbudget.tokens.models import ModelInfo, known_models, lookup_model, register_model
 
 
 @pytest.fixture

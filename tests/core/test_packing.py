@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget.packing import solve
+from ctxbudget.core.packing import solve
 
 instances = st.lists(
     st.tuples(st.floats(0, 100, allow_nan=False), st.integers(0, 60)), min_size=0, max_size=10

@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from ctxbudget import encodings, tokens
 from ctxbudget.errors import (
     InvalidItemError,
     TokenizerUnavailableError,
     UnknownModelError,
 )
-from ctxbudget.tokens import CacheInfo, TokenCounter, ensure_offline_encodings, image_tokens
+from ctxbudget.tokens import counter as tokens
+from ctxbudget.tokens import encodings
+from ctxbudget.tokens.counter import CacheInfo, TokenCounter, ensure_offline_encodings, image_tokens
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 
@@ -125,7 +126,7 @@ def refuse(*args, **kwargs):
     raise OSError("network disabled by the test")
 socket.socket.connect = refuse
 socket.create_connection = refuse
-from ctxbudget.tokens import TokenCounter, ensure_offline_encodings
+from ctxbudget.tokens.counter import TokenCounter, ensure_offline_encodings
 if sys.argv[1] == "load":
     dirs = []
     threads = [threading.Thread(target=lambda: dirs.append(str(ensure_offline_encodings())))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.memory import ContextMemory
-from ctxbudget.store import ChromaStore
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.testing import ChromaServer
 
 

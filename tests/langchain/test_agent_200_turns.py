@@ -28,7 +28,7 @@ from langchain_core.tools import tool
 from lc_fakes import RecordingChatModel
 
 from ctxbudget import TokenCounter
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from langchain_ctxbudget import CtxBudgetMiddleware
 
 WINDOW = 2048

@@ -9,7 +9,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from lc_fakes import RecordingChatModel
 
 from ctxbudget import StoreInputError
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from langchain_ctxbudget import CtxBudgetChatMessageHistory
 
 CONVERSATION: list[BaseMessage] = [

@@ -10,7 +10,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 
 from ctxbudget import InvalidItemError, TokenCounter
-from ctxbudget.embed import LocalEmbedder
+from ctxbudget.embed.local import LocalEmbedder
 from langchain_ctxbudget import CtxBudgetCompressor
 
 COUNTER = TokenCounter.for_model("gpt-4o")

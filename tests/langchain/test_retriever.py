@@ -15,8 +15,8 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from lc_fakes import RecordingChatModel
 
 from ctxbudget import InvalidBudgetError, TokenCounter
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.memory import ContextMemory
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.memory.context import ContextMemory
 from langchain_ctxbudget import CtxBudgetRetriever
 
 COUNTER = TokenCounter.for_model("gpt-4o")

@@ -43,10 +43,10 @@ from langchain_core.messages import (
 from lc_fakes import RecordingChatModel
 
 from ctxbudget import AssembledContext, ContextAssembler, InvalidItemError, Tier, TokenCounter
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.ids import is_internal
-from ctxbudget.memory import ContextMemory, MemoryConfig
-from ctxbudget.toolcalls import tool_call
+from ctxbudget.core.ids import is_internal
+from ctxbudget.core.toolcalls import tool_call
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.memory.context import ContextMemory, MemoryConfig
 from langchain_ctxbudget import (
     ChatModelSummarizer,
     CtxBudgetChatMessageHistory,

@@ -15,7 +15,7 @@ from llama_index.core import Settings
 from llama_index.core.llms import MockLLM
 
 from ctxbudget import TokenCounter
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import CtxBudgetEmbedding
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from llama_index.core import Document, VectorStoreIndex
 
-from ctxbudget.embed import Embedder, LocalEmbedder, as_embedder
+from ctxbudget.embed.local import Embedder, LocalEmbedder, as_embedder
 from llama_index.ctxbudget import CtxBudgetEmbedding
 
 

@@ -21,7 +21,7 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import BaseTool, FunctionTool
 
 from ctxbudget import TokenCounter
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import CtxBudgetEmbedding, CtxBudgetMemory, CtxBudgetNodePostprocessor
 
 from .helpers import RecordingLLM, prompt_tokens, tool_call_problems

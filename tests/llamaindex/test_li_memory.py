@@ -14,7 +14,7 @@ from llama_index.core.memory import StaticMemoryBlock
 
 from ctxbudget import BudgetExceededError, InvalidBudgetError, InvalidItemError, Tier, TokenCounter
 from ctxbudget.errors import UnknownModelError
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import CtxBudgetEmbedding, CtxBudgetMemory, block_tier
 
 from .helpers import prompt_tokens, tool_call_problems

@@ -24,7 +24,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ctxbudget import TokenCounter
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import CtxBudgetMemory
 
 from .helpers import prompt_tokens

@@ -7,7 +7,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
 
 from ctxbudget import InvalidBudgetError, TokenCounter
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import CtxBudgetRetriever
 
 from .helpers import RecordingLLM

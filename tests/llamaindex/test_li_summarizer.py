@@ -6,8 +6,8 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxbudget import Summarizer, Tier, TokenCounter
-from ctxbudget.ids import internal_id
-from ctxbudget.memory import ContextMemory
+from ctxbudget.core.ids import internal_id
+from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import CtxBudgetMemory, LLMSummarizer
 
 from .helpers import RecordingLLM

@@ -22,7 +22,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from ctxbudget import InvalidItemError, TokenCounter
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import (
     CtxBudgetEmbedding,
     CtxBudgetMemory,

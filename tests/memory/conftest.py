@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.store import ChromaStore
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.testing import ChromaServer
 
 StoreFactory = Callable[..., ChromaStore]

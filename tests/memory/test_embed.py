@@ -15,7 +15,7 @@ from langchain_core.embeddings import Embeddings
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-from ctxbudget.embed import (
+from ctxbudget.embed.local import (
     DEFAULT_MODEL_NAME,
     Embedder,
     LocalEmbedder,
@@ -23,7 +23,7 @@ from ctxbudget.embed import (
     validate_embeddings,
 )
 from ctxbudget.errors import MissingDependencyError, StoreInputError
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.store.chroma_store import ChromaStore, Record
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -23,14 +23,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget._record_items import history_item
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import ContextItem, Tier
+from ctxbudget.core.toolcalls import parse_arguments
 from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
-from ctxbudget.ids import internal_id
-from ctxbudget.items import ContextItem, Tier
-from ctxbudget.memory import ContextMemory
-from ctxbudget.records import scoped_item_id
-from ctxbudget.store import LAYOUT_VERSION, ChromaStore, Record
-from ctxbudget.toolcalls import parse_arguments
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.record_items import history_item
+from ctxbudget.store.chroma_store import LAYOUT_VERSION, ChromaStore, Record
+from ctxbudget.store.records import scoped_item_id
 
 StoreFactory = Callable[..., ChromaStore]
 

@@ -13,9 +13,9 @@ from chromadb.config import Settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget._chroma import close_client
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.store.chroma_store import ChromaStore, Record
+from ctxbudget.store.client import close_client
 
 THREADS = 8
 PER_THREAD = 25

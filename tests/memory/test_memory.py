@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.render import Format
+from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import BudgetExceededError, StoreInputError
-from ctxbudget.ids import internal_id
-from ctxbudget.items import ContextItem, Shrink, Tier
-from ctxbudget.memory import ContextMemory, MemoryConfig
-from ctxbudget.records import scoped_item_id
-from ctxbudget.render import Format
-from ctxbudget.report import AssembledContext
-from ctxbudget.store import ChromaStore
+from ctxbudget.memory.context import ContextMemory, MemoryConfig
+from ctxbudget.store.chroma_store import ChromaStore
+from ctxbudget.store.records import scoped_item_id
 
 NS = "default"
 FORMATS: tuple[Format, ...] = get_args(Format)

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxbudget.embed import Embedder, LocalEmbedder
-from ctxbudget.errors import MissingDependencyError
-from ctxbudget.onnx_embed import (
+from ctxbudget.embed.local import Embedder, LocalEmbedder
+from ctxbudget.embed.onnx import (
     MAX_LENGTH,
     MODEL_SHA256,
     ONNX_MODEL_NAME,
     TOKENIZER_SHA256,
     OnnxEmbedder,
 )
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.errors import MissingDependencyError
+from ctxbudget.store.chroma_store import ChromaStore, Record
 
 LONG = " ".join(f"sentence {i} of a long note about trains, budgets and Lisbon." for i in range(60))
 

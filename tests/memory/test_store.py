@@ -12,9 +12,9 @@ import chromadb
 import pytest
 from chromadb.config import Settings
 
-from ctxbudget.embed import LocalEmbedder, as_embedder
+from ctxbudget.embed.local import LocalEmbedder, as_embedder
 from ctxbudget.errors import MissingDependencyError, StoreError, StoreInputError
-from ctxbudget.store import ChromaStore, Hit, Record
+from ctxbudget.store.chroma_store import ChromaStore, Hit, Record
 
 StoreFactory = Callable[..., ChromaStore]
 

@@ -34,11 +34,11 @@ from ctxbudget import (
     TokenCounter,
     UnknownModelError,
 )
-from ctxbudget.cli import main
-from ctxbudget.embed import LocalEmbedder
+from ctxbudget.cli.main import main
+from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.errors import StoreInputError
-from ctxbudget.memory import ContextMemory, MemoryConfig
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.memory.context import ContextMemory, MemoryConfig
+from ctxbudget.store.chroma_store import ChromaStore, Record
 
 HUGE = "x" * 10_485_760  # a 10 MB message
 SURROGATE = "ok \ud800 ok"
@@ -795,7 +795,7 @@ def cli_store(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder)
     path = folder / "chat.jsonl"
     path.write_text(json.dumps({"session": "s1", "role": "user", "text": "I live in Porto."}))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("ctxbudget.store.LocalEmbedder", lambda: embedder)
+        patch.setattr("ctxbudget.store.chroma_store.LocalEmbedder", lambda: embedder)
         assert run_cli("--path", str(folder / "store"), "ingest", str(path))[0] == 0
         yield str(folder / "store")
 
@@ -967,7 +967,7 @@ def test_ten_megabytes_chunk_and_assemble_in_linear_time(kind: str) -> None:
     import os
     import time
 
-    from ctxbudget.chunking import chunk_text
+    from ctxbudget.memory.chunking import chunk_text
 
     n = 10_485_760
     if kind == "prose":

@@ -12,7 +12,7 @@
 - Processes on one Chroma server (slow): the same promises across processes (which share no
   lock), and no process's assembled context shows another user's or namespace's messages.
 - Processes on one embedded folder: Chroma's embedded client is not multi-process safe (two
-  processes lose each other's vectors, see `ctxbudget._lock`), so a second process is refused
+  processes lose each other's vectors, see `ctxbudget.store.lock`), so a second process is refused
   with a message that names the holder and the way out, and the folder opens again once the
   holder is gone, even killed with SIGKILL.
 - Load (slow): the loop of benchmarks/bench_load.py for 20 s per backend; its figures are printed,
@@ -37,10 +37,10 @@ from typing import Any
 import pytest
 from deadline import run_threads
 
-from ctxbudget.embed import LocalEmbedder
+from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.errors import StoreError
-from ctxbudget.memory import ContextMemory
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore, Record
 from ctxbudget.testing import ChromaServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -266,9 +266,9 @@ WORKER = r"""
 import json, os, re, sys
 args = json.loads(sys.argv[1])
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.memory import ContextMemory
-from ctxbudget.store import ChromaStore
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore
 
 tag = args["tag"]
 marker = re.compile(r"\[(\w+?)-n(\d+)\]")
@@ -369,7 +369,7 @@ def test_processes_writing_to_one_server_lose_nothing_and_see_only_their_own(
 OPENER = r"""
 import json, sys, time
 from ctxbudget.errors import StoreError
-from ctxbudget.store import ChromaStore
+from ctxbudget.store.chroma_store import ChromaStore
 try:
     store = ChromaStore(sys.argv[1])
 except StoreError as exc:

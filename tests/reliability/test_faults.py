@@ -6,7 +6,7 @@ What each test injects, and what must hold afterwards:
   opens, every acknowledged message is there with its exact text, seqs are unique and dense,
   the vector index finds them, and the next message gets the next seq.
 - A Chroma server stopped (SIGTERM) or killed (SIGKILL) and restarted while a writer runs: calls
-  are retried with backoff (`ctxbudget.retry`); a call that still fails raises a StoreError that
+  are retried with backoff (`store.retry`); a call that still fails raises a StoreError that
   says what was written; nothing acknowledged is lost and nothing is stored twice.
 - A proxy in front of the server answering 503: retried; a bare ``Exception`` never escapes.
 - A read-only folder (at open, or from some point on) and a disk that fills during a write:
@@ -50,12 +50,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget._chroma import index_not_ready
-from ctxbudget.embed import LocalEmbedder
+from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.errors import StoreError, StoreInputError
-from ctxbudget.memory import ContextMemory
-from ctxbudget.retry import RetryPolicy, is_transient, never_sent, retry_call
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore, Record
+from ctxbudget.store.client import index_not_ready
+from ctxbudget.store.retry import RetryPolicy, is_transient, never_sent, retry_call
 from ctxbudget.testing import ChromaServer
 
 NS = "default"
@@ -76,9 +76,9 @@ WORKER = r'''
 import json, os, resource, signal, sys
 
 from ctxbudget.errors import StoreError
-from ctxbudget.memory import ContextMemory
-from ctxbudget.retry import RetryPolicy
-from ctxbudget.store import ChromaStore
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.retry import RetryPolicy
+from ctxbudget.store.chroma_store import ChromaStore
 
 
 class Vectors:
@@ -621,7 +621,7 @@ def test_call_during_a_server_restart_succeeds_by_retrying(
             server.stop()
             thread = _restart_later(server, 0.5)
             started = time.perf_counter()
-            with caplog.at_level(logging.WARNING, logger="ctxbudget.store"):
+            with caplog.at_level(logging.WARNING, logger="ctxbudget.store.chroma_store"):
                 caplog.clear()
                 if call == "add":
                     added = store.add([_message(2, pool)])
@@ -680,7 +680,7 @@ def test_input_errors_on_a_server_are_not_retried(
     collection = f"noretry-{time.monotonic_ns()}"
     with ChromaStore(url=chroma_server.url, embedder=embedder, collection=collection) as store:
         store.add([Record(id="p", kind="pinned", text="a fact")])
-        with caplog.at_level(logging.WARNING, logger="ctxbudget.store"):
+        with caplog.at_level(logging.WARNING, logger="ctxbudget.store.chroma_store"):
             with pytest.raises(StoreInputError):
                 store.search("fact", namespace=NS, k=1, where={"$bogus": 1})
             with pytest.raises(StoreInputError, match="different content"):

@@ -33,10 +33,10 @@ from ctxbudget import (
     CtxBudgetError,
     TokenCounter,
 )
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.memory import ContextMemory
-from ctxbudget.report import AssembledContext
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.core.report import AssembledContext
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore, Record
 
 SETTINGS = settings(
     deadline=None,

@@ -29,9 +29,9 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget.cli import main
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.store import ChromaStore
+from ctxbudget.cli.main import main
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.store.chroma_store import ChromaStore
 
 SETTINGS = settings(
     deadline=None,
@@ -76,7 +76,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> It
     runner = Cli(folder, embedder)
     seed = runner.write(".jsonl", b'{"session": "s1", "role": "user", "text": "I live in Porto."}')
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("ctxbudget.store.LocalEmbedder", lambda: embedder)  # loaded once
+        patch.setattr("ctxbudget.store.chroma_store.LocalEmbedder", lambda: embedder)  # loaded once
         patch.delenv("CTXBUDGET_CHROMA_URL", raising=False)
         patch.chdir(folder)
         assert runner.run("--path", runner.store, "ingest", str(seed))[0] == 0
@@ -164,7 +164,7 @@ def runs_the_demo(argv: list[str]) -> bool:
     # The demo builds a store from the bundled conversation (10+ s): only its mistakes are fuzzed.
     if "demo" not in argv or "-h" in argv or "--help" in argv:
         return False
-    from ctxbudget.cli import _parser
+    from ctxbudget.cli.main import _parser
 
     try:
         with contextlib.redirect_stderr(io.StringIO()):

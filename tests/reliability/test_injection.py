@@ -41,9 +41,9 @@ from ctxbudget import (
     Tier,
     TokenCounter,
 )
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.memory import ContextMemory
-from ctxbudget.readback import ParsedRow, parse_rendered
+from ctxbudget.core.readback import ParsedRow, parse_rendered
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.memory.context import ContextMemory
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 ASSEMBLER = ContextAssembler(COUNTER, near_duplicate_threshold=None)

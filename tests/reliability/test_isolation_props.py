@@ -49,11 +49,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import ContextItem
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.ids import internal_id
-from ctxbudget.memory import ContextMemory
-from ctxbudget.report import AssembledContext
-from ctxbudget.store import ChromaStore, Record
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.report import AssembledContext
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore, Record
 
 NAMESPACES = ("na", "nb")
 USERS = ("u1", "u2", "u3")

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from ctxbudget import RetryPolicy, StoreError, StoreInputError
-from ctxbudget.embed import LocalEmbedder
-from ctxbudget.store import ChromaStore
+from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.testing import ChromaServer
 
 

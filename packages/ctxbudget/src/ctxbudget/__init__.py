@@ -9,8 +9,12 @@ True
 
 from __future__ import annotations
 
-from ctxbudget.assemble import ContextAssembler
-from ctxbudget.budget import Budget
+from ctxbudget.core.assemble import ContextAssembler
+from ctxbudget.core.budget import Budget
+from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.packing import SolverReport
+from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason, TierUsage
+from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.errors import (
     BudgetExceededError,
     CtxBudgetError,
@@ -22,13 +26,9 @@ from ctxbudget.errors import (
     TokenizerUnavailableError,
     UnknownModelError,
 )
-from ctxbudget.items import ContextItem, Shrink, Tier
-from ctxbudget.models import ModelInfo, lookup_model, register_model
-from ctxbudget.packing import SolverReport
-from ctxbudget.report import AssembledContext, PrunedItem, PruneReason, TierUsage
-from ctxbudget.retry import RetryPolicy
-from ctxbudget.summaries import ExtractiveSummarizer, Summarizer
-from ctxbudget.tokens import TokenCounter
+from ctxbudget.store.retry import RetryPolicy
+from ctxbudget.tokens.counter import TokenCounter
+from ctxbudget.tokens.models import ModelInfo, lookup_model, register_model
 
 __all__ = [
     "AssembledContext",
@@ -71,13 +71,13 @@ __version__ = "0.1.0"
 # The memory layer pulls in Chroma and the embedding stack: loaded on first use, so that the
 # core (`ContextAssembler` and friends) imports in milliseconds.
 _LAZY = {
-    "ContextMemory": "ctxbudget.memory",
-    "MemoryConfig": "ctxbudget.memory",
-    "Scoring": "ctxbudget.scoring",
-    "ChromaStore": "ctxbudget.store",
-    "Record": "ctxbudget.records",
-    "Embedder": "ctxbudget.embed",
-    "LocalEmbedder": "ctxbudget.embed",
+    "ContextMemory": "ctxbudget.memory.context",
+    "MemoryConfig": "ctxbudget.memory.context",
+    "Scoring": "ctxbudget.memory.scoring",
+    "ChromaStore": "ctxbudget.store.chroma_store",
+    "Record": "ctxbudget.store.records",
+    "Embedder": "ctxbudget.embed.local",
+    "LocalEmbedder": "ctxbudget.embed.local",
 }
 
 

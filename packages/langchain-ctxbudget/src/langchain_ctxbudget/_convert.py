@@ -25,11 +25,11 @@ from langchain_core.messages.utils import convert_to_openai_messages
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxbudget import ContextItem, Tier, TokenCounter
-from ctxbudget.encodings import _IMAGE_PARTS, _TEXT_PARTS
+from ctxbudget.core.items import ROLES, Shrink
+from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import InvalidItemError
-from ctxbudget.items import ROLES, Shrink
-from ctxbudget.store import Record
-from ctxbudget.toolcalls import normalize_tool_calls, parse_arguments
+from ctxbudget.store.chroma_store import Record
+from ctxbudget.tokens.encodings import _IMAGE_PARTS, _TEXT_PARTS
 
 __all__ = [
     "counter_for",

@@ -10,16 +10,16 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import run_in_executor
 
+from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
-from ctxbudget.ids import check_caller_id
-from ctxbudget.memory import ContextMemory
+from ctxbudget.memory.context import ContextMemory
 from langchain_ctxbudget._convert import message_of_record, record_payload
 
 __all__ = ["CtxBudgetChatMessageHistory"]
 
 
 class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
-    """The messages of one session, stored in a `ctxbudget.memory.ContextMemory` (Chroma).
+    """The messages of one session, stored in a `ctxbudget.memory.context.ContextMemory` (Chroma).
 
     A drop-in storage for ``RunnableWithMessageHistory``: messages are stored with their ids,
     names and tool calls, embedded by the memory's model so they can be recalled later, and

@@ -20,8 +20,8 @@ from ctxbudget import (
     Tier,
     TokenCounter,
 )
-from ctxbudget.ids import internal_id
-from ctxbudget.items import Shrink
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import Shrink
 from langchain_ctxbudget._convert import resolve_counter
 
 __all__ = ["CtxBudgetCompressor"]

@@ -18,10 +18,10 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableLambda
 
 from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
-from ctxbudget.encodings import IMAGE_TOKENS_MAX
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import Shrink
 from ctxbudget.errors import InvalidItemError
-from ctxbudget.ids import internal_id
-from ctxbudget.items import Shrink
+from ctxbudget.tokens.encodings import IMAGE_TOKENS_MAX
 from langchain_ctxbudget._convert import item_of, resolve_counter
 
 __all__ = ["budget_messages"]

@@ -33,10 +33,10 @@ from ctxbudget import (
     UnknownModelError,
     lookup_model,
 )
+from ctxbudget.core.ids import check_caller_id, internal_id
+from ctxbudget.core.items import Shrink
 from ctxbudget.errors import MissingDependencyError
-from ctxbudget.ids import check_caller_id, internal_id
-from ctxbudget.items import Shrink
-from ctxbudget.scoring import score_hits
+from ctxbudget.memory.scoring import score_hits
 from langchain_ctxbudget._convert import (
     counter_for,
     item_of,
@@ -58,7 +58,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
-    from ctxbudget.memory import ContextMemory
+    from ctxbudget.memory.context import ContextMemory
 
 __all__ = ["CtxBudgetMiddleware"]
 
@@ -112,7 +112,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             with, when it is not ``model``'s tokenizer.
         pinned: facts sent on every call, whatever happens (a call they do not fit raises
             `BudgetExceededError`).
-        memory: a `ctxbudget.memory.ContextMemory` to store the conversation in and to recall
+        memory: a `ctxbudget.ContextMemory` to store the conversation in and to recall
             long-term memories from.
         session_id: the memory session; default: ``session_id`` of the runtime context, else
             ``configurable["session_id"]`` or the ``thread_id`` of the run's config.

@@ -11,10 +11,10 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
 from ctxbudget import Budget, ContextItem, InvalidBudgetError, Tier, TokenCounter
-from ctxbudget.memory import ContextMemory
-from ctxbudget.records import document_filter
-from ctxbudget.scoring import score_hits
-from ctxbudget.store import Hit
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.scoring import score_hits
+from ctxbudget.store.chroma_store import Hit
+from ctxbudget.store.records import document_filter
 from langchain_ctxbudget._convert import resolve_counter
 from langchain_ctxbudget.compressors import pack_items
 
@@ -28,10 +28,10 @@ _KINDS: dict[str, list[str] | None] = {
 
 
 class CtxBudgetRetriever(BaseRetriever):
-    """The best chunks of a `ctxbudget.memory.ContextMemory` that fit a token budget.
+    """The best chunks of a `ctxbudget.memory.context.ContextMemory` that fit a token budget.
 
     The ``fetch_k`` nearest records are scored as `ContextMemory` scores candidates (relevance
-    x recency x salience, `ctxbudget.scoring.Scoring` of the memory's config), the core packs
+    x recency x salience, `ctxbudget.memory.scoring.Scoring` of the memory's config), the core packs
     the best total score into ``max_tokens``, and the ``k`` best of those are returned, best
     first. Each `Document` carries in its metadata: ``id``, ``score``, ``similarity``,
     ``tokens`` (of its ``page_content``, with the model's tokenizer), ``kind`` and the record's

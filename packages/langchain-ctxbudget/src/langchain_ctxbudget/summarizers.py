@@ -10,7 +10,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
 from ctxbudget import TokenCounter
-from ctxbudget.summaries import truncate_to_tokens
+from ctxbudget.core.summaries import truncate_to_tokens
 from langchain_ctxbudget._convert import resolve_counter
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "ChatModelSummarizer"]
@@ -44,7 +44,7 @@ class ChatModelSummarizer:
     The reply's text is the summary; if it is longer than ``max_tokens`` (counted with
     ``token_counter``) it is cut at a sentence boundary, so the limit always holds.
 
-    Use it with `ctxbudget.memory.ContextMemory.summarize`, as the ``summarizer`` of a
+    Use it with `ctxbudget.memory.context.ContextMemory.summarize`, as the ``summarizer`` of a
     `ctxbudget.ContextAssembler`, or with `CtxBudgetMiddleware(summarizer=...)`.
 
     Args:

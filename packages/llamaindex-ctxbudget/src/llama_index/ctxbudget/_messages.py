@@ -19,9 +19,9 @@ from llama_index.core.base.llms.types import (
     VideoBlock,
 )
 
+from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments, tool_call
 from ctxbudget.errors import InvalidItemError
-from ctxbudget.store import Record
-from ctxbudget.toolcalls import normalize_tool_calls, parse_arguments, tool_call
+from ctxbudget.store.chroma_store import Record
 
 __all__ = [
     "KWARGS_KEY",

@@ -11,7 +11,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 
-from ctxbudget.embed import Embedder, LocalEmbedder, as_embedder
+from ctxbudget.embed.local import Embedder, LocalEmbedder, as_embedder
 
 __all__ = ["CtxBudgetEmbedding"]
 
@@ -26,7 +26,7 @@ class CtxBudgetEmbedding(BaseEmbedding):
     and the second time costs nothing.
 
     Args:
-        embedder: a ctxbudget `Embedder`, or anything `ctxbudget.embed.as_embedder` accepts
+        embedder: a ctxbudget `Embedder`, or anything `ctxbudget.embed.local.as_embedder` accepts
             (default: a new `LocalEmbedder`, loaded on first use, offline).
         cache_size: how many recent texts keep their vectors (0: no cache).
         **kwargs: `BaseEmbedding` options (``embed_batch_size``, ``callback_manager``...).

@@ -1,6 +1,6 @@
 """`CtxBudgetMemory`: a LlamaIndex memory whose `get` always fits its token limit.
 
-Messages go to a `ctxbudget.memory.ContextMemory` (Chroma and a local embedder), so they persist
+Messages go to a `ctxbudget.ContextMemory` (Chroma and a local embedder), so they persist
 and old turns come back by meaning. Each `get` hands the core assembler, as tiers: the system
 messages put into memory (never cut), memory blocks and pinned facts, the newest exchanges, older
 turns and documents that match the query, and summaries; what it returns fits ``token_limit``
@@ -23,10 +23,10 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import BaseMemory
 
 from ctxbudget import AssembledContext, Budget, ContextItem, Shrink, Tier, TokenCounter
+from ctxbudget.core.summaries import Summarizer
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError
-from ctxbudget.memory import ContextMemory, MemoryConfig
-from ctxbudget.store import Record
-from ctxbudget.summaries import Summarizer
+from ctxbudget.memory.context import ContextMemory, MemoryConfig
+from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget._messages import (
     from_provider,
     from_record,

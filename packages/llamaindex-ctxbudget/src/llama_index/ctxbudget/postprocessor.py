@@ -10,8 +10,8 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, Budget, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError
-from ctxbudget.ids import check_caller_id
 
 __all__ = ["CtxBudgetNodePostprocessor", "content_budget", "with_text"]
 

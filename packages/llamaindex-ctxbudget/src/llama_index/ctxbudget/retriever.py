@@ -12,9 +12,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
 from ctxbudget.errors import InvalidBudgetError
-from ctxbudget.memory import ContextMemory
-from ctxbudget.records import document_filter
-from ctxbudget.store import Hit, Record
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import Hit, Record
+from ctxbudget.store.records import document_filter
 from llama_index.ctxbudget.postprocessor import content_budget
 
 __all__ = ["CtxBudgetRetriever"]

@@ -8,7 +8,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
 from ctxbudget import TokenCounter
-from ctxbudget.summaries import truncate_to_tokens
+from ctxbudget.core.summaries import truncate_to_tokens
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LLMSummarizer"]
 

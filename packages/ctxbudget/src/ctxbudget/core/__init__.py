@@ -1,0 +1,38 @@
+"""The assembler: pure functions of items, a budget and a token counter (tiktoken + numpy only).
+
+Where things happen:
+
+- `items`: `ContextItem`, `Tier`, `Shrink`: what callers offer.
+- `budget`: `Budget`: window, reserve, per-tier floors and caps.
+- `history`: where history is trimmed: whole exchanges, tool calls with their results.
+- `packing`: the knapsack that picks what fits; `dedupe`: near-duplicates.
+- `summaries`: what stands in for pruned items.
+- `render`, `rows`, `readback`: the text and message formats, and reading them back.
+- `report`: `AssembledContext`: what was included, what was pruned and why.
+- `assemble`: `ContextAssembler`, which runs all of the above.
+- `ids`, `toolcalls`: the id and tool-call conventions every layer shares.
+"""
+
+from __future__ import annotations
+
+from ctxbudget.core.assemble import ContextAssembler
+from ctxbudget.core.budget import Budget
+from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.packing import SolverReport
+from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason, TierUsage
+from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
+
+__all__ = [
+    "AssembledContext",
+    "Budget",
+    "ContextAssembler",
+    "ContextItem",
+    "ExtractiveSummarizer",
+    "PruneReason",
+    "PrunedItem",
+    "Shrink",
+    "SolverReport",
+    "Summarizer",
+    "Tier",
+    "TierUsage",
+]

@@ -1,0 +1,184 @@
+"""How many tokens the context may use, and how much each tier may take of them.
+
+Token counts are ints (any integral type, numpy's included, is taken as an int); a float, a
+bool, zero, a negative count or a reserve that leaves nothing is refused with
+`InvalidBudgetError`. There is no upper bound: a budget larger than the model's window is the
+caller's to choose (`Budget.for_model` gives the window), and assembly costs the same whatever
+the budget, since nothing is allocated per token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from numbers import Integral
+from types import MappingProxyType
+
+from ctxbudget.core.items import tier_name
+from ctxbudget.errors import InvalidBudgetError
+
+__all__ = ["Budget", "Share"]
+
+Share = int | float
+"""A tier floor or cap: an ``int`` is tokens, a ``float`` in (0, 1] a fraction of `available`."""
+
+_EMPTY: Mapping[int, Share] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The token budget of one model call: ``window - reserve - safety`` is what context may use.
+
+    Args:
+        window: the model's context window in tokens.
+        reserve: tokens kept free for the model's response.
+        safety: extra tokens kept free (for a counter you do not fully trust, or provider drift).
+        floors: per tier, a share kept for that tier even against higher tiers (only as much as the
+            tier's items can use: an unused floor flows back to the others).
+        caps: per tier, the most that tier may use.
+
+    >>> Budget(window=8192, reserve=1024).available
+    7168
+    >>> Budget.for_model("gpt-4o", reserve=4096).window
+    128000
+    """
+
+    window: int
+    reserve: int = 0
+    safety: int = 0
+    floors: Mapping[int, Share] = field(default_factory=dict)
+    caps: Mapping[int, Share] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("window", "reserve", "safety"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                msg = (
+                    f"Budget.{name} must be an int number of tokens, got {value!r}; "
+                    f"e.g. Budget(window=8192, reserve=1024)"
+                )
+                raise InvalidBudgetError(msg)
+            object.__setattr__(self, name, int(value))
+        if self.window <= 0:
+            msg = (
+                f"Budget.window must be a positive number of tokens, got {self.window}; "
+                "pass the model's context window (e.g. Budget.for_model('gpt-4o'))"
+            )
+            raise InvalidBudgetError(msg)
+        if self.reserve < 0 or self.safety < 0:
+            msg = (
+                f"Budget.reserve and Budget.safety cannot be negative "
+                f"(got reserve={self.reserve}, safety={self.safety}); use 0 to keep nothing free"
+            )
+            raise InvalidBudgetError(msg)
+        if self.available <= 0:
+            msg = (
+                f"the budget leaves no room for context: window {self.window:,} - reserve "
+                f"{self.reserve:,} - safety {self.safety:,} = {self.available:,} tokens; "
+                "lower the reserve or the safety margin, or use a larger window"
+            )
+            raise InvalidBudgetError(msg)
+        object.__setattr__(self, "floors", MappingProxyType(dict(self._check("floors"))))
+        object.__setattr__(self, "caps", MappingProxyType(dict(self._check("caps"))))
+        total_floor = sum(self.share_tokens(share) for share in self.floors.values())
+        if total_floor > self.available:
+            msg = (
+                f"the tier floors add up to {total_floor:,} tokens but only {self.available:,} "
+                "are available; lower the floors"
+            )
+            raise InvalidBudgetError(msg)
+        for tier, floor in self.floors.items():
+            cap = self.caps.get(tier)
+            if cap is not None and self.share_tokens(floor) > self.share_tokens(cap):
+                msg = (
+                    f"{tier_name(tier)}: floor {floor!r} is larger than cap {cap!r}; "
+                    "a tier cannot be promised more than it may use"
+                )
+                raise InvalidBudgetError(msg)
+
+    def _check(self, kind: str) -> Mapping[int, Share]:
+        shares: Mapping[int, Share] = getattr(self, kind)
+        if not isinstance(shares, Mapping):
+            msg = f"Budget.{kind} must be a mapping of tier to share, got {shares!r}"
+            raise InvalidBudgetError(msg)
+        for tier, share in shares.items():
+            if isinstance(tier, bool) or not isinstance(tier, int):
+                msg = f"Budget.{kind}: keys must be tiers (ints), got {tier!r}"
+                raise InvalidBudgetError(msg)
+            if isinstance(share, bool) or not isinstance(share, int | float):
+                msg = f"Budget.{kind}[{tier_name(tier)}] must be an int or a float, got {share!r}"
+                raise InvalidBudgetError(msg)
+            if isinstance(share, float) and not 0.0 < share <= 1.0:
+                msg = (
+                    f"Budget.{kind}[{tier_name(tier)}] = {share!r}: a float share is a fraction "
+                    "in (0, 1]; pass an int for a number of tokens"
+                )
+                raise InvalidBudgetError(msg)
+            if isinstance(share, int) and share < 0:
+                msg = f"Budget.{kind}[{tier_name(tier)}] cannot be negative, got {share}"
+                raise InvalidBudgetError(msg)
+        return shares
+
+    @property
+    def available(self) -> int:
+        """Tokens the rendered context may use: ``window - reserve - safety``."""
+        return self.window - self.reserve - self.safety
+
+    def share_tokens(self, share: Share) -> int:
+        """Convert a floor or cap to tokens (fractions are of `available`, rounded down)."""
+        if isinstance(share, float):
+            return int(share * self.available)
+        return share
+
+    def floor_tokens(self, tier: int) -> int:
+        """The floor of ``tier`` in tokens (0 when it has none)."""
+        share = self.floors.get(tier)
+        return 0 if share is None else self.share_tokens(share)
+
+    def cap_tokens(self, tier: int) -> int | None:
+        """The cap of ``tier`` in tokens, or None when it has none."""
+        share = self.caps.get(tier)
+        return None if share is None else self.share_tokens(share)
+
+    @classmethod
+    def for_model(
+        cls,
+        model: str,
+        *,
+        reserve: int | None = None,
+        safety: int = 0,
+        floors: Mapping[int, Share] | None = None,
+        caps: Mapping[int, Share] | None = None,
+    ) -> Budget:
+        """The budget of a registered model; ``reserve`` defaults to its output limit, capped.
+
+        The default reserve is the model's maximum output tokens, but at most a quarter of the
+        window and at most 4,096 tokens (most replies are far shorter than the maximum).
+        """
+        from ctxbudget.tokens.models import lookup_model
+
+        info = lookup_model(model)
+        if reserve is None:
+            limit = info.max_output_tokens or 4096
+            reserve = min(limit, 4096, info.context_window // 4)
+        return cls(
+            window=info.context_window,
+            reserve=reserve,
+            safety=safety,
+            floors={} if floors is None else floors,
+            caps={} if caps is None else caps,
+        )
+
+    @classmethod
+    def coerce(cls, budget: Budget | int) -> Budget:
+        """A `Budget` from a budget or a plain token count (the whole count is available)."""
+        if isinstance(budget, Budget):
+            return budget
+        given: object = budget
+        if isinstance(given, bool) or not isinstance(given, Integral):
+            msg = (
+                f"budget must be a Budget or an int number of tokens, got {given!r}; "
+                "e.g. budget=4096 or budget=Budget.for_model('gpt-4o')"
+            )
+            raise InvalidBudgetError(msg)
+        return cls(window=int(given))

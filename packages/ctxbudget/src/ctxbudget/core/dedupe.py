@@ -1,0 +1,150 @@
+"""Dropping duplicates before packing: same id, same normalized content, near-same meaning."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
+
+import numpy as np
+
+from ctxbudget.core.items import ContextItem, Tier
+from ctxbudget.errors import InvalidItemError
+
+__all__ = ["Duplicate", "dedupe", "dedupe_ids", "normalize"]
+
+_SPACE = re.compile(r"\s+")
+_NORMALIZED: dict[str, str] = {}
+
+
+def normalize(text: str) -> str:
+    r"""Text as compared for duplicates: case-folded, whitespace collapsed (cached).
+
+    >>> normalize("  Hello\\n  World ") == normalize("hello world")
+    True
+    """
+    key = _NORMALIZED.get(text)
+    if key is None:
+        key = _SPACE.sub(" ", text).strip().casefold()
+        if len(_NORMALIZED) > 200_000:
+            _NORMALIZED.clear()
+        _NORMALIZED[text] = key
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """An item dropped as a duplicate of ``kept_id``; ``how`` is "id", "content" or "near"."""
+
+    item: ContextItem
+    kept_id: str
+    how: str
+
+
+def _rank(item: ContextItem, index: int) -> tuple[int, int, float, int]:
+    # Never-pruned first, then higher tier, higher score, earlier input.
+    return (0 if item.never_pruned else 1, int(item.tier), -item.score, index)
+
+
+_ID = attrgetter("id")
+_TIER = attrgetter("tier")
+_HISTORY = int(Tier.RECENT)
+
+
+def dedupe(
+    items: Sequence[ContextItem], *, near_threshold: float | None = 0.95
+) -> tuple[list[ContextItem], list[Duplicate]]:
+    """Keep the best copy of each duplicate group, in input order; report the rest.
+
+    Same id: always duplicates (two *different* never-pruned items with one id are an error).
+    Same normalized content or cosine similarity of embeddings at or above ``near_threshold``:
+    duplicates unless one of them is a history message (people repeat themselves; each turn is
+    its own) or never pruned. The copy kept is the never-pruned one, else the higher tier, else
+    the higher score, else the earlier.
+
+    Cost: one C-speed pass over all items; only non-history items are compared by content, so a
+    long conversation costs next to nothing here.
+    """
+    n = len(items)
+    keep = [True] * n
+    dropped: list[Duplicate] = []
+    if len(set(map(_ID, items))) != n:
+        dedupe_ids(items, keep, dropped)
+    tiers = list(map(_TIER, items))
+    others = [i for i in range(n) if tiers[i] != _HISTORY and keep[i]]
+    keys = [normalize(items[i].text) for i in others]
+    if len(set(keys)) == len(keys) and (
+        near_threshold is None or all(items[i].embedding is None for i in others)
+    ):
+        return list(compress(items, keep)), dropped  # nothing alike: no ranking needed
+    others.sort(key=lambda i: _rank(items[i], i))
+    by_text: dict[str, str] = {}
+    vectors: list[tuple[int, np.ndarray]] = []
+    for index in others:
+        item = items[index]
+        key = normalize(item.text)
+        if item.never_pruned:
+            by_text.setdefault(key, item.id)
+            continue
+        if key in by_text:
+            keep[index] = False
+            dropped.append(Duplicate(item, by_text[key], "content"))
+            continue
+        by_text[key] = item.id
+        if near_threshold is not None and item.embedding is not None:
+            vectors.append((index, np.asarray(item.embedding, dtype=np.float64)))
+    if near_threshold is not None and len(vectors) > 1:
+        dropped.extend(_near(items, vectors, keep, near_threshold))
+    return list(compress(items, keep)), dropped
+
+
+def dedupe_ids(items: Sequence[ContextItem], keep: list[bool], dropped: list[Duplicate]) -> None:
+    """Mark all but the best copy of each id as not kept (``keep[i] = False``)."""
+    best: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first = best.get(item.id)
+        if first is None:
+            best[item.id] = index
+            continue
+        other = items[first]
+        if item.never_pruned and other.never_pruned and item.text != other.text:
+            msg = (
+                f"two different never-pruned items share the id {item.id!r}; give each "
+                "system prompt, query or shrink='never' item its own id"
+            )
+            raise InvalidItemError(msg)
+        if _rank(item, index) < _rank(other, first):
+            best[item.id] = index
+            keep[first] = False
+            dropped.append(Duplicate(other, item.id, "id"))
+        else:
+            keep[index] = False
+            dropped.append(Duplicate(item, other.id, "id"))
+
+
+def _near(
+    items: Sequence[ContextItem],
+    vectors: list[tuple[int, np.ndarray]],
+    keep: list[bool],
+    threshold: float,
+) -> list[Duplicate]:
+    dims = {v.shape for _, v in vectors}
+    if len(dims) != 1:
+        return []  # embeddings from different models cannot be compared
+    matrix = np.stack([v for _, v in vectors])
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    unit = matrix / norms
+    similarity = unit @ unit.T
+    dropped: list[Duplicate] = []
+    alive: list[int] = []  # positions in `vectors`, best first (vectors are in rank order)
+    for position, (index, _) in enumerate(vectors):
+        twin = next((p for p in alive if similarity[position, p] >= threshold), None)
+        if twin is None or items[index].never_pruned:
+            alive.append(position)
+            continue
+        keep[index] = False
+        dropped.append(Duplicate(items[index], items[vectors[twin][0]].id, "near"))
+    return dropped

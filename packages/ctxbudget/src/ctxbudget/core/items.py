@@ -1,0 +1,232 @@
+"""What the assembler packs: `ContextItem`, its `Tier` and how it may `Shrink`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from numbers import Real
+from typing import Any
+
+from ctxbudget.errors import InvalidItemError
+from ctxbudget.tokens.encodings import _IMAGE_PARTS, _TEXT_PARTS
+
+__all__ = ["ROLES", "ContextItem", "Shrink", "Tier", "tier_name"]
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+class Tier(IntEnum):
+    """Priority tiers, highest first: a lower number is more important.
+
+    Any integer is a valid tier too (``tier=45`` sits between ``RECENT`` and ``RETRIEVED``).
+    ``SYSTEM`` and ``QUERY`` are never pruned.
+
+    >>> Tier.PINNED < Tier.RETRIEVED
+    True
+    """
+
+    SYSTEM = 0
+    QUERY = 10
+    PINNED = 20
+    TOOLS = 30
+    RECENT = 40
+    RETRIEVED = 50
+    ENTITY = 60
+    SUMMARY = 70
+    OLD = 80
+
+
+NEVER_PRUNED_TIERS = frozenset({int(Tier.SYSTEM), int(Tier.QUERY)})
+
+
+def tier_name(tier: int) -> str:
+    """A tier's display name: ``"RECENT"`` for 40, ``"tier 45"`` for a custom one."""
+    try:
+        return Tier(tier).name
+    except ValueError:
+        return f"tier {tier}"
+
+
+class Shrink(StrEnum):
+    """How an item may shrink when it does not fit."""
+
+    NEVER = "never"
+    """Never pruned or shortened; if it cannot fit, assembly raises `BudgetExceededError`."""
+    DROP = "drop"
+    """Kept whole or dropped whole (the default)."""
+    TRUNCATE = "truncate"
+    """May be cut at a sentence boundary to use the space left."""
+    SUMMARIZE = "summarize"
+    """May be replaced by a summary (an existing one that covers it, or one made on the fly)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """One piece of context: a message, a fact, a tool schema, a document chunk, a summary.
+
+    Args:
+        id: unique identifier; it comes back in `AssembledContext.included`.
+        text: the content as the model should see it.
+        tier: priority tier (a `Tier` or any int; lower is more important).
+        score: value within the tier (higher is better); packing maximizes the total.
+        role: chat role for history items (``system``, ``user``, ``assistant``, ``tool``).
+        timestamp: seconds since the epoch, shown in the compact format.
+        cluster_id: groups items a single summary may replace.
+        summary_of: for a summary, the ids of the items it covers.
+        source: where the item came from (``"history"``, ``"memory"``, ``"kb"``...).
+        metadata: anything else; not rendered.
+        shrink: how the item may shrink when space is short.
+        tool_calls: for an assistant message, the ids of the tool calls it makes.
+        tool_call_id: for a tool result, the id of the call it answers.
+        name: optional author name of a message (counted as the provider bills it).
+        embedding: optional vector, used to drop near duplicates.
+        tokens: a known token count of ``text`` for the assembler's encoding (a hint that saves
+            tokenizing; the rendered output is always counted exactly).
+        parts: for a multimodal message, its content as sent: str or text parts
+            (``{"type": "text", "text": ...}``, also ``input_text``/``output_text``) and images
+            (``image_url``, ``image``, ``input_image``); ``text`` is then the text of its text
+            parts. As a history message or the query of the ``messages`` format it is sent as
+            these parts and counted part by part (images by `image_tokens`); elsewhere (and in
+            the text formats) ``text`` is rendered with an ``[image]`` mark per image.
+
+    >>> ContextItem(id="m1", text="I moved to Lisbon", tier=Tier.RECENT, role="user").tier.name
+    'RECENT'
+    """
+
+    id: str
+    text: str
+    tier: int = Tier.RETRIEVED
+    score: float = 1.0
+    role: str | None = None
+    timestamp: float | None = None
+    cluster_id: str | None = None
+    summary_of: tuple[str, ...] = ()
+    source: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    shrink: Shrink = Shrink.DROP
+    tool_calls: tuple[str, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    embedding: Sequence[float] | None = field(default=None, compare=False, repr=False)
+    tokens: int | None = field(default=None, compare=False, repr=False)
+    parts: tuple[Any, ...] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            msg = f"ContextItem.id must be a non-empty string, got {self.id!r}"
+            raise InvalidItemError(msg)
+        if not isinstance(self.text, str):
+            msg = (
+                f"ContextItem {self.id!r}: text must be a str, got {type(self.text).__name__}; "
+                "convert it (multimodal parts: join their text parts) before packing"
+            )
+            raise InvalidItemError(msg)
+        if isinstance(self.tier, bool) or not isinstance(self.tier, int):
+            msg = f"ContextItem {self.id!r}: tier must be a Tier or an int, got {self.tier!r}"
+            raise InvalidItemError(msg)
+        if isinstance(self.score, bool) or not isinstance(self.score, int | float):
+            msg = f"ContextItem {self.id!r}: score must be a number, got {self.score!r}"
+            raise InvalidItemError(msg)
+        if math.isnan(self.score) or math.isinf(self.score):
+            msg = f"ContextItem {self.id!r}: score must be finite, got {self.score!r}"
+            raise InvalidItemError(msg)
+        timestamp: object = self.timestamp
+        if timestamp is not None and (
+            isinstance(timestamp, bool)
+            or not isinstance(timestamp, int | float)
+            or not math.isfinite(timestamp)
+        ):
+            msg = (
+                f"ContextItem {self.id!r}: timestamp must be seconds since the epoch (a finite "
+                f"number) or None, got {timestamp!r:.80}"
+            )
+            raise InvalidItemError(msg)
+        if self.role is not None and (not isinstance(self.role, str) or self.role not in ROLES):
+            msg = f"ContextItem {self.id!r}: role must be one of {sorted(ROLES)}, got {self.role!r}"
+            raise InvalidItemError(msg)
+        if self.tokens is not None and (not isinstance(self.tokens, int) or self.tokens < 0):
+            msg = f"ContextItem {self.id!r}: tokens must be a non-negative int, got {self.tokens!r}"
+            raise InvalidItemError(msg)
+        if not isinstance(self.shrink, Shrink):
+            try:
+                object.__setattr__(self, "shrink", Shrink(self.shrink))
+            except ValueError as exc:
+                allowed = [s.value for s in Shrink]
+                msg = (
+                    f"ContextItem {self.id!r}: shrink must be one of {allowed}, got {self.shrink!r}"
+                )
+                raise InvalidItemError(msg) from exc
+        _check_fields(self)
+        if self.parts is not None:
+            object.__setattr__(self, "parts", _checked_parts(self.id, self.parts))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.tier, self.text))
+
+    @property
+    def images(self) -> int:
+        """How many images ``parts`` holds."""
+        if self.parts is None:
+            return 0
+        return sum(1 for p in self.parts if isinstance(p, Mapping) and p["type"] in _IMAGE_PARTS)
+
+    @property
+    def never_pruned(self) -> bool:
+        """Whether packing must keep this item (system, current query, or ``shrink="never"``)."""
+        return self.shrink is Shrink.NEVER or self.tier in NEVER_PRUNED_TIERS
+
+
+def _check_fields(item: ContextItem) -> None:
+    """The optional fields: ids and names are str, vectors numbers, metadata a mapping."""
+    for name in ("cluster_id", "source", "tool_call_id", "name"):
+        value = getattr(item, name)
+        if value is not None and not isinstance(value, str):
+            msg = f"ContextItem {item.id!r}: {name} must be a str or None, got {value!r:.80}"
+            raise InvalidItemError(msg)
+    for name in ("summary_of", "tool_calls"):
+        value = getattr(item, name)
+        if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+            msg = f"ContextItem {item.id!r}: {name} must be a list of str ids, got {value!r:.80}"
+            raise InvalidItemError(msg)
+        ids = tuple(value)
+        if not all(isinstance(v, str) for v in ids):
+            msg = f"ContextItem {item.id!r}: {name} must be a list of str ids, got {ids!r:.80}"
+            raise InvalidItemError(msg)
+        object.__setattr__(item, name, ids)
+    if not isinstance(item.metadata, Mapping):
+        msg = f"ContextItem {item.id!r}: metadata must be a mapping, got {item.metadata!r:.80}"
+        raise InvalidItemError(msg)
+    vector: object = item.embedding
+    if vector is not None and (
+        isinstance(vector, str | bytes | Mapping)
+        or not isinstance(vector, Iterable)
+        or not all(isinstance(x, Real) and not isinstance(x, bool) for x in vector)
+    ):
+        msg = f"ContextItem {item.id!r}: embedding must be a list of numbers, got {vector!r:.80}"
+        raise InvalidItemError(msg)
+
+
+def _checked_parts(item_id: str, parts: object) -> tuple[Any, ...]:
+    """Content parts as a tuple, each a str, a text part or an image part."""
+    if isinstance(parts, str | bytes | Mapping) or not isinstance(parts, Sequence):
+        msg = f"ContextItem {item_id!r}: parts must be a list of content parts, got {parts!r:.80}"
+        raise InvalidItemError(msg)
+    for index, part in enumerate(parts):
+        if isinstance(part, str):
+            continue
+        raw = part.get("type") if isinstance(part, Mapping) else None
+        kind = raw if isinstance(raw, str) else None  # unhashable types stay out of the sets
+        if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+            continue
+        if kind in _IMAGE_PARTS:
+            continue
+        got = f"type {raw!r:.40}" if isinstance(part, Mapping) else type(part).__name__
+        msg = (
+            f"ContextItem {item_id!r}: content part {index} ({got}) is neither text (a str or "
+            f"{{'type': 'text', 'text': str}}) nor an image ({', '.join(sorted(_IMAGE_PARTS))}); "
+            "convert it to text or leave it out"
+        )
+        raise InvalidItemError(msg)
+    return tuple(parts)

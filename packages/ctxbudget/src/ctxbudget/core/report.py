@@ -1,0 +1,287 @@
+"""`AssembledContext`: what was kept, what was cut and why, and the rendered output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ctxbudget.core.budget import Budget
+from ctxbudget.core.items import ContextItem, tier_name
+from ctxbudget.core.packing import SolverReport
+from ctxbudget.core.render import Format, Layout, Part
+from ctxbudget.tokens.encodings import IMAGE_TOKENS_MAX, image_size_unknown
+
+__all__ = ["AssembledContext", "PruneReason", "PrunedItem", "TierUsage"]
+
+
+class PruneReason(StrEnum):
+    """Why an item was left out."""
+
+    OVER_BUDGET = "over_budget"
+    """It did not fit in what its tier could still use."""
+    TIER_CAP = "tier_cap"
+    """It would have fit in the budget, but its tier had reached its cap."""
+    DUPLICATE = "duplicate"
+    """Another item with the same id, the same content or nearly the same meaning was kept."""
+    REPLACED_BY_SUMMARY = "replaced_by_summary"
+    """A summary that covers it was used instead."""
+    REDUNDANT_SUMMARY = "redundant_summary"
+    """A summary whose every covered item was kept."""
+    ORPHAN_TOOL_RESULT = "orphan_tool_result"
+    """A tool result whose call is not sent: it cannot be sent alone."""
+    ORPHAN_TOOL_CALL = "orphan_tool_call"
+    """An assistant turn whose tool calls are not all answered by results that are sent."""
+    NO_USER_TURN = "no_user_turn"
+    """History before the first user turn that is sent: a conversation starts with a user."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrunedItem:
+    """An item left out, with the reason and a human-readable detail."""
+
+    item: ContextItem
+    reason: PruneReason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TierUsage:
+    """Per-tier figures of one assembly."""
+
+    tier: int
+    name: str
+    offered: int
+    kept: int
+    pruned: int
+    tokens: int
+
+
+class AssembledContext:
+    """The result of one assembly.
+
+    ``included`` is in render order; ``pruned`` holds every other offered item with its reason.
+    ``tokens_used`` is the exact count of the output as it will be sent (``to_messages()`` with
+    its per-message overhead for the ``messages`` format; for ``text`` and ``compact`` the larger
+    of ``render()`` and ``to_messages()``) and is never above ``tokens_available``.
+    """
+
+    __slots__ = (
+        "_layout",
+        "_parts",
+        "_pruned",
+        "_pruned_lazy",
+        "budget",
+        "counter_name",
+        "approximate",
+        "format",
+        "included",
+        "solvers",
+        "timing_ms",
+        "tokens_available",
+        "tokens_used",
+        "truncated",
+        "tiers",
+        "packing_slack",
+    )
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        parts: Sequence[Part],
+        included: list[ContextItem],
+        pruned: list[PrunedItem],
+        pruned_lazy: Sequence[tuple[Sequence[ContextItem], PruneReason, str]],
+        budget: Budget,
+        tokens_used: int,
+        tiers: Mapping[int, TierUsage],
+        solvers: Mapping[int, SolverReport],
+        truncated: Sequence[str],
+        timing_ms: float,
+        packing_slack: int = 0,
+    ) -> None:
+        self._layout = layout
+        self._parts = tuple(parts)
+        self._pruned = pruned
+        self._pruned_lazy: tuple[tuple[Sequence[ContextItem], PruneReason, str], ...] | None = (
+            tuple(pruned_lazy)
+        )
+        self.included = included
+        self.budget = budget
+        self.tokens_used = tokens_used
+        self.tokens_available = budget.available
+        self.tiers = dict(tiers)
+        self.solvers = dict(solvers)
+        self.truncated = tuple(truncated)
+        self.timing_ms = timing_ms
+        #: Tokens packing set aside (date lines it could not know were shared) that the final
+        #: output did not need; ``tokens_used + packing_slack`` is what packing accounted.
+        self.packing_slack = packing_slack
+        self.format: Format = layout.format
+        self.counter_name = layout.counter.name
+        self.approximate = layout.counter.approximate
+
+    @property
+    def pruned(self) -> list[PrunedItem]:
+        """Every offered item left out, with its reason (built on first access)."""
+        if self._pruned_lazy is not None:
+            for items, reason, detail in self._pruned_lazy:
+                self._pruned.extend(PrunedItem(item, reason, detail) for item in items)
+            self._pruned_lazy = None
+            # A partition of what was offered: an item packing set aside and took back later
+            # (floors, summaries reverted) is included only; each item is listed once, with
+            # the first reason found. Duplicates share their id with the item kept.
+            included = {item.id for item in self.included}
+            seen: set[int] = set()
+            kept: list[PrunedItem] = []
+            for entry in self._pruned:
+                if id(entry.item) in seen or (
+                    entry.item.id in included and entry.reason is not PruneReason.DUPLICATE
+                ):
+                    continue
+                seen.add(id(entry.item))
+                kept.append(entry)
+            self._pruned = kept
+        return self._pruned
+
+    @property
+    def estimated(self) -> list[str]:
+        """Ids of included messages sent with images of unknown size (``messages`` format).
+
+        Each such image is counted as ``encodings.IMAGE_TOKENS_MAX``, the most an image can
+        cost, so ``tokens_used`` may be above what the provider bills, never below. Give image
+        parts a ``width`` and ``height`` (or inline base64 data) to count them exactly.
+        """
+        if self.format != "messages":
+            return []  # the text formats show an "[image]" mark instead of the image
+        return [
+            item.id
+            for item in self.included
+            if item.parts
+            and self._layout.section_of(item) in ("history", "query")
+            and any(isinstance(p, Mapping) and image_size_unknown(p) for p in item.parts)
+        ]
+
+    @property
+    def included_ids(self) -> list[str]:
+        """Ids of the included items, in render order."""
+        return [item.id for item in self.included]
+
+    def render(self) -> str:
+        """The rendered context as one string.
+
+        For ``text`` and ``compact`` this is the output itself. For ``messages`` it is a
+        readable transcript of `to_messages` (``[role]`` lines), which is what is counted there.
+        """
+        if self.format != "messages":
+            return self._layout.to_text(self._parts)
+        return "\n".join(f"[{m['role']}]\n{m['content']}" for m in self.to_messages())
+
+    def to_messages(self) -> list[dict[str, Any]]:
+        """The provider chat messages (OpenAI-style dicts: role, content, name, tool fields)."""
+        return self._layout.to_messages(self._parts)
+
+    def to_json(self) -> str:
+        """A JSON report: figures, included ids, and pruned ids with reasons."""
+        return json.dumps(
+            {
+                "format": self.format,
+                "counter": self.counter_name,
+                "approximate": self.approximate,
+                "tokens_used": self.tokens_used,
+                "tokens_available": self.tokens_available,
+                "window": self.budget.window,
+                "reserve": self.budget.reserve,
+                "safety": self.budget.safety,
+                "included": self.included_ids,
+                "pruned": [{"id": p.item.id, "reason": p.reason.value} for p in self.pruned],
+                "truncated": list(self.truncated),
+                "estimated": self.estimated,
+                "tiers": {
+                    u.name: {"offered": u.offered, "kept": u.kept, "tokens": u.tokens}
+                    for u in self.tiers.values()
+                },
+                "solvers": {
+                    tier_name(t): {"solver": s.solver, "value": s.value, "bound": s.upper_bound}
+                    for t, s in self.solvers.items()
+                },
+                "timing_ms": round(self.timing_ms, 3),
+            },
+            ensure_ascii=False,
+        )
+
+    def explain(self, *, width: int = 40, show_pruned: int = 12) -> str:
+        """A per-tier table, a budget bar, and what was cut and why."""
+        lines: list[str] = []
+        label = " (APPROXIMATE count)" if self.approximate else ""
+        lines.append(
+            f"context: {self.tokens_used:,} of {self.tokens_available:,} tokens "
+            f"(window {self.budget.window:,} - reserve {self.budget.reserve:,} - safety "
+            f"{self.budget.safety:,}), format {self.format}, counter {self.counter_name}{label}"
+        )
+        lines.append(self._bar(width))
+        lines.append(f"{'tier':<12}{'offered':>8}{'kept':>7}{'cut':>6}{'tokens':>9}  solver")
+        for tier in sorted(self.tiers):
+            usage = self.tiers[tier]
+            solver = self.solvers.get(tier)
+            how = ""
+            if solver is not None:
+                how = solver.solver
+                if solver.solver == "greedy":
+                    how += f" (within {solver.gap:.1%} of optimum)"
+            lines.append(
+                f"{usage.name:<12}{usage.offered:>8}{usage.kept:>7}{usage.pruned:>6}"
+                f"{usage.tokens:>9,}  {how}"
+            )
+        pruned = self.pruned
+        if pruned:
+            reasons: dict[str, int] = {}
+            for p in pruned:
+                reasons[p.reason.value] = reasons.get(p.reason.value, 0) + 1
+            summary = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+            lines.append(f"cut: {len(pruned)} items ({summary})")
+            for p in pruned[:show_pruned]:
+                preview = p.item.text.replace("\n", " ")[:48]
+                detail = f" ({p.detail})" if p.detail else ""
+                lines.append(
+                    f"  - {p.item.id} [{tier_name(p.item.tier)}] {p.reason.value}{detail}: "
+                    f"{preview!r}"
+                )
+            if len(pruned) > show_pruned:
+                lines.append(f"  ... and {len(pruned) - show_pruned} more")
+        if self.truncated:
+            lines.append(f"truncated to fit: {', '.join(self.truncated)}")
+        estimated = self.estimated
+        if estimated:
+            lines.append(
+                f"images of unknown size counted as {IMAGE_TOKENS_MAX:,} tokens each in: "
+                f"{', '.join(estimated)}"
+            )
+        lines.append(f"assembled in {self.timing_ms:.2f} ms")
+        return "\n".join(lines)
+
+    def _bar(self, width: int) -> str:
+        marks = "#=+*~-:.o"
+        cells: list[str] = []
+        total = max(self.tokens_available, 1)
+        for index, tier in enumerate(sorted(self.tiers)):
+            n = round(self.tiers[tier].tokens * width / total)
+            cells.append(marks[index % len(marks)] * n)
+        bar = "".join(cells)[:width]
+        bar += " " * (width - len(bar))
+        legend = " ".join(
+            f"{marks[i % len(marks)]}={self.tiers[t].name}"
+            for i, t in enumerate(sorted(self.tiers))
+            if self.tiers[t].tokens
+        )
+        share = self.tokens_used / total
+        return f"[{bar}] {share:.0%}  {legend}"
+
+    def __repr__(self) -> str:
+        return (
+            f"AssembledContext(format={self.format!r}, included={len(self.included)}, "
+            f"tokens_used={self.tokens_used}, tokens_available={self.tokens_available})"
+        )

@@ -1,0 +1,122 @@
+"""Checking what callers give `ContextMemory`: timestamps, documents, metadata, collections.
+
+Every problem is a `StoreInputError` (writes) or `InvalidItemError` (reads) that names the
+input and says what to pass instead; nothing is written before these checks pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ctxbudget.errors import InvalidItemError, StoreInputError
+from ctxbudget.store.records import MetadataValue, _surrogate
+
+__all__ = [
+    "document_parts",
+    "documents_arg",
+    "to_timestamp",
+    "user_metadata",
+]
+
+
+def to_timestamp(value: float | int | datetime | str | None) -> float | None:
+    """Seconds since the epoch from a number, a datetime (naive means UTC) or ISO-8601 text."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {value!r}"
+        raise InvalidItemError(msg)
+    try:
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, datetime):
+            moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+            return moment.timestamp()
+    except (OverflowError, ValueError, OSError) as exc:
+        msg = f"timestamp {value!r} is not a date ({exc}); pass seconds since 1970-01-01 UTC"
+        raise InvalidItemError(msg) from exc
+    if isinstance(value, str):
+        try:
+            return to_timestamp(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError as exc:
+            msg = f"timestamp {value!r} is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)"
+            raise InvalidItemError(msg) from exc
+    msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {type(value).__name__}"
+    raise InvalidItemError(msg)
+
+
+def documents_arg(documents: object) -> bool | str | Sequence[str]:
+    """``documents`` as `ContextMemory.assemble` takes it (an empty list: no documents)."""
+    if isinstance(documents, bool) or (isinstance(documents, str) and documents):
+        return documents
+    if isinstance(documents, Sequence) and not isinstance(documents, str):
+        names = list(documents)
+        if all(isinstance(name, str) and name for name in names):
+            return names if names else False
+    msg = (
+        "documents must be True (all collections), False (none), a collection name or a list "
+        f"of them, got {documents!r:.80}"
+    )
+    raise InvalidItemError(msg)
+
+
+def document_parts(
+    index: int, document: object
+) -> tuple[str | None, str, str | None, dict[str, Any]]:
+    metadata: dict[str, Any]
+    if isinstance(document, str):
+        doc_id, text, source, metadata = None, document, None, {}
+    elif isinstance(document, tuple) and len(document) == 2:
+        doc_id, text, source, metadata = str(document[0]), document[1], None, {}
+    elif isinstance(document, Mapping):
+        doc_id = document.get("id")
+        text = document.get("text", document.get("page_content"))
+        source = document.get("source")
+        reserved = frozenset({"doc_namespace", "doc_id"})
+        metadata = dict(user_metadata(f"document {index}", document.get("metadata"), reserved))
+    else:
+        msg = (
+            f"document {index} is a {type(document).__name__}; pass a str, an (id, text) pair "
+            "or a dict with 'text'"
+        )
+        raise StoreInputError(msg)
+    if not isinstance(text, str) or not text.strip():
+        msg = f"document {index} has no text"
+        raise StoreInputError(msg)
+    problem = _surrogate(text)
+    if problem is not None:  # before it is cut into chunks: counting it would fail
+        msg = f"document {index}: text {problem}"
+        raise StoreInputError(msg)
+    return (str(doc_id) if doc_id else None), text, source, metadata
+
+
+def user_metadata(
+    what: str, raw: object, reserved: frozenset[str] = frozenset()
+) -> dict[str, MetadataValue]:
+    """A caller's metadata, refusing the keys ctxbudget keeps its own fields under."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        msg = f"{what}: metadata must be a dict, got {type(raw).__name__}"
+        raise StoreInputError(msg)
+    metadata: dict[str, MetadataValue] = dict(raw)
+    for key, value in metadata.items():
+        if isinstance(key, str) and (key.startswith("_") or key in reserved):
+            names = "keys starting with '_'" + "".join(f", {n!r}" for n in sorted(reserved))
+            msg = f"{what}: metadata key {key!r} is reserved ({names} are ctxbudget's); rename it"
+            raise StoreInputError(msg)
+        if key == "salience" and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            msg = (
+                f"{what}: metadata['salience'] multiplies the item's score, so it must be a "
+                f"number >= 0 (1 is neutral), got {value!r}"
+            )
+            raise StoreInputError(msg)
+    return metadata

@@ -1,0 +1,159 @@
+"""Stored records as context items: history turns, retrieved memories, tools and tasks.
+
+Private helpers of `ctxbudget.memory.context`; what a record's metadata keeps (``_tool_calls``,
+``_name``, task fields) becomes the `ContextItem` fields the core renders and counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.toolcalls import normalize_tool_calls
+from ctxbudget.errors import InvalidItemError
+from ctxbudget.memory.tasks import TaskNode
+from ctxbudget.store.records import Record, scope_of, scoped_item_id
+from ctxbudget.tokens.counter import TokenCounter
+
+__all__ = [
+    "history_item",
+    "item_id",
+    "prime",
+    "retrieved_item",
+    "stored_calls",
+    "task_node",
+    "tool_items",
+    "with_tokens",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def item_id(record: Record, session_id: str | None) -> str:
+    """The id a stored record's item gets in an assembly for ``session_id``.
+
+    Ids are unique per scope, not across scopes, and the core treats equal ids as one item. So
+    the current session's records keep their own ids (``included_ids`` shows a message as it
+    was stored), and every other record's id is qualified with its scope, in ctxbudget's own id
+    space where no caller id can be: ``ctxbudget:user:["u1","diet"]`` for a user-wide pin,
+    ``ctxbudget:session:["s2","m4"]`` for another session's message or summary,
+    ``ctxbudget:collection:["kb","guide#0"]`` for a document chunk.
+
+    >>> item_id(Record(id="diet", kind="pinned", text="x", user_id="u1"), "s1")
+    'ctxbudget:user:["u1","diet"]'
+    """
+    if session_id is not None and record.session_id == session_id:
+        return record.id
+    return scoped_item_id(scope_of(record), record.id)
+
+
+def stored_calls(record: Record) -> list[dict[str, Any]] | None:
+    """The canonical tool calls kept in ``metadata["_tool_calls"]`` (None: none kept).
+
+    Written by `ContextMemory.add_messages` as a JSON list of canonical calls; data written
+    before that was canonical is normalized here, and what cannot be read is logged and
+    skipped rather than breaking the session's reads.
+    """
+    raw = record.metadata.get("_tool_calls")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return normalize_tool_calls(json.loads(raw), f"stored message {record.id!r}")
+    except (ValueError, InvalidItemError) as exc:
+        logger.warning("stored tool calls of message %r cannot be read (%s)", record.id, exc)
+        return None
+
+
+def with_tokens(record: Record, tokens: dict[str, int]) -> Record:
+
+    return dataclasses.replace(record, tokens={**record.tokens, **tokens})
+
+
+def prime(counter: TokenCounter, records: Sequence[Record]) -> None:
+    """Put stored token counts into the counter's cache: nothing is re-tokenized on read."""
+    known = [(r.text, r.tokens[counter.name]) for r in records if counter.name in r.tokens]
+    if known:
+        counter.remember(known)
+
+
+def history_item(record: Record) -> ContextItem:
+    calls = stored_calls(record)
+    metadata: dict[str, Any] = {}
+    if calls is not None:
+        metadata["tool_calls"] = calls
+    name = record.metadata.get("_name")
+    return ContextItem(
+        record.id,
+        record.text,
+        tier=Tier.RECENT,
+        role=record.role,
+        timestamp=record.timestamp,
+        tool_calls=record.tool_calls,
+        tool_call_id=record.tool_call_id,
+        name=str(name) if name else None,
+        source="history",
+        metadata=metadata,
+    )
+
+
+def retrieved_item(record: Record, score: float, session_id: str | None) -> ContextItem:
+    name = record.metadata.get("_name")
+    own = session_id is not None and record.session_id == session_id
+    scope = scope_of(record)
+    covers = (
+        record.summary_of if own else tuple(scoped_item_id(scope, i) for i in record.summary_of)
+    )
+    return ContextItem(
+        item_id(record, session_id),
+        record.text,
+        tier=Tier.SUMMARY if record.kind == "summary" else Tier.RETRIEVED,
+        score=score,
+        role=record.role if record.kind == "message" else None,
+        name=str(name) if name else None,
+        timestamp=record.timestamp,
+        summary_of=covers,
+        source=record.kind if record.kind != "document" else (record.source or "document"),
+    )
+
+
+def tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
+    given: object = tools
+    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+        msg = f"tools must be a list of tool schemas (dicts or JSON text), got {given!r:.80}"
+        raise InvalidItemError(msg)
+    items: list[ContextItem] = []
+    for index, tool in enumerate(tools):
+        if isinstance(tool, str):
+            text, name = tool, internal_id("tool", index)
+        else:
+            if not isinstance(tool, Mapping):
+                msg = f"tool {index} must be a schema dict or JSON text, got {tool!r:.80}"
+                raise InvalidItemError(msg)
+            try:
+                text = json.dumps(tool, sort_keys=True, ensure_ascii=False, default=str)
+            except (TypeError, ValueError) as exc:  # non-str keys, a circular reference
+                msg = f"tool {index} cannot be rendered as JSON ({exc})"
+                raise InvalidItemError(msg) from exc
+            inner = tool.get("function")
+            function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+            name = internal_id("tool", str(function.get("name", index)))
+        # Tool schemas travel with the call whatever happens: never pruned.
+        items.append(ContextItem(name, text, tier=Tier.TOOLS, shrink=Shrink.NEVER, source="tools"))
+    return items
+
+
+def task_node(record: Record) -> TaskNode:
+    result = record.metadata.get("_result")
+    parent = record.metadata.get("_parent")
+    return TaskNode(
+        id=record.id,
+        goal=record.text,
+        parent=str(parent) if parent else None,
+        order=int(record.metadata.get("_order", 0)),
+        result=str(result) if record.metadata.get("_task") == "done" else None,
+    )

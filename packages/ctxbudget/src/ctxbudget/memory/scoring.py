@@ -1,0 +1,273 @@
+"""How `ContextMemory` values a retrieved candidate: hybrid relevance x recency x salience.
+
+Relevance of a message of the session, for one query, in four steps:
+
+1. *match*: dense and lexical evidence, each scaled to [0, 1] over the query's candidates::
+
+       dense   = (sim - lowest sim) / (highest sim - lowest sim)    (0 when not a dense match)
+       lexical = bm25 / highest bm25                                 (BM25 over author + text)
+       match   = (1 - lexical_weight) * dense + lexical_weight * lexical
+
+   Earlier user turns used as extra queries count ``query_turn_weight`` (a `MemoryConfig`
+   setting) of the query; a message keeps its best match.
+2. *context*: a turn rarely stands alone (the answer follows the question; an event is told
+   over a few turns)::
+
+       context = match + neighbour_weight * max(match of a turn d <= neighbours away / d)
+                       + episode_weight * mean(3 best matches of its episode)
+
+   An *episode* is a run of messages with no pause longer than ``MemoryConfig.episode_gap``;
+   neighbours count only within one.
+3. *author*: when the query names some, but not all, of the session's authors (message
+   ``name``), the others' messages count ``1 - author_weight``.
+4. scaled so the best candidate has relevance 1.
+
+Then, for every candidate (documents and other sessions get ``match`` with a plain word
+overlap as ``lexical``)::
+
+    recency = 0.5 ** (age / half_life)
+    score   = relevance ** relevance_weight * recency ** recency_weight * sal ** salience_weight
+
+``relevance_weight`` > 1 sharpens: packing maximizes the sum of scores, and one strong match
+should outweigh several weak ones of the same total length.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxbudget.store.records import Hit
+
+__all__ = ["LexicalIndex", "Scoring", "content_words", "lexical_terms", "score_hits"]
+
+Floats = npt.NDArray[np.float64]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STOP = frozenset(
+    "a an and are as at be but by can could did do does for from had has have he her hers him "
+    "his how i if in into is it its me my of on or our she so than that the their them then "
+    "there they this to us was we were what when where which who why will with would you "
+    "your".split()
+)
+_SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "ed", "es", "s", "ly")
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of ``text`` without stop words.
+
+    >>> sorted(content_words("Where should we eat tonight?"))
+    ['eat', 'should', 'tonight']
+    """
+    return {w for w in (m.casefold() for m in _WORD.findall(text)) if w not in _STOP}
+
+
+def _stem(word: str) -> str:
+    """A light suffix stripper: painted, painting, paintings -> paint; stories -> story."""
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            base = word[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                return base + "y"
+            if len(base) >= 3 and base[-1] == base[-2] and base[-1] not in "lsz":
+                return base[:-1]  # running -> run, but not calls -> cal
+            return base
+    return word
+
+
+def lexical_terms(text: str) -> list[str]:
+    """The terms the lexical index matches: lower-cased, stop words dropped, suffixes stripped.
+
+    >>> lexical_terms("She painted two sunsets")
+    ['paint', 'two', 'sunset']
+    """
+    return [_stem(w) for w in (m.casefold() for m in _WORD.findall(text)) if w not in _STOP]
+
+
+class LexicalIndex:
+    """Okapi BM25 over a growing list of texts (documents are only ever appended).
+
+    >>> index = LexicalIndex()
+    >>> index.add("I adopted a beagle last spring")
+    0
+    >>> index.add("The train was late again")
+    1
+    >>> sorted(index.scores(lexical_terms("When did you adopt the dog?")))
+    [0]
+    """
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1 = k1
+        self.b = b
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        self._lengths: list[int] = []
+        self._total = 0
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add(self, text: str) -> int:
+        """Index one more text; returns its position."""
+        position = len(self._lengths)
+        terms = lexical_terms(text)
+        counts: dict[str, int] = {}
+        for term in terms:
+            counts[term] = counts.get(term, 0) + 1
+        for term, count in counts.items():
+            self._postings.setdefault(term, []).append((position, count))
+        self._lengths.append(len(terms))
+        self._total += len(terms)
+        return position
+
+    def scores(self, terms: Iterable[str]) -> dict[int, float]:
+        """BM25 of every indexed text that holds at least one of ``terms`` (by position)."""
+        n = len(self._lengths)
+        if not n:
+            return {}
+        average = max(self._total / n, 1.0)
+        out: dict[int, float] = {}
+        for term in set(terms):
+            postings = self._postings.get(term)
+            if not postings:
+                continue
+            idf = math.log(1.0 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
+            for position, tf in postings:
+                norm = self.k1 * (1.0 - self.b + self.b * self._lengths[position] / average)
+                out[position] = out.get(position, 0.0) + idf * tf * (self.k1 + 1.0) / (tf + norm)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Scoring:
+    """Weights of the candidate score (see the module docstring for the formulas).
+
+    >>> s = Scoring()
+    >>> s.score(similarity=1.0, lexical=1.0, age_seconds=0.0, salience=1.0)
+    1.0
+    """
+
+    relevance_weight: float = 3.0
+    recency_weight: float = 0.2
+    salience_weight: float = 1.0
+    lexical_weight: float = 0.5
+    half_life_days: float = 365.0
+    neighbour_weight: float = 0.5
+    episode_weight: float = 0.3
+    author_weight: float = 0.2
+
+    def __post_init__(self) -> None:
+        for name in ("lexical_weight", "author_weight"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                msg = f"Scoring.{name} must be in [0, 1], got {getattr(self, name)}"
+                raise ValueError(msg)
+        if self.half_life_days <= 0:
+            msg = f"Scoring.half_life_days must be positive, got {self.half_life_days}"
+            raise ValueError(msg)
+        for name in (
+            "relevance_weight",
+            "recency_weight",
+            "salience_weight",
+            "neighbour_weight",
+            "episode_weight",
+        ):
+            if getattr(self, name) < 0:
+                msg = f"Scoring.{name} cannot be negative, got {getattr(self, name)}"
+                raise ValueError(msg)
+
+    def score(
+        self, *, similarity: float, lexical: float, age_seconds: float, salience: float
+    ) -> float:
+        """The score of one candidate from its raw cosine similarity and word overlap."""
+        dense = min(1.0, max(0.0, (similarity + 1.0) / 2.0))
+        return self.combine(
+            relevance=self.match(dense, lexical), age_seconds=age_seconds, salience=salience
+        )
+
+    def match(self, dense: float, lexical: float) -> float:
+        """Dense and lexical evidence (each in [0, 1]) mixed by ``lexical_weight``."""
+        return (1.0 - self.lexical_weight) * dense + self.lexical_weight * lexical
+
+    def combine(self, *, relevance: float, age_seconds: float, salience: float) -> float:
+        """The score of a candidate whose relevance (in [0, 1]) is known."""
+        recency = 0.5 ** (max(0.0, age_seconds) / (self.half_life_days * 86_400.0))
+        return float(
+            min(1.0, max(0.0, relevance)) ** self.relevance_weight
+            * recency**self.recency_weight
+            * max(0.0, salience) ** self.salience_weight
+        )
+
+    def in_context(self, match: Floats, episodes: Sequence[int], *, neighbours: int) -> Floats:
+        """Step 2 of the module docstring over a session's messages in order.
+
+        Args:
+            match: each message's match with the query (0 for no match).
+            episodes: each message's episode number (non-decreasing).
+            neighbours: how many turns on each side lend their match.
+        """
+        n = len(match)
+        if not n:
+            return match
+        episode = np.asarray(episodes)
+        lent = np.zeros(n)
+        for distance in range(1, min(neighbours, n - 1) + 1):
+            same = episode[distance:] == episode[:-distance]
+            before = np.where(same, match[:-distance], 0.0) / distance
+            after = np.where(same, match[distance:], 0.0) / distance
+            lent[distance:] = np.maximum(lent[distance:], before)
+            lent[:-distance] = np.maximum(lent[:-distance], after)
+        out = match + self.neighbour_weight * lent
+        if self.episode_weight:
+            boundaries = np.flatnonzero(np.diff(episode)) + 1
+            for part in np.split(np.arange(n), boundaries):
+                best = np.sort(match[part])[-3:]
+                out[part] += self.episode_weight * float(best.mean())
+        return out
+
+    def author_prior(self, authors: Sequence[str | None], named: set[str]) -> Floats:
+        """Step 3: ``1 - author_weight`` for messages by an author the query does not name.
+
+        Messages by a named author, or by no known author, keep 1; so does everything when the
+        query names no author, or all of them.
+        """
+        known = {a for a in authors if a}
+        if not named or named >= known:
+            return np.ones(len(authors))
+        others = 1.0 - self.author_weight
+        return np.array([others if a and a not in named else 1.0 for a in authors])
+
+    @staticmethod
+    def lexical(query_words: Iterable[str], text: str) -> float:
+        """Share of the query's content words that ``text`` contains."""
+        wanted = set(query_words)
+        if not wanted:
+            return 0.0
+        return len(wanted & content_words(text)) / len(wanted)
+
+
+def score_hits(hits: Sequence[Hit], query: str, scoring: Scoring, *, now: float) -> list[float]:
+    """Relevance x recency x salience of each store hit, age counted to ``now``.
+
+    How a retriever over `ChromaStore.search` ranks its hits the way `ContextMemory` scores
+    its candidates: the hit's similarity and its content-word overlap with the query, its age,
+    and its ``salience`` metadata (1 when missing or not a number).
+    """
+    words = content_words(query)
+    out: list[float] = []
+    for hit in hits:
+        record = hit.record
+        age = 0.0 if record.timestamp is None else max(0.0, now - record.timestamp)
+        salience = record.metadata.get("salience", 1.0)
+        out.append(
+            scoring.score(
+                similarity=hit.similarity,
+                lexical=Scoring.lexical(words, record.text),
+                age_seconds=age,
+                salience=float(salience) if isinstance(salience, int | float) else 1.0,
+            )
+        )
+    return out

@@ -1,0 +1,142 @@
+"""A session's messages indexed for retrieval: BM25 words, episodes, authors and token sizes.
+
+Private helper of `ctxbudget.memory.context`: `SessionIndex` is built on first use of a session and
+extended as messages arrive; `SessionIndex.relevance` mixes dense and lexical matches of every
+query (see `ctxbudget.memory.scoring`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctxbudget.memory.scoring import Floats, LexicalIndex, Scoring, lexical_terms
+from ctxbudget.store.records import Hit, Record
+
+__all__ = ["Query", "SessionIndex", "span_of", "without_names"]
+
+
+@dataclass(slots=True)
+class Query:
+    """One query of a multi-query search: the question itself or an earlier user turn."""
+
+    weight: float
+    text: str  # embedded for the dense search
+    terms: list[str]  # matched by the lexical index
+    own_id: str | None  # an earlier turn does not match itself
+    hits: list[Hit] = field(default_factory=list)
+
+
+class SessionIndex:
+    """A session's messages in order: BM25 over author + text, episodes, authors, token sizes."""
+
+    def __init__(self, episode_gap: float, counter_name: str) -> None:
+        self.lexical = LexicalIndex()
+        self.ids: list[str] = []
+        self.authors: list[str | None] = []
+        self.episodes: list[int] = []
+        self.position: dict[str, int] = {}
+        self.last_seq = -1
+        self.newest: float | None = None
+        self.gap = episode_gap
+        self._counter = counter_name
+        self._tokens = 0
+        self._last_time: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def mean_tokens(self) -> float:
+        """Mean tokens of a message (for sizing searches to the budget)."""
+        return self._tokens / len(self.ids) if self.ids else 30.0
+
+    def extend(self, records: Iterable[Record]) -> None:
+        """Index messages newer than the last indexed one, in seq order."""
+        for record in sorted(records, key=lambda r: -1 if r.seq is None else r.seq):
+            if record.seq is None or record.seq <= self.last_seq or record.id in self.position:
+                continue
+            name = record.metadata.get("_name")
+            # Participants are who speaks: the names of user and assistant messages, not tools.
+            author = str(name) if name and record.role in ("user", "assistant") else None
+            self.lexical.add(f"{author} {record.text}" if author else record.text)
+            self.position[record.id] = len(self.ids)
+            self.ids.append(record.id)
+            self.authors.append(author)
+            episode = self.episodes[-1] if self.episodes else 0
+            when = record.timestamp
+            if when is not None:
+                if self._last_time is not None and when - self._last_time > self.gap:
+                    episode += 1
+                self._last_time = when
+                self.newest = when if self.newest is None else max(self.newest, when)
+            self.episodes.append(episode)
+            self._tokens += record.tokens.get(self._counter, len(record.text) // 4 + 1)
+            self.last_seq = record.seq
+
+    def named_in(self, query: str) -> set[str]:
+        """The session's participants the query names (every word of the name, any case)."""
+        words = {w.casefold() for w in _WORDS.findall(query)}
+        named: set[str] = set()
+        for author in {a for a in self.authors if a}:
+            parts = {w.casefold() for w in _WORDS.findall(author)}
+            if parts and parts <= words:
+                named.add(author)
+        return named
+
+    def relevance(
+        self, queries: Sequence[Query], scoring: Scoring, neighbours: int, named: set[str]
+    ) -> tuple[Floats, tuple[float, float]]:
+        """Relevance of each message (see `ctxbudget.memory.scoring`) and the query's dense span."""
+        size = len(self.ids)
+        match: Floats = np.zeros(size)
+        span = (0.0, 0.0)
+        for number, query in enumerate(queries):
+            dense: Floats = np.zeros(size)
+            found = [
+                (self.position[h.record.id], h.similarity)
+                for h in query.hits
+                if h.record.id in self.position  # a message newer than the index: next time
+            ]
+            if found:
+                low, high = span_of(s for _, s in found)
+                if number == 0:
+                    span = (low, high)
+                for position, similarity in found:
+                    dense[position] = (similarity - low) / (high - low) if high > low else 1.0
+            lexical: Floats = np.zeros(size)
+            bm25 = self.lexical.scores(query.terms)
+            if bm25:
+                top = max(bm25.values())
+                for position, value in bm25.items():
+                    lexical[position] = value / top if top > 0 else 0.0
+            mixed = (1.0 - scoring.lexical_weight) * dense + scoring.lexical_weight * lexical
+            own = self.position.get(query.own_id) if query.own_id else None
+            if own is not None:
+                mixed[own] = 0.0
+            match = np.maximum(match, query.weight * mixed)
+        context = scoring.in_context(match, self.episodes, neighbours=neighbours)
+        context = context * scoring.author_prior(self.authors, named)
+        best = float(context.max()) if size else 0.0
+        return (context / best if best > 0 else context), span
+
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def span_of(similarities: Iterable[float]) -> tuple[float, float]:
+    values = list(similarities)
+    return (min(values), max(values)) if values else (0.0, 0.0)
+
+
+def without_names(query: str, names: set[str]) -> str:
+    """The query for the dense search: who is asked about is matched by words, not meaning."""
+    if not names:
+        return query
+    pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    stripped = re.sub(rf"\b(?:{pattern})(?:'s|\u2019s)?\b", " ", query, flags=re.IGNORECASE)
+    stripped = " ".join(stripped.split())
+    return stripped if lexical_terms(stripped) else query

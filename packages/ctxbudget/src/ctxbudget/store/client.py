@@ -1,0 +1,240 @@
+"""Talking to Chroma: importing it, URLs, HTTP clients that cannot hang, and why writes failed.
+
+Helpers of `ctxbudget.store.chroma_store`. chromadb's behaviours worked around here (checked on
+chromadb 1.5.9): its HTTP client has no timeout; an error reply that is not Chroma's own (a
+proxy's 503) surfaces as a bare ``Exception``; a failed embedded open leaves a broken System
+cached for the folder; and a full disk shows as "Failed to apply logs to the metadata segment".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from ctxbudget.errors import MissingDependencyError, StoreInputError
+from ctxbudget.store.retry import causes
+
+__all__ = [
+    "close_client",
+    "file_size_limit",
+    "forget_failed_system",
+    "http_client",
+    "import_chromadb",
+    "index_not_ready",
+    "is_server",
+    "parse_url",
+    "raise_for_status",
+    "valid_collection_name",
+    "watch_status",
+    "write_problem",
+]
+
+# Below this much free space, a failed write in an embedded Chroma is reported as a full disk.
+_LOW_SPACE = 16 * 1024 * 1024
+
+
+def parse_url(url: str) -> tuple[str, int, bool]:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        msg = (
+            f"Chroma URL {url!r} is not an http(s) URL with a host; use e.g. http://127.0.0.1:8000"
+        )
+        raise StoreInputError(msg)
+    if parts.path not in ("", "/"):
+        msg = f"Chroma URL {url!r} has a path; give only scheme, host and port"
+        raise StoreInputError(msg)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        msg = f"Chroma URL {url!r} has an invalid port: {exc}"
+        raise StoreInputError(msg) from exc
+    ssl = parts.scheme == "https"
+    return parts.hostname, port or (443 if ssl else 8000), ssl
+
+
+def import_chromadb() -> tuple[Any, Any, tuple[type[BaseException], ...]]:
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    try:
+        import chromadb
+        import chromadb.errors
+        import httpx
+        from chromadb.config import Settings
+    except ImportError as exc:
+        msg = f"ChromaStore needs chromadb ({exc}); install it with `pip install chromadb`"
+        raise MissingDependencyError(msg) from exc
+    # Connection failures surface as httpx transport errors; server-side failures as ChromaError;
+    # error replies that are not Chroma's own as HTTPStatusError (see `watch_status`).
+    errors: tuple[type[BaseException], ...] = (
+        httpx.TransportError,
+        httpx.HTTPStatusError,
+        chromadb.errors.ChromaError,
+    )
+    return chromadb, Settings, errors
+
+
+def raise_for_status(response: Any) -> None:
+    # chromadb raises a bare Exception for an error reply that is not one of its own (a proxy's
+    # 502 or 503, a gateway's 401), which nothing can catch or retry by type: raise httpx's
+    # HTTPStatusError for those instead. Chroma's own errors (a JSON body naming one) stay.
+    if response.status_code < 400:
+        return
+    import chromadb.errors
+
+    response.read()
+    try:
+        body = json.loads(response.text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("error") in chromadb.errors.error_types:
+        return
+    response.raise_for_status()
+
+
+def watch_status(client: Any) -> None:
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    hooks = getattr(session, "event_hooks", None)
+    if isinstance(hooks, dict):
+        responses = [*hooks.get("response", []), raise_for_status]
+        session.event_hooks = {**hooks, "response": responses}  # type: ignore[union-attr]
+
+
+def http_client(
+    chromadb: Any, host: str, port: int, ssl: bool, settings: Any, timeout: float | None
+) -> Any:
+    """chromadb.HttpClient, with every request bounded by ``timeout`` seconds.
+
+    chromadb's HTTP client waits forever (httpx ``timeout=None``), so a server that accepts the
+    connection but never answers would hang the caller, already in the constructor (it asks the
+    server for its tenant). The heartbeat is asked first with the timeout, then the client's own
+    session gets it.
+    """
+    if timeout is None:
+        return chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+    import httpx
+
+    scheme = "https" if ssl else "http"
+    httpx.get(f"{scheme}://{host}:{port}/api/v2/heartbeat", timeout=timeout).raise_for_status()
+    client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+    for owner in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(owner, "_server", None), "_session", None)
+        if isinstance(session, httpx.Client):
+            session.timeout = httpx.Timeout(timeout)
+    return client
+
+
+def forget_failed_system(folder: str) -> None:
+    # chromadb caches one System per folder *before* starting it; when the start fails (a
+    # read-only folder, a full disk) the broken System stays cached and every later open of
+    # that folder in this process fails with an AttributeError. Drop it if no client uses it.
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+    except ImportError:  # pragma: no cover - the module exists in every chromadb 1.x
+        return
+    systems = getattr(SharedSystemClient, "_identifier_to_system", None)
+    counts = getattr(SharedSystemClient, "_identifier_to_refcount", None)
+    if isinstance(systems, dict) and isinstance(counts, dict) and not counts.get(folder):
+        systems.pop(folder, None)
+
+
+def file_size_limit() -> int | None:
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def write_problem(folder: Path) -> tuple[str, str] | None:
+    """Why an embedded Chroma in ``folder`` cannot write and what to do, if the system shows it.
+
+    Chroma's own errors rarely say (a full disk shows as "Failed to apply logs to the metadata
+    segment"), so the folder is looked at: a read-only mount, no write permission, little free
+    space, a file size limit (RLIMIT_FSIZE) the store's files are close to.
+    """
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    statvfs = getattr(os, "statvfs", None)
+    if statvfs is None:  # not on Windows
+        return None
+    try:
+        stats = statvfs(probe)
+    except OSError:
+        return None
+    if stats.f_flag & os.ST_RDONLY:
+        return "its file system is mounted read-only", "remount it read-write"
+    files = [probe, *probe.glob("chroma.sqlite3*")]
+    locked = [f for f in files if not os.access(f, os.W_OK)]
+    if locked:
+        what = "the folder" if locked[0] == probe else locked[0].name
+        return f"{what} is read-only (no write permission)", "make it writable"
+    free = stats.f_bavail * stats.f_frsize
+    if free < _LOW_SPACE:
+        return f"no space left on its device ({free // 1024:,} KiB free)", "free some space"
+    limit = file_size_limit()
+    if limit is not None:
+        sizes = {f: f.stat().st_size for f in probe.rglob("*") if f.is_file()}
+        largest = max(sizes, key=sizes.__getitem__, default=None)
+        if largest is not None and sizes[largest] + _LOW_SPACE >= limit:
+            problem = (
+                f"this process may not write files over {limit:,} bytes (RLIMIT_FSIZE) and "
+                f"{largest.name} has {sizes[largest]:,}"
+            )
+            return problem, "raise the limit (ulimit -f)"
+    return None
+
+
+def close_client(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()
+    # chromadb 1.5's Client.close() stops its System but leaves the HTTP clients' httpx
+    # connection pools open (a ResourceWarning per socket at exit): close them here.
+    for owner in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(owner, "_server", None), "_session", None)
+        close_session = getattr(session, "close", None)
+        if callable(close_session):
+            close_session()
+
+
+def is_server(client: Any) -> bool:
+    # An HTTP client may share its server with other processes; an embedded one may not.
+    try:
+        implementation = str(client.get_settings().chroma_api_impl)
+    except AttributeError:
+        return True
+    return "fastapi" in implementation.lower()
+
+
+def valid_collection_name(name: object) -> str:
+    if (
+        not isinstance(name, str)
+        or not 3 <= len(name) <= 500
+        or not name[0].isascii()
+        or not name[0].isalnum()
+        or not name[-1].isascii()
+        or not name[-1].isalnum()
+        or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in name)
+    ):
+        msg = (
+            f"collection must be 3-500 characters from [a-zA-Z0-9._-], starting and ending with "
+            f"a letter or digit, got {name!r}"
+        )
+        raise StoreInputError(msg)
+    return name
+
+
+# What chromadb 1.5's local vector index says when a query reads it while a write is creating or
+# updating it (chroma-core/chroma#4212): on a server, a search racing a new collection's first
+# writes failed this way in 10 of 20 runs; once the write is done the same search succeeds.
+_INDEX_NOT_READY = ("Error creating hnsw segment reader: Nothing found on disk", "Error finding id")
+
+
+def index_not_ready(exc: BaseException) -> bool:
+    """Whether a failed query met a vector index still being written (worth one more try)."""
+    return any(text in str(e) for e in causes(exc) for text in _INDEX_NOT_READY)

@@ -1,0 +1,521 @@
+r"""What the store keeps: `Record` and `Hit`, their validation, and how they map to Chroma.
+
+Validation happens before anything is written (Chroma silently drops NaN metadata, reads
+``None`` as "delete this key" and refuses nested values, so those are caught here with a
+message that names the record and the key). Text is kept as given, NUL characters, any script
+and emoji included (they round-trip exactly); a lone surrogate (``"\ud800"``, from decoding
+with ``surrogateescape`` or a bad JSON escape) is not Unicode that UTF-8, SQLite or a model can
+take, so any string holding one is refused. Records are stored flat: tuples and token counts
+as JSON strings, user metadata keys with an ``m.`` prefix.
+
+Ids are scoped: a record's id is unique within its namespace and its `scope_of` (its session,
+else its user, else its document collection), and the Chroma id is
+``[namespace, scope kind, scope name, id]`` as JSON (`record_key`), so two sessions or two users
+may use the same id without touching each other's records. A message that only carries tool
+calls has empty text; it is embedded through `embedding_text` (a description of its calls).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import ROLES
+from ctxbudget.errors import StoreInputError
+
+__all__ = [
+    "KINDS",
+    "SCOPES",
+    "Hit",
+    "Kind",
+    "MetadataValue",
+    "Record",
+    "Scope",
+    "StoreStats",
+    "document_filter",
+    "embedding_text",
+    "record_key",
+    "scope_arg",
+    "scope_of",
+    "scoped_item_id",
+    "stored_scope",
+]
+
+Kind = Literal["message", "pinned", "document", "summary"]
+KINDS: frozenset[str] = frozenset({"message", "pinned", "document", "summary"})
+MetadataValue = str | int | float | bool
+Scope = tuple[str, str]
+"""Where a record id is unique: ``("session", id)``, ``("user", id)``, ``("collection", name)``."""
+SCOPES: tuple[str, ...] = ("session", "user", "collection")
+
+_USER_PREFIX = "m."
+_INT64 = (-(2**63), 2**63 - 1)
+# Timestamps a datetime can show (years 1 to 9999), so every stored one renders as a date.
+_TIMESTAMPS = (-62_135_596_800.0, 253_402_300_799.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored piece of memory.
+
+    Args:
+        id: unique within its namespace and scope (`scope_of`: its session, else its user,
+            else its document collection).
+        kind: ``"message"``, ``"pinned"``, ``"document"`` or ``"summary"``.
+        text: the content; must not be empty, except for a message with ``tool_calls``
+            (an assistant turn that only calls tools) or a tool result with no output.
+        namespace: the tenant; reads only ever see their own namespace.
+        session_id: the conversation; required for messages.
+        user_id: the user the record belongs to.
+        role: chat role of a message (``system``, ``user``, ``assistant``, ``tool``).
+        seq: position of a message in its session, assigned by the store (leave it None).
+        timestamp: seconds since the epoch.
+        tool_calls: for an assistant message, the ids of the tool calls it makes.
+        tool_call_id: for a tool result, the id of the call it answers.
+        summary_of: for a summary, the ids of the records it covers.
+        source: where the record came from.
+        metadata: user fields (str, int, float or bool values), usable in `ChromaStore.search`.
+        tokens: token counts of ``text`` per encoding name, kept so reads never re-tokenize.
+
+    >>> Record(id="m1", kind="message", text="hi", session_id="s1", role="user").namespace
+    'default'
+    """
+
+    id: str
+    kind: Kind
+    text: str
+    namespace: str = "default"
+    session_id: str | None = None
+    user_id: str | None = None
+    role: str | None = None
+    seq: int | None = None
+    timestamp: float | None = None
+    tool_calls: tuple[str, ...] = ()
+    tool_call_id: str | None = None
+    summary_of: tuple[str, ...] = ()
+    source: str | None = None
+    metadata: dict[str, MetadataValue] = field(default_factory=dict, hash=False)
+    tokens: dict[str, int] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        # Accept lists and mappings where tuples and dicts are stored; add() validates the rest.
+        for name in ("tool_calls", "summary_of"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        for name in ("metadata", "tokens"):
+            value = getattr(self, name)
+            if value is None:
+                object.__setattr__(self, name, {})
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the record and its cosine similarity to the query, in [-1, 1]."""
+
+    record: Record
+    similarity: float
+
+
+class StoreStats(TypedDict):
+    """What `ChromaStore.stats` reports."""
+
+    records: int
+    by_kind: dict[str, int]
+    namespaces: int
+    sessions: int
+    embedder: str
+    location: str
+
+
+def _key(*parts: str) -> str:
+    return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
+
+
+def scope_of(record: Record) -> Scope:
+    """The scope a record's id is unique in: its session, else its user, else its collection.
+
+    A record with neither a session nor a user belongs to a collection: its
+    ``metadata["doc_namespace"]`` (what `ContextMemory.add_documents` sets), ``""`` without one.
+
+    >>> scope_of(Record(id="m1", kind="message", text="hi", session_id="s1", user_id="u1"))
+    ('session', 's1')
+    >>> scope_of(Record(id="d#0", kind="document", text="x", metadata={"doc_namespace": "kb"}))
+    ('collection', 'kb')
+    """
+    if record.session_id is not None:
+        return ("session", record.session_id)
+    if record.user_id is not None:
+        return ("user", record.user_id)
+    collection = record.metadata.get("doc_namespace") if isinstance(record.metadata, dict) else None
+    return ("collection", collection if isinstance(collection, str) else "")
+
+
+def stored_scope(meta: dict[str, Any]) -> Scope:
+    """`scope_of` from a stored record's flat metadata."""
+    if "sid" in meta:
+        return ("session", str(meta["sid"]))
+    if "uid" in meta:
+        return ("user", str(meta["uid"]))
+    collection = meta.get(_USER_PREFIX + "doc_namespace")
+    return ("collection", collection if isinstance(collection, str) else "")
+
+
+def record_key(namespace: str, scope: Scope, record_id: str) -> str:
+    """The Chroma id of a record: ``[namespace, scope kind, scope name, id]`` as JSON.
+
+    >>> record_key("default", ("session", "s1"), "m1")
+    '["default","session","s1","m1"]'
+    """
+    return _key(namespace, scope[0], scope[1], record_id)
+
+
+def scoped_item_id(scope: Scope, record_id: str) -> str:
+    """The id a record of another scope gets in an assembly (`ContextMemory.assemble`).
+
+    Ids are unique per scope, and one assembly may hold records of several scopes (a user's
+    pins, other sessions, documents) beside the current session's, whose records keep their own
+    ids. Every other record's id is qualified with its scope in ctxbudget's own id space, where
+    no caller id can be, so no two items ever share an id.
+
+    >>> scoped_item_id(("user", "u1"), "diet")
+    'ctxbudget:user:["u1","diet"]'
+    """
+    kind, name = scope
+    return internal_id(kind, _key(name, record_id))
+
+
+def scope_arg(
+    what: str, session_id: str | None, user_id: str | None, collection: str | None
+) -> Scope:
+    """The one scope a call names with ``session_id=``, ``user_id=`` or ``collection=``."""
+    given = [
+        (kind, value)
+        for kind, value in zip(SCOPES, (session_id, user_id, collection), strict=True)
+        if value is not None
+    ]
+    if len(given) != 1:
+        named = ", ".join(f"{kind}={value!r}" for kind, value in given) or "none"
+        msg = (
+            f"{what} needs exactly one scope for its ids (record ids are unique per session, "
+            "user or document collection): pass session_id= for messages, session pins, tasks "
+            'and summaries, user_id= for user-wide pins, or collection= for documents ("" for '
+            f"records with no session, user or collection); got {named}"
+        )
+        raise StoreInputError(msg)
+    kind, value = given[0]
+    if kind == "collection" and isinstance(value, str) and value == "":
+        return (kind, value)
+    return (kind, _require_name(f"{kind}_id" if kind != "collection" else kind, value))
+
+
+def _may_be_empty(record: Record) -> bool:
+    """A turn that only calls tools, or a tool result with no output, has empty text."""
+    return bool(record.tool_calls) or (record.role == "tool" and record.tool_call_id is not None)
+
+
+def embedding_text(record: Record) -> str:
+    """What is embedded for a record: its text, or for a tool-call-only turn its calls.
+
+    The description names each call and its arguments (from ``metadata["_tool_calls"]``, the
+    canonical calls `ContextMemory` keeps), so the turn is found by what it did.
+
+    >>> embedding_text(Record(id="a", kind="message", text="", session_id="s", tool_calls=("c1",)))
+    'tool call c1'
+    """
+    if record.text.strip():
+        return record.text
+    if not record.tool_calls:
+        return f"tool result of {record.tool_call_id or 'a call'}: no output"
+    raw = record.metadata.get("_tool_calls")
+    calls: object = None
+    if isinstance(raw, str):
+        try:
+            calls = json.loads(raw)
+        except ValueError:
+            calls = None
+    parts: list[str] = []
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                parts.append(f"{function['name']}({function.get('arguments', '')})")
+    if not parts:
+        parts = list(record.tool_calls)
+    return "tool call " + "; ".join(parts)
+
+
+def _and(clauses: list[dict[str, Any]]) -> dict[str, Any]:
+    # Chroma rejects an $and of fewer than two clauses.
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _bad(index: int, record: object, problem: str) -> StoreInputError:
+    rid = getattr(record, "id", None)
+    msg = f"record {index} (id {rid!r}): {problem}; nothing was written"
+    return StoreInputError(msg)
+
+
+def _surrogate(text: str) -> str | None:
+    """What is wrong with ``text`` if it holds a lone surrogate (None: valid Unicode)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"holds a lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start}, which is "
+            "not valid Unicode; repair the text where it was decoded (e.g. "
+            "text.encode('utf-8', 'replace').decode())"
+        )
+    return None
+
+
+def _check_unicode(index: int, record: object, name: str, value: object) -> None:
+    if isinstance(value, str) and (problem := _surrogate(value)) is not None:
+        raise _bad(index, record, f"{name} {problem}")
+
+
+def _optional_str(index: int, record: object, name: str, value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise _bad(index, record, f"{name} must be a non-empty str or None, got {value!r}")
+    _check_unicode(index, record, name, value)
+
+
+def _check_record(index: int, record: object) -> None:
+    if not isinstance(record, Record):
+        msg = f"record {index} is a {type(record).__name__}, not a ctxbudget Record"
+        raise StoreInputError(msg + "; nothing was written")
+    rid: object = record.id
+    if not isinstance(rid, str) or not rid:
+        raise _bad(index, record, "id must be a non-empty str")
+    _check_unicode(index, record, "id", rid)
+    kind: object = record.kind
+    if kind not in KINDS:
+        raise _bad(index, record, f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+    text: object = record.text
+    if not isinstance(text, str):
+        raise _bad(index, record, f"text must be a str, got {type(text).__name__}")
+    if not text.strip() and not (kind == "message" and _may_be_empty(record)):
+        problem = "text is empty; store only records with content (or tool calls, or results)"
+        raise _bad(index, record, problem)
+    _check_unicode(index, record, "text", text)
+    namespace: object = record.namespace
+    if not isinstance(namespace, str) or not namespace:
+        raise _bad(index, record, f"namespace must be a non-empty str, got {namespace!r}")
+    _check_unicode(index, record, "namespace", namespace)
+    for name in ("session_id", "user_id", "tool_call_id", "source"):
+        _optional_str(index, record, name, getattr(record, name))
+    role: object = record.role
+    if role is not None and role not in ROLES:
+        raise _bad(index, record, f"role must be one of {sorted(ROLES)} or None, got {role!r}")
+    if kind == "message" and record.session_id is None:
+        raise _bad(index, record, "a message needs a session_id (its seq is counted per session)")
+    seq: object = record.seq
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
+        raise _bad(index, record, f"seq must be None or a non-negative int, got {seq!r}")
+    timestamp: object = record.timestamp
+    if timestamp is not None and (
+        isinstance(timestamp, bool)
+        or not isinstance(timestamp, int | float)
+        or not math.isfinite(timestamp)
+    ):
+        raise _bad(index, record, f"timestamp must be a finite number or None, got {timestamp!r}")
+    if timestamp is not None and not _TIMESTAMPS[0] <= timestamp <= _TIMESTAMPS[1]:
+        problem = (
+            f"timestamp {timestamp!r} is not a date between years 1 and 9999 (seconds since "
+            "1970-01-01 UTC are expected; milliseconds? divide by 1000)"
+        )
+        raise _bad(index, record, problem)
+    for name in ("tool_calls", "summary_of"):
+        value: object = getattr(record, name)
+        if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+            raise _bad(index, record, f"{name} must be a tuple of non-empty str, got {value!r}")
+        for position, item in enumerate(value):
+            _check_unicode(index, record, f"{name}[{position}]", item)
+    metadata: object = record.metadata
+    if not isinstance(metadata, dict):
+        raise _bad(index, record, f"metadata must be a dict, got {type(metadata).__name__}")
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not key:
+            raise _bad(index, record, f"metadata key {key!r} must be a non-empty str")
+        if key.startswith("$"):
+            problem = f"metadata key {key!r} starts with '$', which filters read as an operator"
+            raise _bad(index, record, problem + "; rename it")
+        _check_unicode(index, record, "metadata key", key)
+        _check_metadata_value(index, record, key, value)
+        _check_unicode(index, record, f"metadata[{key!r}]", value)
+    tokens: object = record.tokens
+    if not isinstance(tokens, dict):
+        raise _bad(index, record, f"tokens must be a dict, got {type(tokens).__name__}")
+    for key, value in tokens.items():
+        if (
+            not isinstance(key, str)
+            or isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < 0
+        ):
+            raise _bad(index, record, f"tokens[{key!r}] must be a non-negative int, got {value!r}")
+
+
+def _check_metadata_value(index: int, record: object, key: str, value: object) -> None:
+    if isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise _bad(index, record, f"metadata[{key!r}] = {value} does not fit in 64 bits")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _bad(index, record, f"metadata[{key!r}] = {value} is not finite")
+        return
+    problem = (
+        f"metadata[{key!r}] is a {type(value).__name__}; Chroma keeps only str, int, float and "
+        "bool values (encode anything else, e.g. as a JSON string)"
+    )
+    raise _bad(index, record, problem)
+
+
+def _encode(record: Record, embedder: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "ns": record.namespace,
+        "rid": record.id,
+        "kind": record.kind,
+        "emb": embedder,
+    }
+    optional = {
+        "sid": record.session_id,
+        "uid": record.user_id,
+        "role": record.role,
+        "seq": record.seq,
+        "ts": None if record.timestamp is None else float(record.timestamp),
+        "tcid": record.tool_call_id,
+        "src": record.source,
+    }
+    meta.update({k: v for k, v in optional.items() if v is not None})
+    if record.tool_calls:
+        meta["tool_calls"] = json.dumps(list(record.tool_calls))
+    if record.summary_of:
+        meta["summary_of"] = json.dumps(list(record.summary_of))
+    if record.tokens:
+        meta["tokens"] = json.dumps(record.tokens, sort_keys=True)
+    meta.update({_USER_PREFIX + k: v for k, v in record.metadata.items()})
+    return meta
+
+
+def _decode(document: str, meta: dict[str, Any]) -> Record:
+    user = {k[len(_USER_PREFIX) :]: v for k, v in meta.items() if k.startswith(_USER_PREFIX)}
+    return Record(
+        id=meta["rid"],
+        kind=meta["kind"],
+        text=document,
+        namespace=meta["ns"],
+        session_id=meta.get("sid"),
+        user_id=meta.get("uid"),
+        role=meta.get("role"),
+        seq=meta.get("seq"),
+        timestamp=meta.get("ts"),
+        tool_calls=tuple(json.loads(meta.get("tool_calls", "[]"))),
+        tool_call_id=meta.get("tcid"),
+        summary_of=tuple(json.loads(meta.get("summary_of", "[]"))),
+        source=meta.get("src"),
+        metadata=user,
+        tokens=json.loads(meta.get("tokens", "{}")),
+    )
+
+
+def _same_content(new: Record, stored: Record) -> bool:
+    # seq is the store's to assign and tokens are a cache: neither makes a record different.
+    if new.seq is not None and new.seq != stored.seq:
+        return False
+    return dataclasses.replace(new, seq=stored.seq, tokens=stored.tokens) == stored
+
+
+def _require_name(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        msg = f"{name} must be a non-empty str, got {value!r}"
+        raise StoreInputError(msg)
+    problem = _surrogate(value)
+    if problem is not None:
+        msg = f"{name} {problem}"
+        raise StoreInputError(msg)
+    return value
+
+
+def _require_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        msg = f"{name} must be a non-negative int, got {value!r}"
+        raise StoreInputError(msg)
+    return value
+
+
+def _filters(
+    namespace: str,
+    session_id: str | None,
+    user_id: str | None,
+    exclude_session_id: str | None,
+    kinds: Sequence[str] | None,
+    where: dict[str, Any] | None,
+) -> list[dict[str, Any]] | None:
+    """The Chroma ``where`` clauses of a read (None: nothing can match, e.g. no kinds)."""
+    clauses: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
+    if session_id is not None:
+        clauses.append({"sid": _require_name("session_id", session_id)})
+    if user_id is not None:
+        clauses.append({"uid": _require_name("user_id", user_id)})
+    if exclude_session_id is not None:
+        clauses.append({"sid": {"$ne": _require_name("exclude_session_id", exclude_session_id)}})
+    if kinds is not None:
+        wanted = [kinds] if isinstance(kinds, str) else list(kinds)
+        unknown = [kind for kind in wanted if kind not in KINDS]
+        if unknown:
+            msg = f"kinds {unknown} are unknown; use some of {sorted(KINDS)}"
+            raise StoreInputError(msg)
+        if not wanted:
+            return None
+        clauses.append({"kind": {"$in": wanted}})
+    if where is not None:
+        clauses.append(_user_where(where))
+    return clauses
+
+
+def _user_where(where: object) -> dict[str, Any]:
+    if not isinstance(where, dict) or not where:
+        msg = f"where must be a non-empty dict over metadata keys, got {where!r}"
+        raise StoreInputError(msg)
+    if len(where) > 1:
+        return {"$and": [_user_where({key: value}) for key, value in where.items()]}
+    ((key, value),) = where.items()
+    if key in ("$and", "$or"):
+        if not isinstance(value, list) or not value:
+            msg = f"where {key} needs a non-empty list of filters, got {value!r}"
+            raise StoreInputError(msg)
+        if len(value) == 1:
+            return _user_where(value[0])
+        return {key: [_user_where(item) for item in value]}
+    if not isinstance(key, str) or not key or key.startswith("$"):
+        msg = f"where key {key!r} is not a metadata key, $and or $or"
+        raise StoreInputError(msg)
+    return {_USER_PREFIX + key: value}
+
+
+def document_filter(collections: bool | str | Sequence[str]) -> dict[str, Any] | None:
+    """The ``where`` that restricts a search to document collections (None: all of them).
+
+    ``collections`` is what ``ContextMemory.assemble(documents=...)`` takes: True for every
+    collection, a name, or a list of names (`ContextMemory.add_documents` ``namespace=``).
+
+    >>> document_filter(["kb", "faq"])
+    {'doc_namespace': {'$in': ['kb', 'faq']}}
+    """
+    if isinstance(collections, bool):
+        return None
+    names = [collections] if isinstance(collections, str) else list(collections)
+    if len(names) == 1:
+        return {"doc_namespace": names[0]}
+    return {"doc_namespace": {"$in": names}}
