@@ -23,14 +23,17 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from ctxbudget import testing  # noqa: E402
-from ctxbudget.embed.local import LocalEmbedder  # noqa: E402
+from ctxbudget.embed.onnx import OnnxEmbedder  # noqa: E402
 from ctxbudget.testing import ChromaServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def embedder() -> LocalEmbedder:
-    """The real all-MiniLM-L6-v2, loaded once for the whole session."""
-    model = LocalEmbedder()
+def embedder() -> OnnxEmbedder:
+    """The default embedder (all-MiniLM-L6-v2 on onnxruntime), loaded once for the session.
+
+    `LocalEmbedder` (sentence-transformers) is tested on its own in tests/embed.
+    """
+    model = OnnxEmbedder()
     model.embed_query("warm up")
     return model
 

@@ -12,7 +12,9 @@ import chromadb
 import pytest
 from chromadb.config import Settings
 
+from ctxbudget.embed.base import default_embedder
 from ctxbudget.embed.local import LocalEmbedder, as_embedder
+from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.errors import MissingDependencyError, StoreError, StoreInputError
 from ctxbudget.store.chroma_store import ChromaStore, Hit, Record
 
@@ -267,10 +269,11 @@ def test_constructing_a_store_does_not_load_the_model(tmp_path: Path) -> None:
         assert store.count() == 0
 
 
-def test_default_embedder_is_the_local_model(tmp_path: Path) -> None:
+def test_default_embedder_is_the_onnx_model_without_torch(tmp_path: Path) -> None:
     with ChromaStore(tmp_path / "db") as store:
-        assert isinstance(store.embedder, LocalEmbedder)
-        assert store.embedder.name == "sentence-transformers/all-MiniLM-L6-v2"
+        assert isinstance(store.embedder, OnnxEmbedder)
+        assert store.embedder is default_embedder()  # one model per process
+        assert store.embedder.name == "all-MiniLM-L6-v2-onnx-int8"
 
 
 # -- search ------------------------------------------------------------------------------------

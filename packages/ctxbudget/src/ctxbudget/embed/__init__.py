@@ -1,18 +1,20 @@
 """Embedders: text to vectors, offline.
 
-- `local`: the `Embedder` protocol, `LocalEmbedder` (sentence-transformers, the ``torch`` extra).
-- `onnx`: `OnnxEmbedder`, the same all-MiniLM-L6-v2 on onnxruntime (int8, no torch).
+- `base`: the `Embedder` protocol, `as_embedder`, `default_embedder` (an `OnnxEmbedder`).
+- `onnx`: `OnnxEmbedder`, all-MiniLM-L6-v2 on onnxruntime (int8, no torch): the default.
+- `local`: `LocalEmbedder`, sentence-transformers on torch (the ``torch`` extra).
 """
 
 from __future__ import annotations
 
-__all__ = ["Embedder", "LocalEmbedder", "OnnxEmbedder", "as_embedder"]
+__all__ = ["Embedder", "LocalEmbedder", "OnnxEmbedder", "as_embedder", "default_embedder"]
 
 _LAZY = {
-    "Embedder": "ctxbudget.embed.local",
+    "Embedder": "ctxbudget.embed.base",
     "LocalEmbedder": "ctxbudget.embed.local",
     "OnnxEmbedder": "ctxbudget.embed.onnx",
-    "as_embedder": "ctxbudget.embed.local",
+    "as_embedder": "ctxbudget.embed.base",
+    "default_embedder": "ctxbudget.embed.base",
 }
 
 

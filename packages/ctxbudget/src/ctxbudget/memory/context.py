@@ -33,7 +33,7 @@ from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.core.toolcalls import normalize_tool_calls
-from ctxbudget.embed.local import Embedder, as_embedder
+from ctxbudget.embed.base import Embedder, as_embedder
 from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
 from ctxbudget.memory.chunking import chunk_text
 from ctxbudget.memory.inputs import document_parts, documents_arg, to_timestamp, user_metadata

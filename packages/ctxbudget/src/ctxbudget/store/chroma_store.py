@@ -54,7 +54,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxbudget.embed.local import Embedder, LocalEmbedder, as_embedder, validate_embeddings
+from ctxbudget.embed.base import Embedder, as_embedder, default_embedder, validate_embeddings
 from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.store.client import (
     close_client,
@@ -153,9 +153,10 @@ class ChromaStore:
     Which Chroma: an explicit ``client``, else ``url`` (a server), else an embedded Chroma in
     ``path``; with none of the three, the server in the environment variable
     ``CTXBUDGET_CHROMA_URL`` if set, else an embedded Chroma in ``./.ctxbudget``. Telemetry is
-    off. The default embedder is `LocalEmbedder`, loaded on first use, so opening a store is
-    cheap. A store is safe to share between threads; on an embedded Chroma its calls run one at
-    a time (chromadb's embedded client can fail a query that overlaps a write), embedding aside.
+    off. The default embedder is `OnnxEmbedder` (`default_embedder`), loaded on first use, so
+    opening a store is cheap. A store is safe to share between threads; on an embedded Chroma its
+    calls run one at a time (chromadb's embedded client can fail a query that overlaps a write),
+    embedding aside.
 
     Args:
         path: folder of the embedded Chroma.
@@ -197,7 +198,7 @@ class ChromaStore:
         self._folder: Path | None = None
         self._folder_lock: FolderLock | None = None
         chromadb, settings_cls, self._io_errors = import_chromadb()
-        self._embedder: Embedder = LocalEmbedder() if embedder is None else as_embedder(embedder)
+        self._embedder: Embedder = default_embedder() if embedder is None else as_embedder(embedder)
         self._owns_client = client is None
         self._closed = False
         self._info: tuple[str, int] | None = None

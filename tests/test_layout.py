@@ -1,0 +1,99 @@
+"""The layout keeps its promises: small modules, no borrowed private names, one error tree, layers.
+
+Read from the source (ast), so a violation is reported with its file and line.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = [
+    ROOT / "packages" / "ctxbudget" / "src" / "ctxbudget",
+    ROOT / "packages" / "langchain-ctxbudget" / "src" / "langchain_ctxbudget",
+    ROOT / "packages" / "llamaindex-ctxbudget" / "src" / "llama_index" / "ctxbudget",
+]
+OURS = ("ctxbudget", "langchain_ctxbudget", "llama_index.ctxbudget")
+MAX_LINES = 420  # "under about 400"
+BUILTIN_ERRORS = {"ValueError", "TypeError", "RuntimeError", "KeyError", "Exception"}
+
+
+def modules() -> Iterator[Path]:
+    for source in SOURCES:
+        yield from sorted(source.rglob("*.py"))
+
+
+def where(path: Path, node: ast.AST | None = None) -> str:
+    line = f":{getattr(node, 'lineno', 0)}" if node is not None else ""
+    return f"{path.relative_to(ROOT)}{line}"
+
+
+def test_modules_are_small() -> None:
+    long = {
+        where(path): n
+        for path in modules()
+        if (n := len(path.read_text("utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    found = []
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(OURS):
+                found += [
+                    f"{where(path, node)} {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_every_error_raised_is_from_the_error_tree() -> None:
+    found = []
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                if isinstance(exc, ast.Name) and exc.id in BUILTIN_ERRORS:
+                    found.append(f"{where(path, node)} raise {exc.id}")
+    assert not found, "bare builtin errors (use ctxbudget.errors):\n" + "\n".join(found)
+
+
+def test_every_module_declares_its_public_names() -> None:
+    missing = [
+        where(path)
+        for path in modules()
+        if path.name not in ("__main__.py",)
+        and "__all__" not in path.read_text("utf-8")
+        and path.stat().st_size > 0
+    ]
+    assert not missing, f"modules without __all__: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("modules_imported", "forbidden"),
+    [
+        (
+            ["ctxbudget", "ctxbudget.core", "ctxbudget.tokens", "ctxbudget.errors"],
+            ["chromadb", "onnxruntime", "torch", "sentence_transformers", "langchain_core"],
+        ),
+    ],
+)
+def test_the_core_imports_nothing_heavy(modules_imported: list[str], forbidden: list[str]) -> None:
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in modules_imported)
+        + f"print(sorted(m for m in {forbidden!r} if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip()
+    assert out == "[]", f"importing the core loaded {out}"
