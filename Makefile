@@ -25,12 +25,13 @@ $(STAMP): pyproject.toml constraints.txt $(addsuffix /pyproject.toml,$(PACKAGES)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (PYTHON=$(PYTHON))")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch==2.13.0 is named in the same command as sentence-transformers (a ctxbudget dependency)
-	# so pip takes the local CPU build instead of the registry's CUDA one.
+	# Everything, for development: every extra of every package. torch==2.13.0 is named in the
+	# same command as sentence-transformers (ctxbudget's torch extra) so pip takes the local CPU
+	# build instead of the registry's CUDA one.
 	$(BIN)/python -m pip install --quiet -c constraints.txt torch==2.13.0 \
-		-e packages/ctxbudget \
-		-e "packages/langchain-ctxbudget[agents]" \
-		-e packages/llamaindex-ctxbudget \
+		-e "packages/ctxbudget[memory,torch,eval]" \
+		-e "packages/langchain-ctxbudget[agents,memory]" \
+		-e "packages/llamaindex-ctxbudget[memory]" \
 		-e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)

@@ -5,6 +5,7 @@
 - ``memory``: Chroma and the default embedder (all-MiniLM-L6-v2 on onnxruntime, int8);
   needed by `ContextMemory`, `ChromaStore` and every memory-backed adapter class.
 - ``torch``: sentence-transformers, for `LocalEmbedder` and other torch models.
+- ``tokenizers``: counting for models whose tokenizer is a Hugging Face ``tokenizer.json``.
 - ``eval``: the LoCoMo evaluation's progress bars and plots.
 """
 
@@ -21,6 +22,7 @@ __all__ = ["EXTRAS", "missing_extra", "require"]
 EXTRAS: dict[str, tuple[str, str]] = {
     "memory": ("Chroma and the ONNX embedder", "chromadb"),
     "torch": ("sentence-transformers and torch", "sentence_transformers"),
+    "tokenizers": ("the Hugging Face tokenizers library", "tokenizers"),
     "eval": ("tqdm and matplotlib", "matplotlib"),
 }
 

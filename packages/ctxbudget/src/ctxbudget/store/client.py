@@ -14,7 +14,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.errors import MissingDependencyError, StoreInputError
+from ctxbudget.errors import StoreInputError
+from ctxbudget.extras import missing_extra
 from ctxbudget.store.retry import causes
 
 __all__ = [
@@ -64,8 +65,10 @@ def import_chromadb() -> tuple[Any, Any, tuple[type[BaseException], ...]]:
         import httpx
         from chromadb.config import Settings
     except ImportError as exc:
-        msg = f"ChromaStore needs chromadb ({exc}); install it with `pip install chromadb`"
-        raise MissingDependencyError(msg) from exc
+        error = missing_extra(
+            "memory", "ChromaStore (and ContextMemory, which keeps its data there)", exc
+        )
+        raise error from exc
     # Connection failures surface as httpx transport errors; server-side failures as ChromaError;
     # error replies that are not Chroma's own as HTTPStatusError (see `watch_status`).
     errors: tuple[type[BaseException], ...] = (

@@ -27,9 +27,9 @@ from typing import Any, Protocol, overload
 
 from ctxbudget.errors import (
     InvalidItemError,
-    MissingDependencyError,
     TokenizerUnavailableError,
 )
+from ctxbudget.extras import missing_extra
 from ctxbudget.tokens.encodings import (
     _IMAGE_PARTS,
     _TEXT_PARTS,
@@ -688,8 +688,8 @@ def _load_hf(spec: str, label: str) -> Any:
     try:
         from tokenizers import Tokenizer
     except ImportError as exc:
-        msg = "Hugging Face tokenizers need the 'tokenizers' package: pip install tokenizers"
-        raise MissingDependencyError(msg) from exc
+        error = missing_extra("tokenizers", f"counting with the tokenizer.json {label!r}", exc)
+        raise error from exc
     try:
         tokenizer = Tokenizer.from_str(spec)
     except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
