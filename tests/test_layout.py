@@ -34,13 +34,25 @@ def where(path: Path, node: ast.AST | None = None) -> str:
     return f"{path.relative_to(ROOT)}{line}"
 
 
+# Modules not yet split (issue 12, in progress): each may shrink, none may grow, and no other
+# module may pass MAX_LINES. Remove an entry when its module is split.
+NOT_YET_SPLIT = {
+    "packages/ctxbudget/src/ctxbudget/core/assemble.py": 930,
+    "packages/ctxbudget/src/ctxbudget/core/render.py": 495,
+    "packages/ctxbudget/src/ctxbudget/memory/context.py": 1130,
+    "packages/ctxbudget/src/ctxbudget/store/chroma_store.py": 1275,
+    "packages/ctxbudget/src/ctxbudget/tokens/counter.py": 710,
+    "packages/langchain-ctxbudget/src/langchain_ctxbudget/middleware.py": 640,
+    "packages/llamaindex-ctxbudget/src/llama_index/ctxbudget/memory.py": 550,
+}
+
+
 def test_modules_are_small() -> None:
-    long = {
-        where(path): n
-        for path in modules()
-        if (n := len(path.read_text("utf-8").splitlines())) > MAX_LINES
-    }
-    assert not long, f"modules over {MAX_LINES} lines: {long}"
+    sizes = {where(path): len(path.read_text("utf-8").splitlines()) for path in modules()}
+    long = {path: n for path, n in sizes.items() if n > NOT_YET_SPLIT.get(path, MAX_LINES)}
+    assert not long, f"modules over {MAX_LINES} lines (or grown while awaiting a split): {long}"
+    split = [path for path in NOT_YET_SPLIT if sizes.get(path, 0) <= MAX_LINES]
+    assert not split, f"split now: remove from NOT_YET_SPLIT: {split}"
 
 
 def test_no_module_imports_another_modules_private_names() -> None:

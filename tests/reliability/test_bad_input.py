@@ -795,7 +795,7 @@ def cli_store(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder)
     path = folder / "chat.jsonl"
     path.write_text(json.dumps({"session": "s1", "role": "user", "text": "I live in Porto."}))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("ctxbudget.store.chroma_store.LocalEmbedder", lambda: embedder)
+        patch.setattr("ctxbudget.store.chroma_store.default_embedder", lambda: embedder)
         assert run_cli("--path", str(folder / "store"), "ingest", str(path))[0] == 0
         yield str(folder / "store")
 

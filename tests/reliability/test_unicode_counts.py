@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import ContextAssembler, ContextItem, InvalidItemError, Tier, TokenCounter
 from ctxbudget.core.report import AssembledContext
-from ctxbudget.tokens.encodings import _BLANKS, _Tiktoken
+from ctxbudget.tokens.encodings import _BLANKS, Tiktoken
 
 MODELS = {"gpt-4o": "o200k_base", "gpt-4": "cl100k_base"}
 COUNTERS = {model: TokenCounter.for_model(model) for model in MODELS}
@@ -295,7 +295,7 @@ BLANKY = st.lists(
 )
 def test_cutting_out_blank_runs_keeps_counts_exact(text: str, at_least: int, model: str) -> None:
     # The cut used for runs of 100,000+ blanks, tried on short runs tiktoken can still take.
-    backend = _Tiktoken(ENCODINGS[model])
+    backend = Tiktoken(ENCODINGS[model])
     assert backend._encode_split(text, small_runs(text, at_least)) == ENCODINGS[
         model
     ].encode_ordinary(text)

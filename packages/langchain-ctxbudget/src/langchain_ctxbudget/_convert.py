@@ -27,9 +27,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxbudget import ContextItem, Tier, TokenCounter
 from ctxbudget.core.items import ROLES, Shrink
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
-from ctxbudget.errors import InvalidItemError
+from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.store.chroma_store import Record
-from ctxbudget.tokens.encodings import _IMAGE_PARTS, _TEXT_PARTS
+from ctxbudget.tokens.encodings import IMAGE_PARTS, TEXT_PARTS
 
 __all__ = [
     "counter_for",
@@ -76,7 +76,7 @@ def resolve_counter(token_counter: object, model: str | None) -> TokenCounter:
         "cannot be used: ctxbudget counts every piece it renders with the model's tokenizer "
         "(and BaseLanguageModel.get_num_tokens returns 0 without network access)"
     )
-    raise ValueError(msg)
+    raise ConfigurationError(msg)
 
 
 def openai_message(message: BaseMessage) -> dict[str, Any]:
@@ -174,7 +174,7 @@ def item_of(
         text = ""
     elif not isinstance(text, str):
         parts = _content_parts(text, index, message.type)
-        text = "\n".join(p["text"] for p in parts if p["type"] in _TEXT_PARTS)
+        text = "\n".join(p["text"] for p in parts if p["type"] in TEXT_PARTS)
     calls = list(data.get("tool_calls") or [])
     if isinstance(message, AIMessage):
         calls.extend(_invalid_call(call) for call in message.invalid_tool_calls)
@@ -200,14 +200,14 @@ def _content_parts(content: Sequence[Any], index: int, kind: str) -> list[Any]:
     parts: list[Any] = []
     for number, part in enumerate(content):
         block = part.get("type") if isinstance(part, Mapping) else type(part).__name__
-        if isinstance(part, Mapping) and block in _TEXT_PARTS:
+        if isinstance(part, Mapping) and block in TEXT_PARTS:
             if isinstance(part.get("text"), str):
                 parts.append(part)
                 continue
             got = type(part.get("text")).__name__
             msg = f"message {index} ({kind}): text block {number} has a {got} text, not a str"
             raise InvalidItemError(msg)
-        if isinstance(part, Mapping) and block in _IMAGE_PARTS:
+        if isinstance(part, Mapping) and block in IMAGE_PARTS:
             parts.append(part)
             continue
         msg = (

@@ -20,7 +20,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
-from ctxbudget.errors import InvalidItemError
+from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.encodings import IMAGE_TOKENS_MAX
 from langchain_ctxbudget._convert import item_of, resolve_counter
 
@@ -241,22 +241,22 @@ def _check_options(
             f"budget_messages supports strategy='last' only, got {strategy!r}: it keeps the "
             "newest exchanges; keeping the oldest would drop the question being answered"
         )
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if allow_partial:
         msg = (
             "budget_messages keeps or drops each message whole (allow_partial=False): half a "
             "message can change its meaning and half a tool call cannot be sent"
         )
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if text_splitter is not None:
         msg = "text_splitter is only used with allow_partial=True, which is not supported"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if start_on is not None and not _means_human(start_on):
         msg = (
             f"start_on must be 'human' (or HumanMessage) or None, got {start_on!r}: history is "
             "kept as whole exchanges, which always start on a human message"
         )
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
 
 
 def _means_human(kind: object) -> bool:

@@ -35,7 +35,7 @@ from ctxbudget import (
 )
 from ctxbudget.core.ids import check_caller_id, internal_id
 from ctxbudget.core.items import Shrink
-from ctxbudget.errors import MissingDependencyError
+from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.memory.scoring import score_hits
 from langchain_ctxbudget._convert import (
     counter_for,
@@ -152,13 +152,13 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         if budget is not None and (max_tokens is not None or reserve is not None or safety):
             msg = "pass either budget= or max_tokens=/reserve=/safety=, not both"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         if isinstance(pinned, str):
             msg = "pinned must be a list of facts, not one string; pass [fact]"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         if summarizer is not None and memory is None:
             msg = "summarizer= folds stored messages into summaries: it needs memory= too"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self.model = model
         self.memory = memory
         self.session_id = session_id
@@ -190,7 +190,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         for fact in self.pinned:
             if not isinstance(fact, str) or not fact.strip():
                 msg = f"each pinned fact must be non-empty text, got {fact!r}"
-                raise ValueError(msg)
+                raise ConfigurationError(msg)
 
     # -- the hook ---------------------------------------------------------------------------
     def wrap_model_call(

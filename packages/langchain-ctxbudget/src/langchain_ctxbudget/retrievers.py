@@ -11,6 +11,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
 from ctxbudget import Budget, ContextItem, InvalidBudgetError, Tier, TokenCounter
+from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.scoring import score_hits
 from ctxbudget.store.chroma_store import Hit
@@ -81,7 +82,7 @@ class CtxBudgetRetriever(BaseRetriever):
         budget = self.max_tokens if max_tokens is None else max_tokens
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             msg = f"k must be a non-negative int, got {limit!r}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
             msg = f"max_tokens must be a positive int, got {budget!r}"
             raise InvalidBudgetError(msg)

@@ -11,6 +11,7 @@ from langchain_core.runnables import Runnable
 
 from ctxbudget import TokenCounter
 from ctxbudget.core.summaries import truncate_to_tokens
+from ctxbudget.errors import ConfigurationError
 from langchain_ctxbudget._convert import resolve_counter
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "ChatModelSummarizer"]
@@ -70,7 +71,7 @@ class ChatModelSummarizer:
     ) -> None:
         if "{texts}" not in prompt:
             msg = "the summary prompt needs a {texts} field where the texts go"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self.model = model
         self.prompt = prompt
         self.counter = resolve_counter(token_counter, None)

@@ -25,7 +25,7 @@ from ctxbudget.core.packing import DEFAULT_EXACT_LIMIT, SolverReport, solve
 from ctxbudget.core.render import Format, Layout, Part
 from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason, TierUsage
 from ctxbudget.core.summaries import Summarizer, truncate_to_tokens
-from ctxbudget.errors import BudgetExceededError, InvalidItemError
+from ctxbudget.errors import BudgetExceededError, ConfigurationError, InvalidItemError
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = ["ContextAssembler"]
@@ -144,7 +144,7 @@ class ContextAssembler:
             counter = TokenCounter.for_model(model or "gpt-4o")
         if min_exchanges < 0:
             msg = f"min_exchanges must be 0 or more, got {min_exchanges}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self.counter = counter
         self.summarizer = summarizer
         self.min_exchanges = min_exchanges

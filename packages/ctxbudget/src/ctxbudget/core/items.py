@@ -10,7 +10,7 @@ from numbers import Real
 from typing import Any
 
 from ctxbudget.errors import InvalidItemError
-from ctxbudget.tokens.encodings import _IMAGE_PARTS, _TEXT_PARTS
+from ctxbudget.tokens.encodings import IMAGE_PARTS, TEXT_PARTS
 
 __all__ = ["ROLES", "ContextItem", "Shrink", "Tier", "tier_name"]
 
@@ -170,7 +170,7 @@ class ContextItem:
         """How many images ``parts`` holds."""
         if self.parts is None:
             return 0
-        return sum(1 for p in self.parts if isinstance(p, Mapping) and p["type"] in _IMAGE_PARTS)
+        return sum(1 for p in self.parts if isinstance(p, Mapping) and p["type"] in IMAGE_PARTS)
 
     @property
     def never_pruned(self) -> bool:
@@ -218,14 +218,14 @@ def _checked_parts(item_id: str, parts: object) -> tuple[Any, ...]:
             continue
         raw = part.get("type") if isinstance(part, Mapping) else None
         kind = raw if isinstance(raw, str) else None  # unhashable types stay out of the sets
-        if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+        if kind in TEXT_PARTS and isinstance(part.get("text"), str):
             continue
-        if kind in _IMAGE_PARTS:
+        if kind in IMAGE_PARTS:
             continue
         got = f"type {raw!r:.40}" if isinstance(part, Mapping) else type(part).__name__
         msg = (
             f"ContextItem {item_id!r}: content part {index} ({got}) is neither text (a str or "
-            f"{{'type': 'text', 'text': str}}) nor an image ({', '.join(sorted(_IMAGE_PARTS))}); "
+            f"{{'type': 'text', 'text': str}}) nor an image ({', '.join(sorted(IMAGE_PARTS))}); "
             "convert it to text or leave it out"
         )
         raise InvalidItemError(msg)

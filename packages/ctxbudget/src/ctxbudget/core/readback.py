@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ctxbudget.core.render import (
-    _COMPACT_HEADERS,
-    _DATED,
-    _TEXT_HEADERS,
-    _UNESCAPE_LEAD,
-    _UNESCAPE_LINES,
+    COMPACT_HEADERS,
+    DATED,
     SECTIONS,
+    TEXT_HEADERS,
+    UNESCAPE_LEAD,
+    UNESCAPE_LINES,
     unescape_compact,
 )
 from ctxbudget.core.rows import LABEL_PATTERN, RowCall, parse_label, split_row
@@ -69,7 +69,7 @@ def parse_rendered(rendered: str, fmt: Literal["text", "compact"]) -> list[Parse
     if fmt not in ("text", "compact"):
         msg = f"parse_rendered reads the 'text' and 'compact' formats, got {fmt!r}"
         raise InvalidItemError(msg)
-    headers = _COMPACT_HEADERS if fmt == "compact" else _TEXT_HEADERS
+    headers = COMPACT_HEADERS if fmt == "compact" else TEXT_HEADERS
     sections = {header[:-1]: section for section, header in headers.items()}
     lines = rendered.split("\n")
     rows: list[ParsedRow] = []
@@ -91,7 +91,7 @@ def parse_rendered(rendered: str, fmt: Literal["text", "compact"]) -> list[Parse
                         query.append(rest)
                         continue
                     text = "\n".join(query)
-                    rows.append(ParsedRow("query", _UNESCAPE_LINES[fmt].sub("", text)))
+                    rows.append(ParsedRow("query", UNESCAPE_LINES[fmt].sub("", text)))
                     query = []
                 return rows
             continue
@@ -101,7 +101,7 @@ def parse_rendered(rendered: str, fmt: Literal["text", "compact"]) -> list[Parse
         if number == len(lines) - 1 and not line:
             break  # the line break that ends the last row
         dated = _DATE_ROW.fullmatch(line)
-        if dated is not None and section in _DATED[fmt]:
+        if dated is not None and section in DATED[fmt]:
             _flush(rows, section, body, fmt)
             body, date = [], dated.group(1)
             continue
@@ -121,7 +121,7 @@ def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> No
     if section == "system":
         text = "\n".join(body).removesuffix("\n")
         if text:
-            rows.append(ParsedRow("system", _UNESCAPE_LINES[fmt].sub("", text)))
+            rows.append(ParsedRow("system", UNESCAPE_LINES[fmt].sub("", text)))
         return
     first, date, rest = body[0], body[1] or None, body[2:]
     role: str | None = None
@@ -146,7 +146,7 @@ def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> No
         elif section == "history":
             raise _not_rendered(section, first)
         elif section in ("knowledge", "summaries"):
-            first = _UNESCAPE_LEAD.sub("", first)
+            first = UNESCAPE_LEAD.sub("", first)
         text = "\n".join([first, *rest])
     text, calls, answers = split_row(text)
     rows.append(ParsedRow(section, text, role, name, date, calls, answers))

@@ -43,10 +43,15 @@ from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = [
+    "COMPACT_HEADERS",
+    "DATED",
     "FORMATS",
     "Format",
     "Layout",
     "Part",
+    "TEXT_HEADERS",
+    "UNESCAPE_LEAD",
+    "UNESCAPE_LINES",
     "escape_compact",
     "message_of",
     "unescape_compact",
@@ -66,7 +71,7 @@ _GROUP = {
     "history": "history",
     "query": "query",
 }
-_TEXT_HEADERS = {
+TEXT_HEADERS = {
     "pinned": "## Pinned facts\n",
     "tools": "## Tools\n",
     "summaries": "## Summaries of earlier context\n",
@@ -74,7 +79,7 @@ _TEXT_HEADERS = {
     "history": "## Conversation\n",
     "query": "## Current message\n",
 }
-_COMPACT_HEADERS = {
+COMPACT_HEADERS = {
     "pinned": "@pinned\n",
     "tools": "@tools\n",
     "summaries": "@summaries who|text\n",
@@ -91,7 +96,7 @@ _SECTION_OF_TIER = {
     int(Tier.SUMMARY): "summaries",
 }
 # Sections whose rows sit under date lines, per format (messages: history rows are messages).
-_DATED = {
+DATED = {
     "messages": frozenset({"knowledge", "summaries"}),
     "text": frozenset({"knowledge", "summaries", "history"}),
     "compact": frozenset({"knowledge", "summaries", "history"}),
@@ -107,7 +112,7 @@ _SPACE = r"[^\S\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*"
 _EOL = rf"{_SPACE}(?={_BREAK}|\Z)"
 _ROLE_LABEL = rf"(?i:user|assistant|system|tool|-)(?: \({NAME_PATTERN}\))?"
 _TEXT_STRUCTURE = (
-    rf"{_SPACE}(?:(?i:{'|'.join(re.escape(h.rstrip()) for h in _TEXT_HEADERS.values())}){_EOL}"
+    rf"{_SPACE}(?:(?i:{'|'.join(re.escape(h.rstrip()) for h in TEXT_HEADERS.values())}){_EOL}"
     rf"|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}:(?: |{_EOL}))"
 )
 _COMPACT_STRUCTURE = rf"{_SPACE}(?:@|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}\|)"
@@ -117,12 +122,12 @@ _ESCAPE_LINES = {
     "text": re.compile(rf"{_LINE_START}(?=\\*{_TEXT_STRUCTURE})"),
     "compact": re.compile(rf"{_LINE_START}(?=\\*{_COMPACT_STRUCTURE})"),
 }
-_UNESCAPE_LINES = {
+UNESCAPE_LINES = {
     "text": re.compile(rf"{_LINE_START}\\(?=\\*{_TEXT_STRUCTURE})"),
     "compact": re.compile(rf"{_LINE_START}\\(?=\\*{_COMPACT_STRUCTURE})"),
 }
 _ESCAPE_LEAD = re.compile(rf"\A(?=\\*{_TEXT_STRUCTURE})")
-_UNESCAPE_LEAD = re.compile(rf"\A\\(?=\\*{_TEXT_STRUCTURE})")
+UNESCAPE_LEAD = re.compile(rf"\A\\(?=\\*{_TEXT_STRUCTURE})")
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -190,7 +195,7 @@ class Layout:
             raise InvalidItemError(msg)  # a ValueError too
         self.format: Format = fmt
         self.counter = counter
-        self._headers = _COMPACT_HEADERS if fmt == "compact" else _TEXT_HEADERS
+        self._headers = COMPACT_HEADERS if fmt == "compact" else TEXT_HEADERS
         self._header_cost = {s: counter.count(h) for s, h in self._headers.items()}
         self._fragments: dict[tuple[Any, ...], str] = {}
         self._costs: dict[tuple[Any, ...], int] = {}
@@ -300,7 +305,7 @@ class Layout:
     # -- dates: one line when the date changes, not a time on every row ----------------------
     def date_of(self, item: ContextItem, section: str) -> str:
         """The date line an item sits under (empty: none), by format and section."""
-        if item.timestamp is None or section not in _DATED[self.format]:
+        if item.timestamp is None or section not in DATED[self.format]:
             return ""
         return _date(item.timestamp)
 

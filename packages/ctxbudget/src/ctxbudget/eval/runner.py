@@ -36,7 +36,7 @@ from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.items import ContextItem, Tier
 from ctxbudget.core.render import FORMATS, Format
 from ctxbudget.core.report import AssembledContext
-from ctxbudget.errors import BudgetExceededError
+from ctxbudget.errors import BudgetExceededError, ConfigurationError
 from ctxbudget.eval.baselines import query_item, recency_window, top_k
 from ctxbudget.eval.locomo import Conversation, LocomoData, Note, Question
 from ctxbudget.memory.context import ContextMemory, MemoryConfig
@@ -165,14 +165,14 @@ def run_locomo(
     budgets = tuple(budgets)
     if not budgets or any(b <= 0 for b in budgets):
         msg = f"budgets must be positive token counts, got {list(budgets)}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     for name, limit in (("max_conversations", max_conversations), ("max_questions", max_questions)):
         if limit is not None and limit <= 0:
             msg = f"{name} must be positive, got {limit}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
     if format not in FORMATS:
         msg = f"format must be one of {list(FORMATS)}, got {format!r}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     config = config or MemoryConfig()
     TokenCounter.for_model(model)  # an unknown model fails here, before any work
     conversations = list(data.conversations[:max_conversations])

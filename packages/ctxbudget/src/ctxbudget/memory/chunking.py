@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ctxbudget.errors import ConfigurationError
+
 __all__ = ["chunk_text"]
 
 # A piece ends at a sentence end (followed by spaces) or at a line break; the separator it had
@@ -76,10 +78,10 @@ def chunk_text(
     """
     if max_tokens <= 0:
         msg = f"max_tokens must be positive, got {max_tokens}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if not 0 <= overlap < max_tokens:
         msg = f"overlap must be at least 0 and below max_tokens ({max_tokens}), got {overlap}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     pieces: list[tuple[str, str]] = []
     for piece, separator in _pieces(text):
         if count(piece) <= max_tokens:

@@ -34,7 +34,7 @@ from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.core.toolcalls import normalize_tool_calls
 from ctxbudget.embed.base import Embedder, as_embedder
-from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
+from ctxbudget.errors import ConfigurationError, InvalidItemError, StoreError, StoreInputError
 from ctxbudget.memory.chunking import chunk_text
 from ctxbudget.memory.inputs import document_parts, documents_arg, to_timestamp, user_metadata
 from ctxbudget.memory.record_items import (
@@ -50,7 +50,7 @@ from ctxbudget.memory.scoring import Floats, Scoring, lexical_terms
 from ctxbudget.memory.session_index import Query, SessionIndex, span_of, without_names
 from ctxbudget.memory.tasks import TaskNode, task_items
 from ctxbudget.store.chroma_store import ChromaStore, Hit, MetadataValue, Record
-from ctxbudget.store.records import _require_name, _same_content, document_filter, scope_of
+from ctxbudget.store.records import document_filter, require_name, same_content, scope_of
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = ["ContextMemory", "MemoryConfig", "to_timestamp"]
@@ -123,21 +123,21 @@ class MemoryConfig:
                 f"MemoryConfig.recent_share must be (least, most) with 0 <= least <= most <= 1, "
                 f"got {self.recent_share!r}"
             )
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         if not 0.0 <= self.query_turn_weight <= 1.0:
             msg = f"MemoryConfig.query_turn_weight must be in [0, 1], got {self.query_turn_weight}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         for name in ("recent_messages", "semantic_k", "query_turns", "neighbours"):
             if getattr(self, name) < 0:
                 msg = f"MemoryConfig.{name} cannot be negative, got {getattr(self, name)}"
-                raise ValueError(msg)
+                raise ConfigurationError(msg)
         if self.episode_gap < 0:
             msg = f"MemoryConfig.episode_gap cannot be negative, got {self.episode_gap}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         limit = self.max_message_chars
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             msg = f"MemoryConfig.max_message_chars must be a positive int, got {limit!r}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
 
 
 class ContextMemory:
@@ -265,7 +265,7 @@ class ContextMemory:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             msg = f"batch_size must be a positive int, got {batch_size!r}"
             raise StoreInputError(msg)
-        _require_name("session_id", session_id)
+        require_name("session_id", session_id)
         records = [
             self._message_record(session_id, index, message, user_id)
             for index, message in enumerate(messages)
@@ -402,7 +402,7 @@ class ContextMemory:
         changed = [
             r.id
             for r in records
-            if (old := stored.get((scope_of(r), r.id))) is not None and not _same_content(r, old)
+            if (old := stored.get((scope_of(r), r.id))) is not None and not same_content(r, old)
         ]
         if changed:
             msg = (
@@ -487,7 +487,7 @@ class ContextMemory:
                 "session's pin or user_id= for a user-wide pin (exactly one)"
             )
             raise StoreInputError(msg)
-        _require_name("id", id)
+        require_name("id", id)
         _caller_id(id, "unpin")
         scope = {"session_id": session_id} if session_id is not None else {"user_id": user_id}
         found = self.store.get([id], namespace=self.namespace, **scope)

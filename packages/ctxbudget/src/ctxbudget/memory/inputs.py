@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ctxbudget.errors import InvalidItemError, StoreInputError
-from ctxbudget.store.records import MetadataValue, _surrogate
+from ctxbudget.store.records import MetadataValue, first_surrogate
 
 __all__ = [
     "document_parts",
@@ -86,7 +86,7 @@ def document_parts(
     if not isinstance(text, str) or not text.strip():
         msg = f"document {index} has no text"
         raise StoreInputError(msg)
-    problem = _surrogate(text)
+    problem = first_surrogate(text)
     if problem is not None:  # before it is cut into chunks: counting it would fail
         msg = f"document {index}: text {problem}"
         raise StoreInputError(msg)

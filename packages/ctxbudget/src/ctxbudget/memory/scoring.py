@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ctxbudget.errors import ConfigurationError
 from ctxbudget.store.records import Hit
 
 __all__ = ["LexicalIndex", "Scoring", "content_words", "lexical_terms", "score_hits"]
@@ -164,10 +165,10 @@ class Scoring:
         for name in ("lexical_weight", "author_weight"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 msg = f"Scoring.{name} must be in [0, 1], got {getattr(self, name)}"
-                raise ValueError(msg)
+                raise ConfigurationError(msg)
         if self.half_life_days <= 0:
             msg = f"Scoring.half_life_days must be positive, got {self.half_life_days}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         for name in (
             "relevance_weight",
             "recency_weight",
@@ -177,7 +178,7 @@ class Scoring:
         ):
             if getattr(self, name) < 0:
                 msg = f"Scoring.{name} cannot be negative, got {getattr(self, name)}"
-                raise ValueError(msg)
+                raise ConfigurationError(msg)
 
     def score(
         self, *, similarity: float, lexical: float, age_seconds: float, salience: float

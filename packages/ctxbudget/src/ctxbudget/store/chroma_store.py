@@ -77,21 +77,21 @@ from ctxbudget.store.records import (
     Record,
     Scope,
     StoreStats,
-    _and,
-    _bad,
-    _check_record,
-    _decode,
-    _encode,
-    _filters,
-    _key,
-    _require_count,
-    _require_name,
-    _same_content,
+    all_of,
+    bad_record,
+    check_record,
+    decode_record,
     embedding_text,
+    encode_record,
+    json_key,
     record_key,
+    require_count,
+    require_name,
+    same_content,
     scope_arg,
     scope_of,
     stored_scope,
+    where_filter,
 )
 from ctxbudget.store.retry import RetryPolicy, is_transient, never_sent, retry_call
 
@@ -490,10 +490,12 @@ class ChromaStore:
         return rows
 
     def _records_where(self, where: dict[str, Any]) -> list[Record]:
-        return [_decode(doc, meta) for _, doc, meta in self._rows(self._records, where=where)]
+        return [decode_record(doc, meta) for _, doc, meta in self._rows(self._records, where=where)]
 
     def _fetch(self, keys: Sequence[str]) -> dict[str, Record]:
-        return {key: _decode(doc, meta) for key, doc, meta in self._rows(self._records, ids=keys)}
+        return {
+            key: decode_record(doc, meta) for key, doc, meta in self._rows(self._records, ids=keys)
+        }
 
     def _delete(self, collection: Any, keys: Sequence[str]) -> None:
         for start in range(0, len(keys), self._batch):
@@ -640,7 +642,7 @@ class ChromaStore:
             (key, embedding_text(record))
             for record, key in zip(batch, keys, strict=True)
             if key not in vectors
-            and (key not in stored or (replace and not _same_content(record, stored[key])))
+            and (key not in stored or (replace and not same_content(record, stored[key])))
         ]
         if todo:
             out = self._embed([text for _, text in todo])
@@ -655,9 +657,9 @@ class ChromaStore:
             old = stored.get(key)
             if old is None:
                 if record.seq is not None:
-                    raise _bad(index, record, "seq is assigned by the store; pass seq=None")
+                    raise bad_record(index, record, "seq is assigned by the store; pass seq=None")
                 actions.append("new")
-            elif _same_content(record, old):
+            elif same_content(record, old):
                 actions.append("same")
             elif not replace:
                 kind, name = scope_of(record)
@@ -665,7 +667,9 @@ class ChromaStore:
                 actions.append("conflict")
             else:
                 if record.seq is not None and record.seq != old.seq:
-                    raise _bad(index, record, f"seq {record.seq} differs from the stored {old.seq}")
+                    raise bad_record(
+                        index, record, f"seq {record.seq} differs from the stored {old.seq}"
+                    )
                 actions.append("replace")
         if conflicts:
             msg = (
@@ -752,14 +756,14 @@ class ChromaStore:
                     ids=chunk,
                     embeddings=[vectors[k] for k in chunk],
                     documents=[results[k].text for k in chunk],
-                    metadatas=[_encode(results[k], name) for k in chunk],
+                    metadatas=[encode_record(results[k], name) for k in chunk],
                 ),
                 wrote=wrote,
                 unsure=unsure,
             )
 
     def _counters(self, sessions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        ids = [_key("session", ns, sid) for ns, sid in sessions]
+        ids = [json_key("session", ns, sid) for ns, sid in sessions]
         rows = self._rows(self._meta, ids=ids, documents=False)
         return {(m["ns"], m["sid"]): int(m["last"]) for _, _, m in rows}
 
@@ -772,7 +776,7 @@ class ChromaStore:
     def _session_where(
         self, namespace: str, session_id: str, *extra: dict[str, Any]
     ) -> dict[str, Any]:
-        return _and([{"ns": namespace}, {"sid": session_id}, {"kind": "message"}, *extra])
+        return all_of([{"ns": namespace}, {"sid": session_id}, {"kind": "message"}, *extra])
 
     def _claim(self, namespace: str, session_id: str, start: int, count: int) -> list[int]:
         # Several processes may number one session of a shared server at once. Chroma's add()
@@ -783,7 +787,7 @@ class ChromaStore:
         candidate = start
         for _ in range(_CLAIM_ROUNDS):
             wanted = list(range(candidate, candidate + count - len(owned)))
-            ids = [_key("seq", namespace, session_id, str(seq)) for seq in wanted]
+            ids = [json_key("seq", namespace, session_id, str(seq)) for seq in wanted]
             claims = [
                 {"type": "claim", "ns": namespace, "sid": session_id, "seq": seq, "owner": token}
                 for seq in wanted
@@ -821,9 +825,9 @@ class ChromaStore:
             if record.user_id is not None:
                 member = {"type": "member", "ns": session[0], "sid": session[1]}
                 member["uid"] = record.user_id
-                members[_key("member", *session, record.user_id)] = member
+                members[json_key("member", *session, record.user_id)] = member
         entries = {
-            _key("session", *session): {"type": "session", "ns": ns, "sid": sid, "last": last}
+            json_key("session", *session): {"type": "session", "ns": ns, "sid": sid, "last": last}
             for session, last in lasts.items()
             if session not in counters or last - counters[session] >= _COUNTER_LAG
             for ns, sid in [session]
@@ -855,11 +859,11 @@ class ChromaStore:
             limit: at most this many messages.
             before_seq: only messages with a smaller seq (to page backwards).
         """
-        _require_name("namespace", namespace)
-        _require_name("session_id", session_id)
-        _require_count("limit", limit)
+        require_name("namespace", namespace)
+        require_name("session_id", session_id)
+        require_count("limit", limit)
         if before_seq is not None:
-            _require_count("before_seq", before_seq)
+            require_count("before_seq", before_seq)
         if limit == 0:
             return []
         if before_seq is None:
@@ -881,8 +885,8 @@ class ChromaStore:
 
     def session_messages(self, *, namespace: str, session_id: str) -> list[Record]:
         """Every message of a session, in seq order."""
-        _require_name("namespace", namespace)
-        _require_name("session_id", session_id)
+        require_name("namespace", namespace)
+        require_name("session_id", session_id)
         found = self._records_where(self._session_where(namespace, session_id))
         return sorted(found, key=lambda r: r.seq or 0)
 
@@ -893,7 +897,7 @@ class ChromaStore:
             StoreInputError: naming the record (its index in ``records``) and what is wrong.
         """
         for index, record in enumerate(records):
-            _check_record(index, record)
+            check_record(index, record)
         keys = [record_key(r.namespace, scope_of(r), r.id) for r in records]
         if len(set(keys)) != len(keys):
             counts = Counter(keys)
@@ -927,15 +931,15 @@ class ChromaStore:
             seqs: only messages at these sequence numbers.
             where: a filter over the records' user ``metadata`` keys (as in `search`).
         """
-        clauses = _filters(namespace, session_id, user_id, None, kinds, where)
+        clauses = where_filter(namespace, session_id, user_id, None, kinds, where)
         if clauses is None:
             return []
         if seqs is not None:
-            numbers = sorted({_require_count("seq", n) for n in seqs})
+            numbers = sorted({require_count("seq", n) for n in seqs})
             if not numbers:
                 return []
             clauses.append({"seq": {"$in": numbers}})
-        found = self._records_where(_and(clauses))
+        found = self._records_where(all_of(clauses))
         found.sort(key=lambda r: (r.kind, -1 if r.seq is None else r.seq, r.id))
         return found
 
@@ -975,12 +979,12 @@ class ChromaStore:
         user_id: str | None,
         collection: str | None,
     ) -> list[str]:
-        _require_name("namespace", namespace)
+        require_name("namespace", namespace)
         scope: Scope = scope_arg(what, session_id, user_id, collection)
         if isinstance(ids, str):
             msg = f"ids must be a list of ids, got the str {ids!r}; pass [{ids!r}]"
             raise StoreInputError(msg)
-        wanted = list(dict.fromkeys(_require_name("id", i) for i in ids))
+        wanted = list(dict.fromkeys(require_name("id", i) for i in ids))
         return [record_key(namespace, scope, i) for i in wanted]
 
     def search(
@@ -1066,8 +1070,8 @@ class ChromaStore:
             msg = f"k gives {len(ks)} numbers for {len(queries)} queries; give one per query"
             raise StoreInputError(msg)
         for each in ks:
-            _require_count("k", each)
-        clauses = _filters(namespace, session_id, user_id, exclude_session_id, kinds, where)
+            require_count("k", each)
+        clauses = where_filter(namespace, session_id, user_id, exclude_session_id, kinds, where)
         if clauses is None or not queries or max(ks) == 0:
             return [[] for _ in queries]
         vectors = [self._query_vector(q) for q in queries]
@@ -1088,7 +1092,7 @@ class ChromaStore:
                 return self._records.query(
                     query_embeddings=vectors,
                     n_results=max(ks),
-                    where=_and(clauses),
+                    where=all_of(clauses),
                     include=["documents", "metadatas", "distances"],
                 )
             except ValueError as exc:  # chromadb checks filters before sending them
@@ -1101,7 +1105,9 @@ class ChromaStore:
         results: list[list[Hit]] = []
         for number, limit in enumerate(ks):
             hits = [
-                Hit(_decode(doc, dict(meta or {})), max(-1.0, min(1.0, 1.0 - float(distance))))
+                Hit(
+                    decode_record(doc, dict(meta or {})), max(-1.0, min(1.0, 1.0 - float(distance)))
+                )
                 for doc, meta, distance in zip(
                     got["documents"][number],
                     got["metadatas"][number],
@@ -1132,19 +1138,19 @@ class ChromaStore:
 
     def list_sessions(self, *, namespace: str, user_id: str | None = None) -> list[str]:
         """The sessions of a namespace (or of one user in it) that hold records, sorted."""
-        where: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
+        where: list[dict[str, Any]] = [{"ns": require_name("namespace", namespace)}]
         if user_id is None:
             where.append({"type": "session"})
         else:
-            where += [{"type": "member"}, {"uid": _require_name("user_id", user_id)}]
-        rows = self._rows(self._meta, where=_and(where), documents=False)
+            where += [{"type": "member"}, {"uid": require_name("user_id", user_id)}]
+        rows = self._rows(self._meta, where=all_of(where), documents=False)
         return sorted({str(meta["sid"]) for _, _, meta in rows})
 
     def count(self, *, namespace: str | None = None) -> int:
         """How many records the store holds, in one namespace or in all."""
         if namespace is None:
             return int(self._call("count", self._records.count))
-        return len(self._ids(self._records, {"ns": _require_name("namespace", namespace)}))
+        return len(self._ids(self._records, {"ns": require_name("namespace", namespace)}))
 
     def stats(self) -> StoreStats:
         """Counts per kind, namespaces and sessions (reads every record's metadata)."""
@@ -1178,7 +1184,7 @@ class ChromaStore:
                 highest[session] = max(highest.get(session, -1), int(meta["seq"]))
         counters = self._counters(highest)
         entries = {
-            _key("session", ns, sid): {"type": "session", "ns": ns, "sid": sid, "last": last}
+            json_key("session", ns, sid): {"type": "session", "ns": ns, "sid": sid, "last": last}
             for (ns, sid), last in highest.items()
             if last > counters.get((ns, sid), -1)
         }
@@ -1221,10 +1227,10 @@ class ChromaStore:
 
     def delete_session(self, *, namespace: str, session_id: str) -> int:
         """Delete every record of a session and its counter; returns how many records."""
-        scope = _and(
+        scope = all_of(
             [
-                {"ns": _require_name("namespace", namespace)},
-                {"sid": _require_name("session_id", session_id)},
+                {"ns": require_name("namespace", namespace)},
+                {"sid": require_name("session_id", session_id)},
             ]
         )
         with self._lock:
@@ -1238,15 +1244,15 @@ class ChromaStore:
 
         Sessions left without records lose their counters too.
         """
-        ns = _require_name("namespace", namespace)
-        uid = _require_name("user_id", user_id)
+        ns = require_name("namespace", namespace)
+        uid = require_name("user_id", user_id)
         with self._lock:
             rows = self._rows(
-                self._records, where=_and([{"ns": ns}, {"uid": uid}]), documents=False
+                self._records, where=all_of([{"ns": ns}, {"uid": uid}]), documents=False
             )
             members = self._rows(
                 self._meta,
-                where=_and([{"type": "member"}, {"ns": ns}, {"uid": uid}]),
+                where=all_of([{"type": "member"}, {"ns": ns}, {"uid": uid}]),
                 documents=False,
             )
             sessions = {m["sid"] for _, _, m in rows if "sid" in m}
@@ -1255,7 +1261,7 @@ class ChromaStore:
             self._delete(self._records, [key for key, _, _ in rows])
             self._delete(self._meta, [key for key, _, _ in members])
             for sid in sorted(sessions):
-                scope = _and([{"ns": ns}, {"sid": sid}])
+                scope = all_of([{"ns": ns}, {"sid": sid}])
                 if not self._ids(self._records, scope, limit=1):
                     self._delete(self._meta, self._ids(self._meta, scope))
         return len(rows)

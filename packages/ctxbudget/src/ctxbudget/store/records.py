@@ -29,21 +29,32 @@ from ctxbudget.core.items import ROLES
 from ctxbudget.errors import StoreInputError
 
 __all__ = [
-    "KINDS",
-    "SCOPES",
     "Hit",
+    "KINDS",
     "Kind",
     "MetadataValue",
     "Record",
+    "SCOPES",
     "Scope",
     "StoreStats",
+    "all_of",
+    "bad_record",
+    "check_record",
+    "decode_record",
     "document_filter",
     "embedding_text",
+    "encode_record",
+    "first_surrogate",
+    "json_key",
     "record_key",
+    "require_count",
+    "require_name",
+    "same_content",
     "scope_arg",
     "scope_of",
     "scoped_item_id",
     "stored_scope",
+    "where_filter",
 ]
 
 Kind = Literal["message", "pinned", "document", "summary"]
@@ -133,7 +144,8 @@ class StoreStats(TypedDict):
     location: str
 
 
-def _key(*parts: str) -> str:
+def json_key(*parts: str) -> str:
+    """A Chroma id from its parts: a compact JSON list (unambiguous for any part)."""
     return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
 
 
@@ -172,7 +184,7 @@ def record_key(namespace: str, scope: Scope, record_id: str) -> str:
     >>> record_key("default", ("session", "s1"), "m1")
     '["default","session","s1","m1"]'
     """
-    return _key(namespace, scope[0], scope[1], record_id)
+    return json_key(namespace, scope[0], scope[1], record_id)
 
 
 def scoped_item_id(scope: Scope, record_id: str) -> str:
@@ -187,7 +199,7 @@ def scoped_item_id(scope: Scope, record_id: str) -> str:
     'ctxbudget:user:["u1","diet"]'
     """
     kind, name = scope
-    return internal_id(kind, _key(name, record_id))
+    return internal_id(kind, json_key(name, record_id))
 
 
 def scope_arg(
@@ -211,7 +223,7 @@ def scope_arg(
     kind, value = given[0]
     if kind == "collection" and isinstance(value, str) and value == "":
         return (kind, value)
-    return (kind, _require_name(f"{kind}_id" if kind != "collection" else kind, value))
+    return (kind, require_name(f"{kind}_id" if kind != "collection" else kind, value))
 
 
 def _may_be_empty(record: Record) -> bool:
@@ -250,18 +262,20 @@ def embedding_text(record: Record) -> str:
     return "tool call " + "; ".join(parts)
 
 
-def _and(clauses: list[dict[str, Any]]) -> dict[str, Any]:
+def all_of(clauses: list[dict[str, Any]]) -> dict[str, Any]:
+    """Chroma's ``$and`` of these clauses (one clause alone, as Chroma requires)."""
     # Chroma rejects an $and of fewer than two clauses.
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
-def _bad(index: int, record: object, problem: str) -> StoreInputError:
+def bad_record(index: int, record: object, problem: str) -> StoreInputError:
+    """The `StoreInputError` for record `index`: its id, the problem, nothing written."""
     rid = getattr(record, "id", None)
     msg = f"record {index} (id {rid!r}): {problem}; nothing was written"
     return StoreInputError(msg)
 
 
-def _surrogate(text: str) -> str | None:
+def first_surrogate(text: str) -> str | None:
     """What is wrong with ``text`` if it holds a lone surrogate (None: valid Unicode)."""
     if text.isascii():
         return None
@@ -277,82 +291,91 @@ def _surrogate(text: str) -> str | None:
 
 
 def _check_unicode(index: int, record: object, name: str, value: object) -> None:
-    if isinstance(value, str) and (problem := _surrogate(value)) is not None:
-        raise _bad(index, record, f"{name} {problem}")
+    if isinstance(value, str) and (problem := first_surrogate(value)) is not None:
+        raise bad_record(index, record, f"{name} {problem}")
 
 
 def _optional_str(index: int, record: object, name: str, value: object) -> None:
     if value is not None and (not isinstance(value, str) or not value):
-        raise _bad(index, record, f"{name} must be a non-empty str or None, got {value!r}")
+        raise bad_record(index, record, f"{name} must be a non-empty str or None, got {value!r}")
     _check_unicode(index, record, name, value)
 
 
-def _check_record(index: int, record: object) -> None:
+def check_record(index: int, record: object) -> None:
+    """Refuse a record the store cannot keep faithfully (`StoreInputError`, nothing written)."""
     if not isinstance(record, Record):
         msg = f"record {index} is a {type(record).__name__}, not a ctxbudget Record"
         raise StoreInputError(msg + "; nothing was written")
     rid: object = record.id
     if not isinstance(rid, str) or not rid:
-        raise _bad(index, record, "id must be a non-empty str")
+        raise bad_record(index, record, "id must be a non-empty str")
     _check_unicode(index, record, "id", rid)
     kind: object = record.kind
     if kind not in KINDS:
-        raise _bad(index, record, f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+        raise bad_record(index, record, f"kind must be one of {sorted(KINDS)}, got {kind!r}")
     text: object = record.text
     if not isinstance(text, str):
-        raise _bad(index, record, f"text must be a str, got {type(text).__name__}")
+        raise bad_record(index, record, f"text must be a str, got {type(text).__name__}")
     if not text.strip() and not (kind == "message" and _may_be_empty(record)):
         problem = "text is empty; store only records with content (or tool calls, or results)"
-        raise _bad(index, record, problem)
+        raise bad_record(index, record, problem)
     _check_unicode(index, record, "text", text)
     namespace: object = record.namespace
     if not isinstance(namespace, str) or not namespace:
-        raise _bad(index, record, f"namespace must be a non-empty str, got {namespace!r}")
+        raise bad_record(index, record, f"namespace must be a non-empty str, got {namespace!r}")
     _check_unicode(index, record, "namespace", namespace)
     for name in ("session_id", "user_id", "tool_call_id", "source"):
         _optional_str(index, record, name, getattr(record, name))
     role: object = record.role
     if role is not None and role not in ROLES:
-        raise _bad(index, record, f"role must be one of {sorted(ROLES)} or None, got {role!r}")
+        raise bad_record(
+            index, record, f"role must be one of {sorted(ROLES)} or None, got {role!r}"
+        )
     if kind == "message" and record.session_id is None:
-        raise _bad(index, record, "a message needs a session_id (its seq is counted per session)")
+        raise bad_record(
+            index, record, "a message needs a session_id (its seq is counted per session)"
+        )
     seq: object = record.seq
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
-        raise _bad(index, record, f"seq must be None or a non-negative int, got {seq!r}")
+        raise bad_record(index, record, f"seq must be None or a non-negative int, got {seq!r}")
     timestamp: object = record.timestamp
     if timestamp is not None and (
         isinstance(timestamp, bool)
         or not isinstance(timestamp, int | float)
         or not math.isfinite(timestamp)
     ):
-        raise _bad(index, record, f"timestamp must be a finite number or None, got {timestamp!r}")
+        raise bad_record(
+            index, record, f"timestamp must be a finite number or None, got {timestamp!r}"
+        )
     if timestamp is not None and not _TIMESTAMPS[0] <= timestamp <= _TIMESTAMPS[1]:
         problem = (
             f"timestamp {timestamp!r} is not a date between years 1 and 9999 (seconds since "
             "1970-01-01 UTC are expected; milliseconds? divide by 1000)"
         )
-        raise _bad(index, record, problem)
+        raise bad_record(index, record, problem)
     for name in ("tool_calls", "summary_of"):
         value: object = getattr(record, name)
         if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
-            raise _bad(index, record, f"{name} must be a tuple of non-empty str, got {value!r}")
+            raise bad_record(
+                index, record, f"{name} must be a tuple of non-empty str, got {value!r}"
+            )
         for position, item in enumerate(value):
             _check_unicode(index, record, f"{name}[{position}]", item)
     metadata: object = record.metadata
     if not isinstance(metadata, dict):
-        raise _bad(index, record, f"metadata must be a dict, got {type(metadata).__name__}")
+        raise bad_record(index, record, f"metadata must be a dict, got {type(metadata).__name__}")
     for key, value in metadata.items():
         if not isinstance(key, str) or not key:
-            raise _bad(index, record, f"metadata key {key!r} must be a non-empty str")
+            raise bad_record(index, record, f"metadata key {key!r} must be a non-empty str")
         if key.startswith("$"):
             problem = f"metadata key {key!r} starts with '$', which filters read as an operator"
-            raise _bad(index, record, problem + "; rename it")
+            raise bad_record(index, record, problem + "; rename it")
         _check_unicode(index, record, "metadata key", key)
         _check_metadata_value(index, record, key, value)
         _check_unicode(index, record, f"metadata[{key!r}]", value)
     tokens: object = record.tokens
     if not isinstance(tokens, dict):
-        raise _bad(index, record, f"tokens must be a dict, got {type(tokens).__name__}")
+        raise bad_record(index, record, f"tokens must be a dict, got {type(tokens).__name__}")
     for key, value in tokens.items():
         if (
             not isinstance(key, str)
@@ -360,7 +383,9 @@ def _check_record(index: int, record: object) -> None:
             or not isinstance(value, int)
             or value < 0
         ):
-            raise _bad(index, record, f"tokens[{key!r}] must be a non-negative int, got {value!r}")
+            raise bad_record(
+                index, record, f"tokens[{key!r}] must be a non-negative int, got {value!r}"
+            )
 
 
 def _check_metadata_value(index: int, record: object, key: str, value: object) -> None:
@@ -368,20 +393,21 @@ def _check_metadata_value(index: int, record: object, key: str, value: object) -
         return
     if isinstance(value, int):
         if not _INT64[0] <= value <= _INT64[1]:
-            raise _bad(index, record, f"metadata[{key!r}] = {value} does not fit in 64 bits")
+            raise bad_record(index, record, f"metadata[{key!r}] = {value} does not fit in 64 bits")
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise _bad(index, record, f"metadata[{key!r}] = {value} is not finite")
+            raise bad_record(index, record, f"metadata[{key!r}] = {value} is not finite")
         return
     problem = (
         f"metadata[{key!r}] is a {type(value).__name__}; Chroma keeps only str, int, float and "
         "bool values (encode anything else, e.g. as a JSON string)"
     )
-    raise _bad(index, record, problem)
+    raise bad_record(index, record, problem)
 
 
-def _encode(record: Record, embedder: str) -> dict[str, Any]:
+def encode_record(record: Record, embedder: str) -> dict[str, Any]:
+    """The Chroma metadata of a record written with the embedder named `embedder`."""
     meta: dict[str, Any] = {
         "ns": record.namespace,
         "rid": record.id,
@@ -408,7 +434,8 @@ def _encode(record: Record, embedder: str) -> dict[str, Any]:
     return meta
 
 
-def _decode(document: str, meta: dict[str, Any]) -> Record:
+def decode_record(document: str, meta: dict[str, Any]) -> Record:
+    """The `Record` a Chroma row (document and metadata) stands for."""
     user = {k[len(_USER_PREFIX) :]: v for k, v in meta.items() if k.startswith(_USER_PREFIX)}
     return Record(
         id=meta["rid"],
@@ -429,32 +456,35 @@ def _decode(document: str, meta: dict[str, Any]) -> Record:
     )
 
 
-def _same_content(new: Record, stored: Record) -> bool:
+def same_content(new: Record, stored: Record) -> bool:
+    """Whether `new` says what `stored` already holds (seq and token caches aside)."""
     # seq is the store's to assign and tokens are a cache: neither makes a record different.
     if new.seq is not None and new.seq != stored.seq:
         return False
     return dataclasses.replace(new, seq=stored.seq, tokens=stored.tokens) == stored
 
 
-def _require_name(name: str, value: object) -> str:
+def require_name(name: str, value: object) -> str:
+    """`value` if it is a non-empty str, else a `StoreInputError` naming `name`."""
     if not isinstance(value, str) or not value:
         msg = f"{name} must be a non-empty str, got {value!r}"
         raise StoreInputError(msg)
-    problem = _surrogate(value)
+    problem = first_surrogate(value)
     if problem is not None:
         msg = f"{name} {problem}"
         raise StoreInputError(msg)
     return value
 
 
-def _require_count(name: str, value: object) -> int:
+def require_count(name: str, value: object) -> int:
+    """`value` if it is a non-negative int, else a `StoreInputError` naming `name`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         msg = f"{name} must be a non-negative int, got {value!r}"
         raise StoreInputError(msg)
     return value
 
 
-def _filters(
+def where_filter(
     namespace: str,
     session_id: str | None,
     user_id: str | None,
@@ -463,13 +493,13 @@ def _filters(
     where: dict[str, Any] | None,
 ) -> list[dict[str, Any]] | None:
     """The Chroma ``where`` clauses of a read (None: nothing can match, e.g. no kinds)."""
-    clauses: list[dict[str, Any]] = [{"ns": _require_name("namespace", namespace)}]
+    clauses: list[dict[str, Any]] = [{"ns": require_name("namespace", namespace)}]
     if session_id is not None:
-        clauses.append({"sid": _require_name("session_id", session_id)})
+        clauses.append({"sid": require_name("session_id", session_id)})
     if user_id is not None:
-        clauses.append({"uid": _require_name("user_id", user_id)})
+        clauses.append({"uid": require_name("user_id", user_id)})
     if exclude_session_id is not None:
-        clauses.append({"sid": {"$ne": _require_name("exclude_session_id", exclude_session_id)}})
+        clauses.append({"sid": {"$ne": require_name("exclude_session_id", exclude_session_id)}})
     if kinds is not None:
         wanted = [kinds] if isinstance(kinds, str) else list(kinds)
         unknown = [kind for kind in wanted if kind not in KINDS]

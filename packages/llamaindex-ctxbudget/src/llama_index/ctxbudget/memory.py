@@ -24,7 +24,7 @@ from llama_index.core.memory.types import BaseMemory
 
 from ctxbudget import AssembledContext, Budget, ContextItem, Shrink, Tier, TokenCounter
 from ctxbudget.core.summaries import Summarizer
-from ctxbudget.errors import InvalidBudgetError, InvalidItemError
+from ctxbudget.errors import ConfigurationError, InvalidBudgetError, InvalidItemError
 from ctxbudget.memory.context import ContextMemory, MemoryConfig
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget._messages import (
@@ -219,7 +219,7 @@ class CtxBudgetMemory(BaseMemory):
                     f"pass either memory= or {', '.join(given)}, not both: a given ContextMemory "
                     "already has its store, embedder, config and summarizer"
                 )
-                raise ValueError(msg)
+                raise ConfigurationError(msg)
         else:
             if embedder is None:
                 embedder = CtxBudgetEmbedding()  # the local model, with its vector cache
@@ -515,7 +515,7 @@ class CtxBudgetMemory(BaseMemory):
         if user_wide:
             if self.user_id is None:
                 msg = "pin(user_wide=True) needs a user_id; pass user_id= to from_defaults"
-                raise ValueError(msg)
+                raise ConfigurationError(msg)
             return self._memory.pin(user_id=self.user_id, text=text)
         return self._memory.pin(self.session_id, text)
 

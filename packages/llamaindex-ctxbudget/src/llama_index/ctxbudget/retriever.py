@@ -11,7 +11,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
-from ctxbudget.errors import InvalidBudgetError
+from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import Hit, Record
 from ctxbudget.store.records import document_filter
@@ -77,13 +77,13 @@ class CtxBudgetRetriever(BaseRetriever):
             raise InvalidBudgetError(msg)
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             msg = f"k must be a positive int, got {k!r}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         if documents is False and session_id is None and user_id is None:
             msg = (
                 "nothing to search: pass documents=True (or collection names), "
                 "a session_id or a user_id"
             )
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self.memory = memory
         self.token_budget = token_budget

@@ -9,6 +9,7 @@ from llama_index.core.prompts import PromptTemplate
 
 from ctxbudget import TokenCounter
 from ctxbudget.core.summaries import truncate_to_tokens
+from ctxbudget.errors import ConfigurationError
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LLMSummarizer"]
 
@@ -53,7 +54,7 @@ class LLMSummarizer:
                 "the summary prompt must use {text} and {max_tokens}; "
                 f"missing {sorted(missing)}"
             )
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self.llm = llm
         self.counter = counter or TokenCounter.for_model(model)
         self.prompt = template

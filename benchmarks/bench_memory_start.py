@@ -1,0 +1,135 @@
+"""ContextMemory with the default install (`ctxbudget[memory]`, no torch): start-up and writes.
+
+Side by side, default embedder (ONNX int8) and sentence-transformers (torch extra), in one run
+with the load average:
+
+1. first assemble in a new process: interpreter start, ``import ctxbudget``, ``ContextMemory()``
+   on a new folder, one ``add_message`` and the first ``assemble`` (median of --repeat runs);
+   which heavy modules that process imported;
+2. ``add_message`` latency p50/p95 on LoCoMo turns (one message per call, Chroma write included);
+3. ``add_messages`` ingest rate (messages/s) for whole LoCoMo sessions.
+
+The data is LoCoMo (CC BY-NC 4.0), read from outside the repository.
+
+Run: nice -n 10 .venv/bin/python benchmarks/bench_memory_start.py [--locomo PATH] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import add_locomo_argument, machine, pct, require_locomo
+
+from ctxbudget.eval import load_locomo
+
+EMBEDDERS = {
+    "onnx int8 (default)": "None",
+    "sentence-transformers": "__import__('ctxbudget.embed.local').embed.local.LocalEmbedder()",
+}
+
+FIRST = """
+import json, sys, time
+start = time.perf_counter()
+import ctxbudget
+memory = ctxbudget.ContextMemory({folder!r}, embedder={embedder})
+memory.add_message("s1", "user", "I adopted a grey cat called Miso last spring.")
+ctx = memory.assemble("s1", "What is my cat called?", budget=2000)
+seconds = time.perf_counter() - start
+heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers", "scipy") if m in sys.modules)
+print(json.dumps({{"seconds": seconds, "heavy": heavy, "fits": ctx.tokens_used <= 2000}}))
+"""
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f} (5 min {five:.1f})"
+
+
+def first_assemble(repeat: int) -> None:
+    print(f"## New process: ContextMemory() to first assemble (s, median of {repeat})")
+    print()
+    print("| embedder | in process (import + open + add + assemble) | wall | heavy modules | load |")
+    print("|---|---:|---:|---|---|")
+    for name, embedder in EMBEDDERS.items():
+        inner, wall, heavy = [], [], []
+        for _ in range(repeat):
+            with tempfile.TemporaryDirectory() as folder:
+                code = FIRST.format(folder=str(Path(folder) / "mem"), embedder=embedder)
+                clock = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-c", code], capture_output=True, text=True, check=True
+                )
+                wall.append(time.perf_counter() - clock)
+                out = json.loads(done.stdout.strip().splitlines()[-1])
+                inner.append(out["seconds"])
+                heavy = out["heavy"]
+        print(
+            f"| {name} | {statistics.median(inner):.2f} | {statistics.median(wall):.2f} "
+            f"| {', '.join(heavy) or 'none'} | {load()} |"
+        )
+    print()
+
+
+def writes(turns: list[list[tuple[str, str]]], samples: int) -> None:
+    from ctxbudget import ContextMemory
+    from ctxbudget.embed.local import LocalEmbedder
+
+    print(f"## Writes on LoCoMo turns ({samples} add_message calls; add_messages of whole sessions)")
+    print()
+    print("| embedder | add_message p50 ms | p95 ms | add_messages msg/s | messages | load |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name in EMBEDDERS:
+        embedder = LocalEmbedder() if "sentence" in name else None
+        with tempfile.TemporaryDirectory() as folder:
+            memory = ContextMemory(Path(folder) / "mem", embedder=embedder)
+            flat = [m for session in turns for m in session]
+            memory.add_message("warm", "user", "warm up")
+            times = []
+            for speaker, text in flat[:samples]:
+                start = time.perf_counter()
+                memory.add_message("single", speaker, text)
+                times.append((time.perf_counter() - start) * 1000.0)
+            start = time.perf_counter()
+            count = 0
+            for number, session in enumerate(turns):
+                payload = [{"role": r, "content": t} for r, t in session]
+                memory.add_messages(f"bulk-{number}", payload, progress=False)
+                count += len(payload)
+            rate = count / (time.perf_counter() - start)
+            memory.close()
+        print(
+            f"| {name} | {statistics.median(times):.1f} | {pct(times, 0.95):.1f} "
+            f"| {rate:,.0f} | {count:,} | {load()} |"
+        )
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    add_locomo_argument(parser)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=10)
+    args = parser.parse_args()
+    print(machine())
+    print()
+    first_assemble(args.repeat)
+    data = load_locomo(require_locomo(args.locomo))
+    conversation = data.conversations[0]
+    sessions: dict[str, list[tuple[str, str]]] = {}
+    for turn in conversation.turns:
+        role = "user" if turn.speaker == conversation.speakers[0] else "assistant"
+        sessions.setdefault(str(turn.session), []).append((role, turn.text))
+    writes(list(sessions.values())[: args.sessions], args.samples)
+
+
+if __name__ == "__main__":
+    main()
