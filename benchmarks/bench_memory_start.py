@@ -56,7 +56,9 @@ def load() -> str:
 def first_assemble(repeat: int) -> None:
     print(f"## New process: ContextMemory() to first assemble (s, median of {repeat})")
     print()
-    print("| embedder | in process (import + open + add + assemble) | wall | heavy modules | load |")
+    print(
+        "| embedder | in process (import + open + add + assemble) | wall | heavy modules | load |"
+    )
     print("|---|---:|---:|---|---|")
     for name, embedder in EMBEDDERS.items():
         inner, wall, heavy = [], [], []
@@ -82,7 +84,9 @@ def writes(turns: list[list[tuple[str, str]]], samples: int) -> None:
     from ctxbudget import ContextMemory
     from ctxbudget.embed.local import LocalEmbedder
 
-    print(f"## Writes on LoCoMo turns ({samples} add_message calls; add_messages of whole sessions)")
+    print(
+        f"## Writes on LoCoMo turns ({samples} add_message calls; add_messages of whole sessions)"
+    )
     print()
     print("| embedder | add_message p50 ms | p95 ms | add_messages msg/s | messages | load |")
     print("|---|---:|---:|---:|---:|---|")

@@ -71,7 +71,7 @@ from ctxbudget import (
 from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.tokens.encodings import IMAGE_TOKENS_MAX, image_size, image_tokens
+from ctxbudget.tokens.images import IMAGE_TOKENS_MAX, image_size, image_tokens
 from langchain_ctxbudget import CtxBudgetMiddleware, budget_messages
 from langchain_ctxbudget._convert import item_of
 from llama_index.ctxbudget import CtxBudgetMemory

@@ -76,7 +76,9 @@ def cli(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> It
     runner = Cli(folder, embedder)
     seed = runner.write(".jsonl", b'{"session": "s1", "role": "user", "text": "I live in Porto."}')
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("ctxbudget.store.chroma_store.default_embedder", lambda: embedder)  # loaded once
+        patch.setattr(
+            "ctxbudget.store.chroma_store.default_embedder", lambda: embedder
+        )  # loaded once
         patch.delenv("CTXBUDGET_CHROMA_URL", raising=False)
         patch.chdir(folder)
         assert runner.run("--path", runner.store, "ingest", str(seed))[0] == 0

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from ctxbudget import ContextAssembler, ContextItem, InvalidItemError, Tier, TokenCounter
 from ctxbudget.core.report import AssembledContext
-from ctxbudget.tokens.encodings import _BLANKS, Tiktoken
+from ctxbudget.tokens.backends import Tiktoken
+from ctxbudget.tokens.backends import _BLANKS
 
 MODELS = {"gpt-4o": "o200k_base", "gpt-4": "cl100k_base"}
 COUNTERS = {model: TokenCounter.for_model(model) for model in MODELS}
@@ -311,7 +312,7 @@ def test_cutting_out_blank_runs_keeps_counts_exact(text: str, at_least: int, mod
 )
 def test_a_million_blanks_count_without_a_panic(model: str, shape: Any) -> None:
     # tiktoken alone panics here (a BaseException: "StackOverflow" in its regex): see
-    # ctxbudget.tokens.encodings._split_blanks; exactness is shown on short runs above.
+    # ctxbudget.tokens.backends._split_blanks; exactness is shown on short runs above.
     text = shape(" " * 600_000 + "\t" * 600_000)
     counter = TokenCounter.for_model(model)
     n = counter.count(text)

@@ -29,7 +29,7 @@ from ctxbudget.core.items import ROLES, Shrink
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.store.chroma_store import Record
-from ctxbudget.tokens.encodings import IMAGE_PARTS, TEXT_PARTS
+from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
 __all__ = [
     "counter_for",

@@ -21,7 +21,7 @@ from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.errors import ConfigurationError, InvalidItemError
-from ctxbudget.tokens.encodings import IMAGE_TOKENS_MAX
+from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 from langchain_ctxbudget._convert import item_of, resolve_counter
 
 __all__ = ["budget_messages"]

@@ -15,7 +15,7 @@ from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.scoring import score_hits
 from ctxbudget.store.chroma_store import Hit
-from ctxbudget.store.records import document_filter
+from ctxbudget.store.filters import document_filter
 from langchain_ctxbudget._convert import resolve_counter
 from langchain_ctxbudget.compressors import pack_items
 

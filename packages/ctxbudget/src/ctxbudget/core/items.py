@@ -10,7 +10,7 @@ from numbers import Real
 from typing import Any
 
 from ctxbudget.errors import InvalidItemError
-from ctxbudget.tokens.encodings import IMAGE_PARTS, TEXT_PARTS
+from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
 __all__ = ["ROLES", "ContextItem", "Shrink", "Tier", "tier_name"]
 

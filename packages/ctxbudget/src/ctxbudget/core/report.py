@@ -12,7 +12,7 @@ from ctxbudget.core.budget import Budget
 from ctxbudget.core.items import ContextItem, tier_name
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.render import Format, Layout, Part
-from ctxbudget.tokens.encodings import IMAGE_TOKENS_MAX, image_size_unknown
+from ctxbudget.tokens.images import IMAGE_TOKENS_MAX, image_size_unknown
 
 __all__ = ["AssembledContext", "PruneReason", "PrunedItem", "TierUsage"]
 

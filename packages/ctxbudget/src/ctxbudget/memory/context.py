@@ -50,7 +50,8 @@ from ctxbudget.memory.scoring import Floats, Scoring, lexical_terms
 from ctxbudget.memory.session_index import Query, SessionIndex, span_of, without_names
 from ctxbudget.memory.tasks import TaskNode, task_items
 from ctxbudget.store.chroma_store import ChromaStore, Hit, MetadataValue, Record
-from ctxbudget.store.records import document_filter, require_name, same_content, scope_of
+from ctxbudget.store.filters import document_filter
+from ctxbudget.store.records import require_name, same_content, scope_of
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = ["ContextMemory", "MemoryConfig", "to_timestamp"]

@@ -68,6 +68,7 @@ from ctxbudget.store.client import (
     watch_status,
     write_problem,
 )
+from ctxbudget.store.filters import all_of, where_filter
 from ctxbudget.store.lock import FolderLock, hold_folder
 from ctxbudget.store.records import (
     KINDS,
@@ -77,9 +78,6 @@ from ctxbudget.store.records import (
     Record,
     Scope,
     StoreStats,
-    all_of,
-    bad_record,
-    check_record,
     decode_record,
     embedding_text,
     encode_record,
@@ -91,9 +89,9 @@ from ctxbudget.store.records import (
     scope_arg,
     scope_of,
     stored_scope,
-    where_filter,
 )
 from ctxbudget.store.retry import RetryPolicy, is_transient, never_sent, retry_call
+from ctxbudget.store.validate import bad_record, check_record
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI

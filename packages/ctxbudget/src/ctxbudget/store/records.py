@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from ctxbudget.core.ids import internal_id
-from ctxbudget.core.items import ROLES
 from ctxbudget.errors import StoreInputError
 
 __all__ = [
     "Hit",
+    "INT64_RANGE",
     "KINDS",
     "Kind",
     "MetadataValue",
@@ -37,15 +35,14 @@ __all__ = [
     "SCOPES",
     "Scope",
     "StoreStats",
-    "all_of",
-    "bad_record",
-    "check_record",
+    "TIMESTAMP_RANGE",
+    "USER_PREFIX",
     "decode_record",
-    "document_filter",
     "embedding_text",
     "encode_record",
     "first_surrogate",
     "json_key",
+    "may_be_empty",
     "record_key",
     "require_count",
     "require_name",
@@ -54,7 +51,6 @@ __all__ = [
     "scope_of",
     "scoped_item_id",
     "stored_scope",
-    "where_filter",
 ]
 
 Kind = Literal["message", "pinned", "document", "summary"]
@@ -64,10 +60,10 @@ Scope = tuple[str, str]
 """Where a record id is unique: ``("session", id)``, ``("user", id)``, ``("collection", name)``."""
 SCOPES: tuple[str, ...] = ("session", "user", "collection")
 
-_USER_PREFIX = "m."
-_INT64 = (-(2**63), 2**63 - 1)
+USER_PREFIX = "m."
+INT64_RANGE = (-(2**63), 2**63 - 1)
 # Timestamps a datetime can show (years 1 to 9999), so every stored one renders as a date.
-_TIMESTAMPS = (-62_135_596_800.0, 253_402_300_799.0)
+TIMESTAMP_RANGE = (-62_135_596_800.0, 253_402_300_799.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +170,7 @@ def stored_scope(meta: dict[str, Any]) -> Scope:
         return ("session", str(meta["sid"]))
     if "uid" in meta:
         return ("user", str(meta["uid"]))
-    collection = meta.get(_USER_PREFIX + "doc_namespace")
+    collection = meta.get(USER_PREFIX + "doc_namespace")
     return ("collection", collection if isinstance(collection, str) else "")
 
 
@@ -226,7 +222,7 @@ def scope_arg(
     return (kind, require_name(f"{kind}_id" if kind != "collection" else kind, value))
 
 
-def _may_be_empty(record: Record) -> bool:
+def may_be_empty(record: Record) -> bool:
     """A turn that only calls tools, or a tool result with no output, has empty text."""
     return bool(record.tool_calls) or (record.role == "tool" and record.tool_call_id is not None)
 
@@ -262,150 +258,6 @@ def embedding_text(record: Record) -> str:
     return "tool call " + "; ".join(parts)
 
 
-def all_of(clauses: list[dict[str, Any]]) -> dict[str, Any]:
-    """Chroma's ``$and`` of these clauses (one clause alone, as Chroma requires)."""
-    # Chroma rejects an $and of fewer than two clauses.
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
-def bad_record(index: int, record: object, problem: str) -> StoreInputError:
-    """The `StoreInputError` for record `index`: its id, the problem, nothing written."""
-    rid = getattr(record, "id", None)
-    msg = f"record {index} (id {rid!r}): {problem}; nothing was written"
-    return StoreInputError(msg)
-
-
-def first_surrogate(text: str) -> str | None:
-    """What is wrong with ``text`` if it holds a lone surrogate (None: valid Unicode)."""
-    if text.isascii():
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return (
-            f"holds a lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start}, which is "
-            "not valid Unicode; repair the text where it was decoded (e.g. "
-            "text.encode('utf-8', 'replace').decode())"
-        )
-    return None
-
-
-def _check_unicode(index: int, record: object, name: str, value: object) -> None:
-    if isinstance(value, str) and (problem := first_surrogate(value)) is not None:
-        raise bad_record(index, record, f"{name} {problem}")
-
-
-def _optional_str(index: int, record: object, name: str, value: object) -> None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise bad_record(index, record, f"{name} must be a non-empty str or None, got {value!r}")
-    _check_unicode(index, record, name, value)
-
-
-def check_record(index: int, record: object) -> None:
-    """Refuse a record the store cannot keep faithfully (`StoreInputError`, nothing written)."""
-    if not isinstance(record, Record):
-        msg = f"record {index} is a {type(record).__name__}, not a ctxbudget Record"
-        raise StoreInputError(msg + "; nothing was written")
-    rid: object = record.id
-    if not isinstance(rid, str) or not rid:
-        raise bad_record(index, record, "id must be a non-empty str")
-    _check_unicode(index, record, "id", rid)
-    kind: object = record.kind
-    if kind not in KINDS:
-        raise bad_record(index, record, f"kind must be one of {sorted(KINDS)}, got {kind!r}")
-    text: object = record.text
-    if not isinstance(text, str):
-        raise bad_record(index, record, f"text must be a str, got {type(text).__name__}")
-    if not text.strip() and not (kind == "message" and _may_be_empty(record)):
-        problem = "text is empty; store only records with content (or tool calls, or results)"
-        raise bad_record(index, record, problem)
-    _check_unicode(index, record, "text", text)
-    namespace: object = record.namespace
-    if not isinstance(namespace, str) or not namespace:
-        raise bad_record(index, record, f"namespace must be a non-empty str, got {namespace!r}")
-    _check_unicode(index, record, "namespace", namespace)
-    for name in ("session_id", "user_id", "tool_call_id", "source"):
-        _optional_str(index, record, name, getattr(record, name))
-    role: object = record.role
-    if role is not None and role not in ROLES:
-        raise bad_record(
-            index, record, f"role must be one of {sorted(ROLES)} or None, got {role!r}"
-        )
-    if kind == "message" and record.session_id is None:
-        raise bad_record(
-            index, record, "a message needs a session_id (its seq is counted per session)"
-        )
-    seq: object = record.seq
-    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
-        raise bad_record(index, record, f"seq must be None or a non-negative int, got {seq!r}")
-    timestamp: object = record.timestamp
-    if timestamp is not None and (
-        isinstance(timestamp, bool)
-        or not isinstance(timestamp, int | float)
-        or not math.isfinite(timestamp)
-    ):
-        raise bad_record(
-            index, record, f"timestamp must be a finite number or None, got {timestamp!r}"
-        )
-    if timestamp is not None and not _TIMESTAMPS[0] <= timestamp <= _TIMESTAMPS[1]:
-        problem = (
-            f"timestamp {timestamp!r} is not a date between years 1 and 9999 (seconds since "
-            "1970-01-01 UTC are expected; milliseconds? divide by 1000)"
-        )
-        raise bad_record(index, record, problem)
-    for name in ("tool_calls", "summary_of"):
-        value: object = getattr(record, name)
-        if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
-            raise bad_record(
-                index, record, f"{name} must be a tuple of non-empty str, got {value!r}"
-            )
-        for position, item in enumerate(value):
-            _check_unicode(index, record, f"{name}[{position}]", item)
-    metadata: object = record.metadata
-    if not isinstance(metadata, dict):
-        raise bad_record(index, record, f"metadata must be a dict, got {type(metadata).__name__}")
-    for key, value in metadata.items():
-        if not isinstance(key, str) or not key:
-            raise bad_record(index, record, f"metadata key {key!r} must be a non-empty str")
-        if key.startswith("$"):
-            problem = f"metadata key {key!r} starts with '$', which filters read as an operator"
-            raise bad_record(index, record, problem + "; rename it")
-        _check_unicode(index, record, "metadata key", key)
-        _check_metadata_value(index, record, key, value)
-        _check_unicode(index, record, f"metadata[{key!r}]", value)
-    tokens: object = record.tokens
-    if not isinstance(tokens, dict):
-        raise bad_record(index, record, f"tokens must be a dict, got {type(tokens).__name__}")
-    for key, value in tokens.items():
-        if (
-            not isinstance(key, str)
-            or isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < 0
-        ):
-            raise bad_record(
-                index, record, f"tokens[{key!r}] must be a non-negative int, got {value!r}"
-            )
-
-
-def _check_metadata_value(index: int, record: object, key: str, value: object) -> None:
-    if isinstance(value, bool | str):
-        return
-    if isinstance(value, int):
-        if not _INT64[0] <= value <= _INT64[1]:
-            raise bad_record(index, record, f"metadata[{key!r}] = {value} does not fit in 64 bits")
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise bad_record(index, record, f"metadata[{key!r}] = {value} is not finite")
-        return
-    problem = (
-        f"metadata[{key!r}] is a {type(value).__name__}; Chroma keeps only str, int, float and "
-        "bool values (encode anything else, e.g. as a JSON string)"
-    )
-    raise bad_record(index, record, problem)
-
-
 def encode_record(record: Record, embedder: str) -> dict[str, Any]:
     """The Chroma metadata of a record written with the embedder named `embedder`."""
     meta: dict[str, Any] = {
@@ -430,13 +282,13 @@ def encode_record(record: Record, embedder: str) -> dict[str, Any]:
         meta["summary_of"] = json.dumps(list(record.summary_of))
     if record.tokens:
         meta["tokens"] = json.dumps(record.tokens, sort_keys=True)
-    meta.update({_USER_PREFIX + k: v for k, v in record.metadata.items()})
+    meta.update({USER_PREFIX + k: v for k, v in record.metadata.items()})
     return meta
 
 
 def decode_record(document: str, meta: dict[str, Any]) -> Record:
     """The `Record` a Chroma row (document and metadata) stands for."""
-    user = {k[len(_USER_PREFIX) :]: v for k, v in meta.items() if k.startswith(_USER_PREFIX)}
+    user = {k[len(USER_PREFIX) :]: v for k, v in meta.items() if k.startswith(USER_PREFIX)}
     return Record(
         id=meta["rid"],
         kind=meta["kind"],
@@ -484,68 +336,16 @@ def require_count(name: str, value: object) -> int:
     return value
 
 
-def where_filter(
-    namespace: str,
-    session_id: str | None,
-    user_id: str | None,
-    exclude_session_id: str | None,
-    kinds: Sequence[str] | None,
-    where: dict[str, Any] | None,
-) -> list[dict[str, Any]] | None:
-    """The Chroma ``where`` clauses of a read (None: nothing can match, e.g. no kinds)."""
-    clauses: list[dict[str, Any]] = [{"ns": require_name("namespace", namespace)}]
-    if session_id is not None:
-        clauses.append({"sid": require_name("session_id", session_id)})
-    if user_id is not None:
-        clauses.append({"uid": require_name("user_id", user_id)})
-    if exclude_session_id is not None:
-        clauses.append({"sid": {"$ne": require_name("exclude_session_id", exclude_session_id)}})
-    if kinds is not None:
-        wanted = [kinds] if isinstance(kinds, str) else list(kinds)
-        unknown = [kind for kind in wanted if kind not in KINDS]
-        if unknown:
-            msg = f"kinds {unknown} are unknown; use some of {sorted(KINDS)}"
-            raise StoreInputError(msg)
-        if not wanted:
-            return None
-        clauses.append({"kind": {"$in": wanted}})
-    if where is not None:
-        clauses.append(_user_where(where))
-    return clauses
-
-
-def _user_where(where: object) -> dict[str, Any]:
-    if not isinstance(where, dict) or not where:
-        msg = f"where must be a non-empty dict over metadata keys, got {where!r}"
-        raise StoreInputError(msg)
-    if len(where) > 1:
-        return {"$and": [_user_where({key: value}) for key, value in where.items()]}
-    ((key, value),) = where.items()
-    if key in ("$and", "$or"):
-        if not isinstance(value, list) or not value:
-            msg = f"where {key} needs a non-empty list of filters, got {value!r}"
-            raise StoreInputError(msg)
-        if len(value) == 1:
-            return _user_where(value[0])
-        return {key: [_user_where(item) for item in value]}
-    if not isinstance(key, str) or not key or key.startswith("$"):
-        msg = f"where key {key!r} is not a metadata key, $and or $or"
-        raise StoreInputError(msg)
-    return {_USER_PREFIX + key: value}
-
-
-def document_filter(collections: bool | str | Sequence[str]) -> dict[str, Any] | None:
-    """The ``where`` that restricts a search to document collections (None: all of them).
-
-    ``collections`` is what ``ContextMemory.assemble(documents=...)`` takes: True for every
-    collection, a name, or a list of names (`ContextMemory.add_documents` ``namespace=``).
-
-    >>> document_filter(["kb", "faq"])
-    {'doc_namespace': {'$in': ['kb', 'faq']}}
-    """
-    if isinstance(collections, bool):
+def first_surrogate(text: str) -> str | None:
+    """What is wrong with ``text`` if it holds a lone surrogate (None: valid Unicode)."""
+    if text.isascii():
         return None
-    names = [collections] if isinstance(collections, str) else list(collections)
-    if len(names) == 1:
-        return {"doc_namespace": names[0]}
-    return {"doc_namespace": {"$in": names}}
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"holds a lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start}, which is "
+            "not valid Unicode; repair the text where it was decoded (e.g. "
+            "text.encode('utf-8', 'replace').decode())"
+        )
+    return None

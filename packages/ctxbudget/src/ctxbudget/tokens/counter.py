@@ -30,18 +30,9 @@ from ctxbudget.errors import (
     TokenizerUnavailableError,
 )
 from ctxbudget.extras import missing_extra
-from ctxbudget.tokens.encodings import (
-    IMAGE_PARTS,
-    TEXT_PARTS,
-    Approximate,
-    Backend,
-    HuggingFace,
-    Tiktoken,
-    ensure_offline_encodings,
-    image_part,
-    image_tokens,
-    tiktoken_encoding,
-)
+from ctxbudget.tokens.backends import Approximate, Backend, HuggingFace, Tiktoken
+from ctxbudget.tokens.encodings import ensure_offline_encodings, tiktoken_encoding
+from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS, image_part, image_tokens
 from ctxbudget.tokens.models import lookup_model
 
 __all__ = ["CacheInfo", "TokenCounter", "ensure_offline_encodings", "image_tokens"]

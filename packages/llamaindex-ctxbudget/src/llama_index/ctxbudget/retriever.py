@@ -14,7 +14,7 @@ from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, T
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import Hit, Record
-from ctxbudget.store.records import document_filter
+from ctxbudget.store.filters import document_filter
 from llama_index.ctxbudget.postprocessor import content_budget
 
 __all__ = ["CtxBudgetRetriever"]
