@@ -29,7 +29,8 @@ from ctxbudget.eval import (
     split_evidence,
 )
 from ctxbudget.eval.baselines import recency_window, top_k
-from ctxbudget.memory.context import ContextMemory, MemoryConfig
+from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.scoring import LexicalIndex, Scoring, lexical_terms
 from ctxbudget.store.chroma_store import ChromaStore
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from core.strategies import texts
 from ctxbudget import ContextAssembler, ContextItem, Tier, TokenCounter
-from ctxbudget.core.render import escape_compact, unescape_compact
+from ctxbudget.core.markup import escape_compact, unescape_compact
 
 COUNTER = TokenCounter.from_encoding("o200k_base")
 HOSTILE = [

@@ -37,7 +37,8 @@ from ctxbudget import (
 from ctxbudget.cli.main import main
 from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.errors import StoreInputError
-from ctxbudget.memory.context import ContextMemory, MemoryConfig
+from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import ChromaStore, Record
 
 HUGE = "x" * 10_485_760  # a 10 MB message

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import ContextAssembler, ContextItem, InvalidItemError, Tier, TokenCounter
 from ctxbudget.core.report import AssembledContext
-from ctxbudget.tokens.backends import Tiktoken
-from ctxbudget.tokens.backends import _BLANKS
+from ctxbudget.tokens.backends import _BLANKS, Tiktoken
 
 MODELS = {"gpt-4o": "o200k_base", "gpt-4": "cl100k_base"}
 COUNTERS = {model: TokenCounter.for_model(model) for model in MODELS}

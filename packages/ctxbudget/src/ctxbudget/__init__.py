@@ -28,6 +28,7 @@ from ctxbudget.errors import (
     TokenizerUnavailableError,
     UnknownModelError,
 )
+from ctxbudget.extras import lazy_attributes
 from ctxbudget.store.retry import RetryPolicy
 from ctxbudget.tokens.counter import TokenCounter
 from ctxbudget.tokens.models import ModelInfo, lookup_model, register_model
@@ -77,7 +78,7 @@ __version__ = "0.1.0"
 # core (`ContextAssembler` and friends) imports in milliseconds.
 _LAZY = {
     "ContextMemory": "ctxbudget.memory.context",
-    "MemoryConfig": "ctxbudget.memory.context",
+    "MemoryConfig": "ctxbudget.memory.config",
     "Scoring": "ctxbudget.memory.scoring",
     "ChromaStore": "ctxbudget.store.chroma_store",
     "Record": "ctxbudget.store.records",
@@ -86,14 +87,4 @@ _LAZY = {
     "OnnxEmbedder": "ctxbudget.embed.onnx",
 }
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'ctxbudget' has no attribute {name!r}"
-        raise AttributeError(msg)
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -12,11 +12,12 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from ctxbudget.errors import MissingDependencyError
 
-__all__ = ["EXTRAS", "missing_extra", "require"]
+__all__ = ["EXTRAS", "lazy_attributes", "missing_extra", "require"]
 
 # extra -> (the distributions it installs, in words; a module that proves it is installed)
 EXTRAS: dict[str, tuple[str, str]] = {
@@ -49,3 +50,23 @@ def require(module: str, extra: str, feature: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as error:
         raise missing_extra(extra, feature, error) from error
+
+
+def lazy_attributes(package: str, names: Mapping[str, str]) -> Callable[[str], object]:
+    """A module ``__getattr__`` importing each of `names` from its module on first use.
+
+    How the packages keep their public names without importing the memory layer (Chroma, the
+    embedder) until it is used: ``__getattr__ = lazy_attributes(__name__, {"Name": "module"})``.
+    The value is cached in the package's namespace after the first access.
+    """
+
+    def get(name: str) -> object:
+        module = names.get(name)
+        if module is None:
+            msg = f"module {package!r} has no attribute {name!r}"
+            raise AttributeError(msg)
+        value = getattr(importlib.import_module(module), name)
+        setattr(importlib.import_module(package), name, value)
+        return value
+
+    return get

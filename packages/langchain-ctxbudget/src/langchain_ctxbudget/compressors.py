@@ -12,14 +12,13 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, Field
 
 from ctxbudget import (
-    Budget,
-    BudgetExceededError,
     ContextAssembler,
     ContextItem,
     InvalidItemError,
     Tier,
     TokenCounter,
 )
+from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from langchain_ctxbudget._convert import resolve_counter
@@ -27,24 +26,6 @@ from langchain_ctxbudget._convert import resolve_counter
 __all__ = ["CtxBudgetCompressor"]
 
 _SCORE_KEYS = ("relevance_score", "score", "similarity")
-
-
-def pack_items(
-    items: list[ContextItem],
-    counter: TokenCounter,
-    budget: Budget,
-    *,
-    near_duplicate_threshold: float | None = 0.95,
-) -> list[ContextItem]:
-    """The items the core keeps within ``budget`` (rendered as text), in no set order."""
-    if not items:
-        return []
-    assembler = ContextAssembler(counter, near_duplicate_threshold=near_duplicate_threshold)
-    try:
-        return list(assembler.assemble(items, budget=budget, format="text").included)
-    except BudgetExceededError:
-        # No item is never-pruned: the budget is below the rendering's own overhead.
-        return []
 
 
 class CtxBudgetCompressor(BaseDocumentCompressor):
@@ -113,12 +94,11 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
             )
             for index, doc in enumerate(docs)
         ]
-        kept = pack_items(
-            items,
-            counter,
-            Budget(window=self.max_tokens),
-            near_duplicate_threshold=self.near_duplicate_threshold,
+        assembler = ContextAssembler(
+            counter, near_duplicate_threshold=self.near_duplicate_threshold
         )
+        packed = pack_documents(items, assembler, self.max_tokens)
+        kept = [] if packed is None else list(packed.included)
         position = {item.id: index for index, item in enumerate(items)}
         kept.sort(key=lambda it: (-it.score, position[it.id]))
         out: list[Document] = []

@@ -25,7 +25,6 @@ from ctxbudget import (
     ContextAssembler,
     ContextItem,
     InvalidBudgetError,
-    PruneReason,
     StoreInputError,
     Summarizer,
     Tier,
@@ -36,7 +35,6 @@ from ctxbudget import (
 from ctxbudget.core.ids import check_caller_id, internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
-from ctxbudget.memory.scoring import score_hits
 from langchain_ctxbudget._convert import (
     counter_for,
     item_of,
@@ -64,7 +62,6 @@ __all__ = ["CtxBudgetMiddleware"]
 
 logger = logging.getLogger(__name__)
 
-_UNBOUNDED = 1 << 40  # a window nothing reaches: ContextMemory.assemble used to gather candidates
 _SESSIONS_REMEMBERED = 1024
 
 
@@ -265,12 +262,12 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             items.append(item_of(message, id=key, index=index))
             originals[key] = message
         copies: dict[str, ContextItem] = {}
+        budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
             self._store(messages, keys, ids)
-            extras, copies = self._recall(messages, keys, ids, set(originals))
+            extras, copies = self._recall(messages, keys, ids, set(originals), budget)
             items.extend(extras)
 
-        budget = self._call_budget(counter, request.model, request.tools)
         ctx = self._assemble(counter, items, budget, bool(request.tools))
         if copies:
             # Older turns of this conversation come back as memories only when the history
@@ -460,12 +457,13 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         keys: Sequence[str],
         ids: tuple[str, str | None],
         in_state: set[str],
+        budget: Budget,
     ) -> tuple[list[ContextItem], dict[str, ContextItem]]:
         """What the memory adds: ``(extras, copies)``.
 
         Extras: pinned facts, tasks, summaries, documents, the user's other sessions and stored
-        turns the state does not hold, gathered and scored by `ContextMemory.assemble` (with a
-        window nothing reaches, it keeps them all; the history it reads is the state's).
+        turns the state does not hold: `ContextMemory.candidates` for this call's budget (the
+        same gathering and scoring as `ContextMemory.assemble`).
         Copies: older turns of the state that match the question, by the key of the turn (their
         own ids are ``ctxbudget:memory:<key>``).
         """
@@ -484,48 +482,24 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         with self._lock:
             cached = self._recalled.get(cache_key)
         if cached is None:
-            everything = memory.assemble(
+            # The candidates ContextMemory would offer, bounded by this call's budget; the newest
+            # stored turns are searched too (here the state is the history).
+            found = memory.candidates(
                 session,
                 query,
-                budget=Budget(window=_UNBOUNDED),
+                budget=budget,
                 user_id=user,
                 documents=self.documents,
+                search_recent=True,
             )
-            # A summary is "redundant" there when all it covers was retrieved too; here what it
-            # covers may be cut, so it stays a candidate.
-            gathered = [
-                *everything.included,
-                *(p.item for p in everything.pruned if p.reason is PruneReason.REDUNDANT_SUMMARY),
-            ]
-            # ContextMemory leaves the session's newest stored turns out of its search (it sends
-            # them as history); here the state is the history, so they are searched too.
-            hits = memory.store.search(
-                query,
-                namespace=memory.namespace,
-                k=memory.config.semantic_k,
-                session_id=session,
-                kinds=["message"],
-            )
-            scores = score_hits(hits, query, memory.config.scoring, now=time.time())
-            matches = [
-                ContextItem(
-                    hit.record.id,
-                    hit.record.text,
-                    tier=Tier.RETRIEVED,
-                    score=score,
-                    role=hit.record.role,
-                    timestamp=hit.record.timestamp,
-                    source="message",
-                )
-                for hit, score in zip(hits, scores, strict=True)
-            ]
-            cached = [*gathered, *matches]
+            cached = found.items
             with self._lock:
                 self._recalled[cache_key] = cached
                 while len(self._recalled) > _SESSIONS_REMEMBERED:
                     self._recalled.popitem(last=False)
         extras: list[ContextItem] = []
         copies: dict[str, ContextItem] = {}
+        seen: set[str] = set()
         for item in cached:
             if item.tier in (Tier.SYSTEM, Tier.QUERY):
                 continue  # the state has the prompt and the question
@@ -544,7 +518,9 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                     tool_calls=(),
                     tool_call_id=None,
                 )
-            extras.append(item)
+            if item.id not in seen:  # a turn can be both recent history and a match
+                seen.add(item.id)
+                extras.append(item)
         return extras, copies
 
     def _finish(

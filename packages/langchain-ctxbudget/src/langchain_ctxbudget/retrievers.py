@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -10,14 +9,12 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
-from ctxbudget import Budget, ContextItem, InvalidBudgetError, Tier, TokenCounter
+from ctxbudget import ContextAssembler, ContextItem, InvalidBudgetError, Tier, TokenCounter
+from ctxbudget.core.documents import pack_documents
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.scoring import score_hits
 from ctxbudget.store.chroma_store import Hit
-from ctxbudget.store.filters import document_filter
 from langchain_ctxbudget._convert import resolve_counter
-from langchain_ctxbudget.compressors import pack_items
 
 __all__ = ["CtxBudgetRetriever"]
 
@@ -89,25 +86,23 @@ class CtxBudgetRetriever(BaseRetriever):
         if limit == 0 or not query.strip():
             return []
         memory = self.memory
-        where: dict[str, Any] | None = None
-        if self.search == "documents" and self.collections:
-            where = document_filter(list(self.collections))
-        hits = memory.store.search(
+        scored = memory.search(
             query,
-            namespace=memory.namespace,
             k=self.fetch_k or max(4 * limit, 20),
             kinds=_KINDS[self.search],
             session_id=self.session_id,
             user_id=self.user_id,
-            where=where,
+            collections=self.collections if self.search == "documents" else None,
         )
-        scores = score_hits(hits, query, memory.config.scoring, now=time.time())
+        hits = [s.hit for s in scored]
+        scores = [s.score for s in scored]
         counter = resolve_counter(self.token_counter, self.model)
         items = [
             ContextItem(hit.record.id, hit.record.text, tier=Tier.RETRIEVED, score=score)
             for hit, score in zip(hits, scores, strict=True)
         ]
-        kept = pack_items(items, counter, Budget(window=budget))
+        packed = pack_documents(items, ContextAssembler(counter), budget)
+        kept = [] if packed is None else list(packed.included)
         kept.sort(key=lambda it: -it.score)
         by_id = {hit.record.id: hit for hit in hits}
         return [_document(by_id[it.id], it.score, counter.count(it.text)) for it in kept[:limit]]

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ctxbudget.core.render import (
+from ctxbudget.core.markup import (
     COMPACT_HEADERS,
     DATED,
     SECTIONS,

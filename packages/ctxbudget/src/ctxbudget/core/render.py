@@ -30,160 +30,33 @@ property are checked on the whole rendered output instead.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ctxbudget.core.items import ContextItem, Tier
-from ctxbudget.core.rows import NAME_PATTERN, label, row_content
+from ctxbudget.core.items import ContextItem
+from ctxbudget.core.markup import (
+    BACKSLASH,
+    COMPACT_HEADERS,
+    DATED,
+    ESCAPE_LEAD,
+    SECTION_GROUPS,
+    SECTION_OF_TIER,
+    SECTIONS,
+    TEXT_HEADERS,
+    date_label,
+    escape_compact,
+    escape_lines,
+    indent_block,
+)
+from ctxbudget.core.rows import label, row_content
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.counter import TokenCounter
 
-__all__ = [
-    "COMPACT_HEADERS",
-    "DATED",
-    "FORMATS",
-    "Format",
-    "Layout",
-    "Part",
-    "TEXT_HEADERS",
-    "UNESCAPE_LEAD",
-    "UNESCAPE_LINES",
-    "escape_compact",
-    "message_of",
-    "unescape_compact",
-]
+__all__ = ["FORMATS", "Format", "Layout", "Part", "message_of"]
 
 Format = Literal["messages", "text", "compact"]
 FORMATS: tuple[Format, ...] = ("messages", "text", "compact")
-
-# Section names in render order, and which message (group) carries each in the messages format.
-SECTIONS = ("system", "pinned", "tools", "summaries", "knowledge", "history", "query")
-_GROUP = {
-    "system": "prefix",
-    "pinned": "prefix",
-    "tools": "prefix",
-    "summaries": "context",
-    "knowledge": "context",
-    "history": "history",
-    "query": "query",
-}
-TEXT_HEADERS = {
-    "pinned": "## Pinned facts\n",
-    "tools": "## Tools\n",
-    "summaries": "## Summaries of earlier context\n",
-    "knowledge": "## Relevant context\n",
-    "history": "## Conversation\n",
-    "query": "## Current message\n",
-}
-COMPACT_HEADERS = {
-    "pinned": "@pinned\n",
-    "tools": "@tools\n",
-    "summaries": "@summaries who|text\n",
-    "knowledge": "@context who|text\n",
-    "history": "@history who|text\n",
-    "query": "@query\n",
-}
-_SECTION_OF_TIER = {
-    int(Tier.SYSTEM): "system",
-    int(Tier.QUERY): "query",
-    int(Tier.PINNED): "pinned",
-    int(Tier.TOOLS): "tools",
-    int(Tier.RECENT): "history",
-    int(Tier.SUMMARY): "summaries",
-}
-# Sections whose rows sit under date lines, per format (messages: history rows are messages).
-DATED = {
-    "messages": frozenset({"knowledge", "summaries"}),
-    "text": frozenset({"knowledge", "summaries", "history"}),
-    "compact": frozenset({"knowledge", "summaries", "history"}),
-}
-# Characters a model (or a tokenizer) may read as a line break.
-_LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-_COMPACT_ESCAPES = re.compile(r"[\\|\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-_COMPACT_TEXT_ESCAPES = re.compile(r"[\\\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-_ESCAPE_MAP = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r"}
-# What a line must not look like unless it is structure: a header, a date line, a turn's label.
-_BREAK = r"[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
-_SPACE = r"[^\S\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*"
-_EOL = rf"{_SPACE}(?={_BREAK}|\Z)"
-_ROLE_LABEL = rf"(?i:user|assistant|system|tool|-)(?: \({NAME_PATTERN}\))?"
-_TEXT_STRUCTURE = (
-    rf"{_SPACE}(?:(?i:{'|'.join(re.escape(h.rstrip()) for h in TEXT_HEADERS.values())}){_EOL}"
-    rf"|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}:(?: |{_EOL}))"
-)
-_COMPACT_STRUCTURE = rf"{_SPACE}(?:@|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}\|)"
-_BACKSLASH = "\\\\"  # a re.sub replacement: one backslash
-_LINE_START = rf"(?:\A|(?<={_BREAK}))"
-_ESCAPE_LINES = {
-    "text": re.compile(rf"{_LINE_START}(?=\\*{_TEXT_STRUCTURE})"),
-    "compact": re.compile(rf"{_LINE_START}(?=\\*{_COMPACT_STRUCTURE})"),
-}
-UNESCAPE_LINES = {
-    "text": re.compile(rf"{_LINE_START}\\(?=\\*{_TEXT_STRUCTURE})"),
-    "compact": re.compile(rf"{_LINE_START}\\(?=\\*{_COMPACT_STRUCTURE})"),
-}
-_ESCAPE_LEAD = re.compile(rf"\A(?=\\*{_TEXT_STRUCTURE})")
-UNESCAPE_LEAD = re.compile(rf"\A\\(?=\\*{_TEXT_STRUCTURE})")
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    char = match.group(0)
-    return _ESCAPE_MAP.get(char) or f"\\u{ord(char):04x}"
-
-
-def escape_compact(text: str, *, field: bool = False) -> str:
-    r"""Escape text for one compact line: backslash, line breaks (and ``|`` in a field).
-
-    >>> escape_compact("a\nb|c")
-    'a\\nb|c'
-    >>> escape_compact("x|y", field=True)
-    'x\\|y'
-    """
-    pattern = _COMPACT_ESCAPES if field else _COMPACT_TEXT_ESCAPES
-    return pattern.sub(_escape_char, text)
-
-
-_UNESCAPE = re.compile(r"\\(u[0-9a-f]{4}|.)")
-
-
-def unescape_compact(text: str) -> str:
-    r"""Invert `escape_compact`.
-
-    >>> unescape_compact(escape_compact("line one\nline two \\ end"))
-    'line one\nline two \\ end'
-    """
-
-    def _one(match: re.Match[str]) -> str:
-        code = match.group(1)
-        if code.startswith("u") and len(code) == 5:
-            return chr(int(code[1:], 16))
-        return {"n": "\n", "r": "\r"}.get(code, code)
-
-    return _UNESCAPE.sub(_one, text)
-
-
-def _escape_lines(text: str, fmt: str) -> str:
-    """A backslash before each line that would read as structure (system prompt, query)."""
-    return _ESCAPE_LINES[fmt].sub(_BACKSLASH, text)
-
-
-def _indent(text: str) -> str:
-    """One fragment body: line breaks become an indented continuation; never starts blank."""
-    return _LINE_BREAKS.sub("\n  ", text.strip())
-
-
-@functools.lru_cache(maxsize=65_536)
-def _date(timestamp: float | None) -> str:
-    if timestamp is None:
-        return ""
-    try:
-        return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d")
-    except (OverflowError, OSError, ValueError):
-        return ""
 
 
 class Layout:
@@ -210,12 +83,12 @@ class Layout:
         ``summary_of``) of a tier without a section of its own goes with the summaries.
         """
         # An IntEnum tier hashes as its int: no conversion on this hot path.
-        return _SECTION_OF_TIER.get(item.tier) or ("summaries" if item.summary_of else "knowledge")
+        return SECTION_OF_TIER.get(item.tier) or ("summaries" if item.summary_of else "knowledge")
 
     def group_of(self, section: str) -> str:
         """The message a section goes into; text formats are also sent as [system, user]."""
         if self.format == "messages":
-            return _GROUP[section]
+            return SECTION_GROUPS[section]
         return "text-query" if section == "query" else "text"
 
     # -- costs ------------------------------------------------------------------------------
@@ -283,23 +156,23 @@ class Layout:
             return item.text  # a message of its own: content verbatim
         lines = "compact" if self.format == "compact" else "text"
         if section == "system":
-            body = _escape_lines(row_content(item, markers=False), lines)
+            body = escape_lines(row_content(item, markers=False), lines)
             return body + "\n" if body else ""
         if section == "query" and self.format != "messages":
             # Last fragment of the text, after its header.
-            return _escape_lines(row_content(item, markers=False), lines)
+            return escape_lines(row_content(item, markers=False), lines)
         if self.format == "compact":
             text = escape_compact(row_content(item))
             if section in ("pinned", "tools"):
                 return f"- {text}\n"
             return f"{label(item)}|{text}\n"  # a label holds no "|", backslash or line break
-        body = _indent(row_content(item))
+        body = indent_block(row_content(item))
         if section == "history":
             return f"{label(item)}: {body}\n"
         if section in ("knowledge", "summaries"):
             if item.role:
                 return f"- {label(item)}: {body}\n"
-            return f"- {_ESCAPE_LEAD.sub(_BACKSLASH, body)}\n"
+            return f"- {ESCAPE_LEAD.sub(BACKSLASH, body)}\n"
         return f"- {body}\n"
 
     # -- dates: one line when the date changes, not a time on every row ----------------------
@@ -307,7 +180,7 @@ class Layout:
         """The date line an item sits under (empty: none), by format and section."""
         if item.timestamp is None or section not in DATED[self.format]:
             return ""
-        return _date(item.timestamp)
+        return date_label(item.timestamp)
 
     def date_line(self, date: str) -> str:
         """The line that opens a run of items of one date."""

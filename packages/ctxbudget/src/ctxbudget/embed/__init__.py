@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from ctxbudget.extras import lazy_attributes
+
 __all__ = ["Embedder", "LocalEmbedder", "OnnxEmbedder", "as_embedder", "default_embedder"]
 
 _LAZY = {
@@ -17,14 +19,4 @@ _LAZY = {
     "default_embedder": "ctxbudget.embed.base",
 }
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

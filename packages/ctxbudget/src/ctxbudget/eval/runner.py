@@ -39,7 +39,8 @@ from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import BudgetExceededError, ConfigurationError
 from ctxbudget.eval.baselines import query_item, recency_window, top_k
 from ctxbudget.eval.locomo import Conversation, LocomoData, Note, Question
-from ctxbudget.memory.context import ContextMemory, MemoryConfig
+from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.tokens.counter import TokenCounter
 

@@ -12,14 +12,13 @@ that the query's own best matches point to (see `MemoryConfig.recent_share`).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,16 +26,25 @@ import numpy as np
 
 from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
-from ctxbudget.core.ids import check_caller_id, internal_id
+from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ROLES, ContextItem, Shrink, Tier
 from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
-from ctxbudget.core.toolcalls import normalize_tool_calls
 from ctxbudget.embed.base import Embedder, as_embedder
-from ctxbudget.errors import ConfigurationError, InvalidItemError, StoreError, StoreInputError
+from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
+from ctxbudget.memory.candidates import Candidates, ScoredHit, SearchScope, fit_history
 from ctxbudget.memory.chunking import chunk_text
-from ctxbudget.memory.inputs import document_parts, documents_arg, to_timestamp, user_metadata
+from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.inputs import (
+    check_message_id,
+    document_parts,
+    documents_arg,
+    extra_items,
+    message_calls,
+    to_timestamp,
+    user_metadata,
+)
 from ctxbudget.memory.record_items import (
     history_item,
     item_id,
@@ -46,7 +54,7 @@ from ctxbudget.memory.record_items import (
     tool_items,
     with_tokens,
 )
-from ctxbudget.memory.scoring import Floats, Scoring, lexical_terms
+from ctxbudget.memory.scoring import Floats, lexical_terms
 from ctxbudget.memory.session_index import Query, SessionIndex, span_of, without_names
 from ctxbudget.memory.tasks import TaskNode, task_items
 from ctxbudget.store.chroma_store import ChromaStore, Hit, MetadataValue, Record
@@ -54,7 +62,7 @@ from ctxbudget.store.filters import document_filter
 from ctxbudget.store.records import require_name, same_content, scope_of
 from ctxbudget.tokens.counter import TokenCounter
 
-__all__ = ["ContextMemory", "MemoryConfig", "to_timestamp"]
+__all__ = []
 
 _PROGRESS_AT = 200
 _INDEXED_SESSIONS = 32  # lexical indexes kept per ContextMemory (least recently used go)
@@ -62,83 +70,6 @@ _POOL_FACTOR = 4  # candidates searched per query: this many times what the budg
 _TOP_MATCHES = 10  # best matches that decide the share of recent history
 _CACHED_VECTORS = 64  # vectors of earlier user turns kept for multi-query search
 _UNWRITTEN = "; nothing was written"
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryConfig:
-    """How `ContextMemory.assemble` gathers candidates.
-
-    Attributes:
-        recent_messages: the recent window: the newest messages of the session that may be
-            offered as history (in order, as a thread).
-        recent_share: ``(least, most)`` share of the budget the recent window's history may
-            take. Between the two, the share follows the query: ``most`` times the fraction
-            of its 10 best matches in the session that lie in the recent window. A question
-            about the distant past leaves history its least share (the thread's newest
-            turns); one about what was just said gives it up to the most. Newer messages that
-            do not fit that share are still candidates, by relevance, like any older one.
-        semantic_k: the fewest dense matches searched per query (more when the budget can
-            hold more: four times what it holds).
-        query_turns: earlier user turns used as extra queries (multi-query retrieval).
-        query_turn_weight: how much a match of an earlier user turn counts against a match of
-            the query itself.
-        other_sessions: also search the same user's other sessions (never other users').
-        other_sessions_k: matches per query from other sessions.
-        document_k: document chunks per query.
-        neighbours: turns on each side of a matched message that lend it their relevance
-            (and it lends them its own), within one episode.
-        episode_gap: seconds of silence that end an episode of the session (messages without
-            a timestamp continue the current one).
-        scoring: the candidate score weights.
-        min_exchanges: newest exchanges kept before pinned facts (see `ContextAssembler`).
-        retrieved_floor: when ``assemble`` gets a plain token count, the share kept for
-            retrieved memories and documents even against recent history (only as much as
-            they can use; the rest flows back). A `Budget` passed in is used as given.
-        max_message_chars: the longest message or pinned fact stored, in characters (a
-            longer one is refused before anything is written). Storing costs time and memory
-            in proportion to the text (about 2.5 s and 300 MB per million characters, for the
-            embedding, the word index and the token count), and no context window holds a
-            message much longer; store long text with `ContextMemory.add_documents`, which
-            cuts it into chunks.
-    """
-
-    recent_messages: int = 40
-    recent_share: tuple[float, float] = (0.05, 0.6)
-    semantic_k: int = 24
-    query_turns: int = 2
-    query_turn_weight: float = 0.5
-    other_sessions: bool = True
-    other_sessions_k: int = 8
-    document_k: int = 8
-    neighbours: int = 2
-    episode_gap: float = 3600.0
-    scoring: Scoring = Scoring()
-    min_exchanges: int = 1
-    retrieved_floor: float = 0.35
-    max_message_chars: int = 1_000_000
-
-    def __post_init__(self) -> None:
-        least, most = self.recent_share
-        if not 0.0 <= least <= most <= 1.0:
-            msg = (
-                f"MemoryConfig.recent_share must be (least, most) with 0 <= least <= most <= 1, "
-                f"got {self.recent_share!r}"
-            )
-            raise ConfigurationError(msg)
-        if not 0.0 <= self.query_turn_weight <= 1.0:
-            msg = f"MemoryConfig.query_turn_weight must be in [0, 1], got {self.query_turn_weight}"
-            raise ConfigurationError(msg)
-        for name in ("recent_messages", "semantic_k", "query_turns", "neighbours"):
-            if getattr(self, name) < 0:
-                msg = f"MemoryConfig.{name} cannot be negative, got {getattr(self, name)}"
-                raise ConfigurationError(msg)
-        if self.episode_gap < 0:
-            msg = f"MemoryConfig.episode_gap cannot be negative, got {self.episode_gap}"
-            raise ConfigurationError(msg)
-        limit = self.max_message_chars
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            msg = f"MemoryConfig.max_message_chars must be a positive int, got {limit!r}"
-            raise ConfigurationError(msg)
 
 
 class ContextMemory:
@@ -327,7 +258,7 @@ class ContextMemory:
             raise StoreInputError(msg)
         self._check_length(f"message {index}", text)
         metadata = user_metadata(f"message {index}", message.get("metadata"))
-        call_ids = _message_calls(index, message.get("tool_calls"), metadata)
+        call_ids = message_calls(index, message.get("tool_calls"), metadata)
         if message.get("name"):
             metadata["_name"] = str(message["name"])
         if (
@@ -354,7 +285,7 @@ class ContextMemory:
             msg = f"message {index}: id must be a str (or None for a new one), got {given!r}"
             raise StoreInputError(msg)
         if given not in (None, ""):
-            _caller_id(str(given), f"message {index}")
+            check_message_id(str(given), f"message {index}")
         return Record(
             id=str(given) if given not in (None, "") else f"{session_id}:{uuid.uuid4().hex[:16]}",
             kind="message",
@@ -449,7 +380,7 @@ class ContextMemory:
             raise StoreInputError(msg)
         scope = "session" if session_id is not None else "user"
         if id:
-            _caller_id(id, "pin")
+            check_message_id(id, "pin")
         record = Record(
             id=id or f"pin:{uuid.uuid4().hex[:16]}",
             kind="pinned",
@@ -489,7 +420,7 @@ class ContextMemory:
             )
             raise StoreInputError(msg)
         require_name("id", id)
-        _caller_id(id, "unpin")
+        check_message_id(id, "unpin")
         scope = {"session_id": session_id} if session_id is not None else {"user_id": user_id}
         found = self.store.get([id], namespace=self.namespace, **scope)
         pins = [r.id for r in found if r.kind == "pinned" and "_task" not in r.metadata]
@@ -542,7 +473,7 @@ class ContextMemory:
         for index, document in enumerate(documents):
             doc_id, text, doc_source, metadata = document_parts(index, document)
             if doc_id:
-                _caller_id(doc_id, f"document {index}")
+                check_message_id(doc_id, f"document {index}")
             doc_id = doc_id or f"doc:{uuid.uuid4().hex[:12]}"
             chunks = chunk_text(
                 text, max_tokens=chunk_tokens, overlap=overlap, count=self.counter.count
@@ -604,6 +535,77 @@ class ContextMemory:
             other_sessions: search the user's other sessions (default: the config's setting).
             extra: more items to consider, as they are.
         """
+        extras = extra_items(extra)
+        found = self.candidates(
+            session_id,
+            query,
+            budget=budget,
+            model=model,
+            user_id=user_id,
+            format=format,
+            documents=documents,
+            other_sessions=other_sessions,
+        )
+        items: list[ContextItem] = []
+        if system:
+            items.append(
+                ContextItem(internal_id("system"), system, tier=Tier.SYSTEM, source="system")
+            )
+        items.extend(found.pinned)
+        items.extend(tool_items(tools))
+        items.extend(found.history)
+        items.extend(found.summaries)
+        items.extend(found.retrieved)
+        items.extend(extras)
+        items.append(
+            ContextItem(internal_id("query"), query, tier=Tier.QUERY, role="user", source="query")
+        )
+        plain = not isinstance(budget, Budget)
+        budget = Budget.coerce(budget)
+        if plain and self.config.retrieved_floor > 0:
+            floor = {int(Tier.RETRIEVED): min(1.0, self.config.retrieved_floor)}
+            budget = Budget(window=budget.window, floors=floor)
+        assembler = ContextAssembler(
+            self.counter_for(model),
+            summarizer=self.summarizer,
+            min_exchanges=self.config.min_exchanges,
+        )
+        return assembler.assemble(items, budget=budget, format=format)
+
+    def candidates(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        budget: Budget | int = 4096,
+        model: str | None = None,
+        user_id: str | None = None,
+        format: Format = "messages",  # noqa: A002 - the public name
+        documents: bool | str | Sequence[str] = True,
+        other_sessions: bool | None = None,
+        search_recent: bool = False,
+    ) -> Candidates:
+        """The scored candidates for ``query`` in ``session_id``, bounded by ``budget``.
+
+        What `assemble` offers the assembler, before anything is packed: pinned facts and
+        tasks, the session's newest turns (their share of the budget follows the query), its
+        summaries, and its older turns, the user's other sessions and documents that match the
+        query (best first; scored by relevance x recency x salience). The search pool is a few
+        times what ``budget`` can hold, so the cost follows the budget, not the session's length.
+
+        Args:
+            session_id: the conversation.
+            query: the current user message.
+            budget: the tokens the context may use (sizes the search and the recent share).
+            model: the model whose tokenizer counts (default: this memory's model).
+            user_id: the user (default: the one stored with the session's messages).
+            format: the format the context will be rendered in (its markup is counted).
+            documents: search documents (True), none (False), or only these collections.
+            other_sessions: search the user's other sessions (default: the config's setting).
+            search_recent: also search the newest turns (for a caller that holds the history
+                itself, like an agent's state): they come back in ``retrieved`` too when they
+                match, with the same ids as in ``history``.
+        """
         if not isinstance(query, str) or not query.strip():
             msg = "query must be a non-empty string: the user's current message"
             raise InvalidItemError(msg)
@@ -615,12 +617,8 @@ class ContextMemory:
             raise InvalidItemError(msg) from exc
         documents = documents_arg(documents)
         config = self.config
-        plain = not isinstance(budget, Budget)
         budget = Budget.coerce(budget)
-        assembler = ContextAssembler(
-            counter, summarizer=self.summarizer, min_exchanges=config.min_exchanges
-        )
-        layout = assembler.layout(format)
+        layout = ContextAssembler(counter, min_exchanges=config.min_exchanges).layout(format)
         recent = self.store.recent(
             namespace=self.namespace,
             session_id=session_id,
@@ -636,7 +634,7 @@ class ContextMemory:
         user = user_id or next((r.user_id for r in reversed(recent) if r.user_id), None)
         prime(counter, recent)
         use_other = config.other_sessions if other_sessions is None else other_sessions
-        search = _Search(
+        search = SearchScope(
             session_id=session_id,
             user=user,
             query=query,
@@ -645,27 +643,63 @@ class ContextMemory:
             documents=documents,
             other_sessions=use_other,
         )
-        extras = _extra_items(extra)
-        history, retrieved = self._retrieved(search, recent, index, skip, layout)
-
-        items: list[ContextItem] = []
-        if system:
-            items.append(
-                ContextItem(internal_id("system"), system, tier=Tier.SYSTEM, source="system")
-            )
-        items.extend(self._pinned(session_id, user))
-        items.extend(tool_items(tools))
-        items.extend(history_item(r) for r in history)
-        items.extend(self._summaries(session_id))
-        items.extend(retrieved)
-        items.extend(extras)
-        items.append(
-            ContextItem(internal_id("query"), query, tier=Tier.QUERY, role="user", source="query")
+        history, retrieved = self._retrieved(search, recent, index, skip, layout, search_recent)
+        return Candidates(
+            pinned=tuple(self._pinned(session_id, user)),
+            history=tuple(history_item(r) for r in history),
+            summaries=tuple(self._summaries(session_id)),
+            retrieved=tuple(retrieved),
+            user_id=user,
         )
-        if plain and config.retrieved_floor > 0:
-            floor = {int(Tier.RETRIEVED): min(1.0, config.retrieved_floor)}
-            budget = Budget(window=budget.window, floors=floor)
-        return assembler.assemble(items, budget=budget, format=format)
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 20,
+        kinds: Sequence[str] | None = ("document",),
+        session_id: str | None = None,
+        user_id: str | None = None,
+        collections: bool | str | Sequence[str] | None = None,
+        vector: Sequence[float] | None = None,
+    ) -> list[ScoredHit]:
+        """Stored records matching ``query``, scored the way `candidates` scores them.
+
+        For retrievers: one store search (``k`` nearest by meaning, of these ``kinds``, in one
+        session, user or document collections), each hit scored by relevance (its similarity
+        within the hits' range and its content words shared with the query) x recency x
+        salience, best first. ``kinds=None`` searches every kind; ``collections`` narrows
+        documents as in `assemble`; ``vector`` is the query's embedding when the caller has it.
+        """
+        if not isinstance(query, str) or not query.strip():
+            return []
+        where = None if collections is None else document_filter(collections)
+        hits = self.store.search(
+            query if vector is None else vector,
+            namespace=self.namespace,
+            k=k,
+            kinds=None if kinds is None else list(kinds),
+            session_id=session_id,
+            user_id=user_id,
+            where=where,
+        )
+        words = set(lexical_terms(query))
+        span = span_of(h.similarity for h in hits)
+        now = time.time()
+        scored = [
+            ScoredHit(
+                hit,
+                self._combined(
+                    hit.record,
+                    self._match(hit.record, hit.similarity, 1.0, words, span),
+                    now,
+                    session_id,
+                ),
+            )
+            for hit in hits
+        ]
+        scored.sort(key=lambda s: (-s.score, s.hit.record.id))
+        return scored
 
     def _pinned(self, session_id: str, user: str | None) -> list[ContextItem]:
         found = self.store.find(namespace=self.namespace, kinds=["pinned"], session_id=session_id)
@@ -742,11 +776,12 @@ class ContextMemory:
 
     def _retrieved(
         self,
-        search: _Search,
+        search: SearchScope,
         recent: list[Record],
         index: SessionIndex | None,
         skip: set[str],
         layout: Layout,
+        search_recent: bool = False,
     ) -> tuple[list[Record], list[ContextItem]]:
         """The history to offer and the scored retrieval candidates."""
         config = self.config
@@ -810,13 +845,13 @@ class ContextMemory:
         span = (0.0, 0.0)
         if index is not None and size:
             relevance, span = index.relevance(queries, scoring, config.neighbours, named)
-            history = _fit_history(
+            history = fit_history(
                 recent,
                 self._history_share(index, relevance, recent) * search.available,
                 layout,
                 config.min_exchanges,
             )
-        taken = skip | {r.id for r in history}
+        taken = skip if search_recent else skip | {r.id for r in history}
         items: list[ContextItem] = []
         newest = index.newest if index is not None else None
         if index is not None and size:
@@ -840,10 +875,8 @@ class ContextMemory:
         for key, (record, similarity, weight) in others.items():
             if key in taken or not record.text.strip():
                 continue
-            low, high = span if span[1] > span[0] else span_of(s for _, s, _ in others.values())
-            dense = (similarity - low) / (high - low) if high > low else 1.0
-            lexical = len(words & set(lexical_terms(record.text))) / len(words) if words else 0.0
-            match = weight * scoring.match(min(1.0, max(0.0, dense)), lexical)
+            bounds = span if span[1] > span[0] else span_of(s for _, s, _ in others.values())
+            match = self._match(record, similarity, weight, words, bounds)
             items.append(self._scored(record, match, newest, search))
         prime(search.counter, [r for r in records.values()])
         items.sort(key=lambda it: (-it.score, it.id))
@@ -865,16 +898,37 @@ class ContextMemory:
                 cache.popitem(last=False)
         return [known[q.text] for q in queries]
 
-    def _scored(
-        self, record: Record, relevance: float, newest: float | None, search: _Search
-    ) -> ContextItem:
+    def _match(
+        self,
+        record: Record,
+        similarity: float,
+        weight: float,
+        words: set[str],
+        span: tuple[float, float],
+    ) -> float:
+        """Relevance of a hit outside the session index: similarity within `span`, words."""
+        low, high = span
+        dense = (similarity - low) / (high - low) if high > low else 1.0
+        lexical = len(words & set(lexical_terms(record.text))) / len(words) if words else 0.0
+        return weight * self.config.scoring.match(min(1.0, max(0.0, dense)), lexical)
+
+    def _combined(
+        self, record: Record, relevance: float, newest: float | None, session_id: str | None
+    ) -> float:
+        """Relevance x recency (age to `newest`) x salience (lower from other sessions)."""
         age = 0.0
         if newest is not None and record.timestamp is not None:
             age = newest - record.timestamp
-        salience = float(record.metadata.get("salience", 1.0))
-        if record.session_id not in (None, search.session_id):
+        raw = record.metadata.get("salience", 1.0)
+        salience = float(raw) if isinstance(raw, int | float) else 1.0
+        if record.session_id not in (None, session_id):
             salience *= 0.8
-        score = self.config.scoring.combine(relevance=relevance, age_seconds=age, salience=salience)
+        return self.config.scoring.combine(relevance=relevance, age_seconds=age, salience=salience)
+
+    def _scored(
+        self, record: Record, relevance: float, newest: float | None, search: SearchScope
+    ) -> ContextItem:
+        score = self._combined(record, relevance, newest, search.session_id)
         return retrieved_item(record, score, search.session_id)
 
     def _history_share(self, index: SessionIndex, relevance: Floats, recent: list[Record]) -> float:
@@ -1016,112 +1070,9 @@ class ContextMemory:
         self.close()
 
 
-def _caller_id(given: str, where: str) -> None:
-    """Refuse a caller's id in ctxbudget's own id space, before anything is written."""
-    try:
-        check_caller_id(given, where)
-    except InvalidItemError as exc:
-        msg = f"{exc}{_UNWRITTEN}"
-        raise StoreInputError(msg) from exc
-
-
-def _message_calls(index: int, raw: object, metadata: dict[str, MetadataValue]) -> tuple[str, ...]:
-    """A message's tool-call ids; full calls go to ``metadata["_tool_calls"]``, canonical.
-
-    Calls are given as dicts (OpenAI's or LangChain's form, see `ctxbudget.core.toolcalls`), kept
-    with their arguments as text, valid JSON or not; or as plain ids, for callers that only
-    have those (then no ``_tool_calls`` is stored).
-    """
-    if raw is None or (isinstance(raw, list | tuple) and not raw):
-        return ()
-    where = f"message {index}"
-    if isinstance(raw, str | bytes) or not isinstance(raw, list | tuple):
-        msg = (
-            f"{where}: tool_calls must be a list of call ids or call dicts, "
-            f"got {type(raw).__name__}"
-        )
-        raise StoreInputError(msg)
-    if all(isinstance(c, str) for c in raw):
-        return tuple(raw)
-    if any(not isinstance(c, Mapping) for c in raw):
-        msg = (
-            f"{where}: each tool call must be an id (str) or a dict with an 'id', not a mix; "
-            f"got {[type(c).__name__ for c in raw]}"
-        )
-        raise StoreInputError(msg)
-    try:
-        calls = normalize_tool_calls(raw, where)
-    except InvalidItemError as exc:
-        msg = f"{exc}{_UNWRITTEN}"
-        raise StoreInputError(msg) from exc
-    metadata["_tool_calls"] = json.dumps(calls, ensure_ascii=False)
-    return tuple(str(c["id"]) for c in calls)
-
-
-def _extra_items(extra: Sequence[ContextItem]) -> list[ContextItem]:
-    """``extra`` checked: ContextItems whose ids are the caller's, not ctxbudget's own."""
-    given: object = extra
-    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
-        msg = f"extra must be a list of ContextItem, got {type(given).__name__}"
-        raise InvalidItemError(msg)
-    items: list[ContextItem] = []
-    for position, item in enumerate(extra):
-        if not isinstance(item, ContextItem):
-            msg = f"extra[{position}] must be a ContextItem, got {type(item).__name__}"
-            raise InvalidItemError(msg)
-        check_caller_id(item.id, f"extra[{position}]")
-        items.append(item)
-    return items
-
-
 def _progress(total: int, label: str, progress: bool | None) -> Any:
     if progress is False or (progress is None and total <= _PROGRESS_AT):
         return None
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=label, unit="rec")
-
-
-@dataclass(slots=True)
-class _Search:
-    """What one `ContextMemory.assemble` call searches for."""
-
-    session_id: str
-    user: str | None
-    query: str
-    counter: TokenCounter
-    available: int
-    documents: bool | str | Sequence[str]
-    other_sessions: bool
-
-
-def _fit_history(
-    recent: list[Record], tokens: float, layout: Layout, min_exchanges: int
-) -> list[Record]:
-    """The newest messages whose rendered history fits ``tokens``, and the newest exchanges."""
-    if not recent:
-        return []
-    used = float(layout.open_cost("history"))
-    newer_date: str | None = None
-    start = len(recent)
-    for position in range(len(recent) - 1, -1, -1):
-        item = history_item(recent[position])
-        cost = layout.cost(item, "history")
-        date = layout.date_of(item, "history")
-        if date and date != newer_date:
-            cost += layout.counter.count(layout.date_line(date))
-        if used + cost > tokens:
-            break
-        used += cost
-        newer_date = date or newer_date
-        start = position
-    if min_exchanges:
-        heads = 0
-        for position in range(len(recent) - 1, -1, -1):
-            if position < start:
-                start = position
-            if recent[position].role == "user":
-                heads += 1
-                if heads >= min_exchanges:
-                    break
-    return recent[start:]

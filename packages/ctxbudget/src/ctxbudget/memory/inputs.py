@@ -6,20 +6,29 @@ input and says what to pass instead; nothing is written before these checks pass
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ctxbudget.core.ids import check_caller_id
+from ctxbudget.core.items import ContextItem
+from ctxbudget.core.toolcalls import normalize_tool_calls
 from ctxbudget.errors import InvalidItemError, StoreInputError
 from ctxbudget.store.records import MetadataValue, first_surrogate
 
 __all__ = [
+    "check_message_id",
     "document_parts",
     "documents_arg",
+    "extra_items",
+    "message_calls",
     "to_timestamp",
     "user_metadata",
 ]
+
+_UNWRITTEN = "; nothing was written"
 
 
 def to_timestamp(value: float | int | datetime | str | None) -> float | None:
@@ -120,3 +129,61 @@ def user_metadata(
             )
             raise StoreInputError(msg)
     return metadata
+
+
+def check_message_id(given: str, where: str) -> None:
+    """Refuse a caller's id in ctxbudget's own id space, before anything is written."""
+    try:
+        check_caller_id(given, where)
+    except InvalidItemError as exc:
+        msg = f"{exc}{_UNWRITTEN}"
+        raise StoreInputError(msg) from exc
+
+
+def message_calls(index: int, raw: object, metadata: dict[str, MetadataValue]) -> tuple[str, ...]:
+    """A message's tool-call ids; full calls go to ``metadata["_tool_calls"]``, canonical.
+
+    Calls are given as dicts (OpenAI's or LangChain's form, see `ctxbudget.core.toolcalls`), kept
+    with their arguments as text, valid JSON or not; or as plain ids, for callers that only
+    have those (then no ``_tool_calls`` is stored).
+    """
+    if raw is None or (isinstance(raw, list | tuple) and not raw):
+        return ()
+    where = f"message {index}"
+    if isinstance(raw, str | bytes) or not isinstance(raw, list | tuple):
+        msg = (
+            f"{where}: tool_calls must be a list of call ids or call dicts, "
+            f"got {type(raw).__name__}"
+        )
+        raise StoreInputError(msg)
+    if all(isinstance(c, str) for c in raw):
+        return tuple(raw)
+    if any(not isinstance(c, Mapping) for c in raw):
+        msg = (
+            f"{where}: each tool call must be an id (str) or a dict with an 'id', not a mix; "
+            f"got {[type(c).__name__ for c in raw]}"
+        )
+        raise StoreInputError(msg)
+    try:
+        calls = normalize_tool_calls(raw, where)
+    except InvalidItemError as exc:
+        msg = f"{exc}{_UNWRITTEN}"
+        raise StoreInputError(msg) from exc
+    metadata["_tool_calls"] = json.dumps(calls, ensure_ascii=False)
+    return tuple(str(c["id"]) for c in calls)
+
+
+def extra_items(extra: Sequence[ContextItem]) -> list[ContextItem]:
+    """``extra`` checked: ContextItems whose ids are the caller's, not ctxbudget's own."""
+    given: object = extra
+    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+        msg = f"extra must be a list of ContextItem, got {type(given).__name__}"
+        raise InvalidItemError(msg)
+    items: list[ContextItem] = []
+    for position, item in enumerate(extra):
+        if not isinstance(item, ContextItem):
+            msg = f"extra[{position}] must be a ContextItem, got {type(item).__name__}"
+            raise InvalidItemError(msg)
+        check_caller_id(item.id, f"extra[{position}]")
+        items.append(item)
+    return items

@@ -43,9 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxbudget.errors import ConfigurationError
-from ctxbudget.store.records import Hit
 
-__all__ = ["LexicalIndex", "Scoring", "content_words", "lexical_terms", "score_hits"]
+__all__ = ["LexicalIndex", "Scoring", "content_words", "lexical_terms"]
 
 Floats = npt.NDArray[np.float64]
 
@@ -248,27 +247,3 @@ class Scoring:
         if not wanted:
             return 0.0
         return len(wanted & content_words(text)) / len(wanted)
-
-
-def score_hits(hits: Sequence[Hit], query: str, scoring: Scoring, *, now: float) -> list[float]:
-    """Relevance x recency x salience of each store hit, age counted to ``now``.
-
-    How a retriever over `ChromaStore.search` ranks its hits the way `ContextMemory` scores
-    its candidates: the hit's similarity and its content-word overlap with the query, its age,
-    and its ``salience`` metadata (1 when missing or not a number).
-    """
-    words = content_words(query)
-    out: list[float] = []
-    for hit in hits:
-        record = hit.record
-        age = 0.0 if record.timestamp is None else max(0.0, now - record.timestamp)
-        salience = record.metadata.get("salience", 1.0)
-        out.append(
-            scoring.score(
-                similarity=hit.similarity,
-                lexical=Scoring.lexical(words, record.text),
-                age_seconds=age,
-                salience=float(salience) if isinstance(salience, int | float) else 1.0,
-            )
-        )
-    return out

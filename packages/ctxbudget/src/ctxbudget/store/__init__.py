@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from ctxbudget.extras import lazy_attributes
+
 __all__ = ["ChromaStore", "Hit", "Record", "RetryPolicy"]
 
 _LAZY = {
@@ -17,14 +19,4 @@ _LAZY = {
     "RetryPolicy": "ctxbudget.store.retry",
 }
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

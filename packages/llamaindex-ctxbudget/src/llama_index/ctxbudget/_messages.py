@@ -19,7 +19,7 @@ from llama_index.core.base.llms.types import (
     VideoBlock,
 )
 
-from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments, tool_call
+from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.store.chroma_store import Record
 
@@ -163,9 +163,7 @@ def _raw_call(entry: object, index: int) -> dict[str, Any]:
         raise InvalidItemError(msg)
     function = entry.get("function")
     function = function if isinstance(function, Mapping) else entry
-    return _call(
-        entry.get("id"), function.get("name"), function.get("arguments", ""), index, raw=entry
-    )
+    return _call(entry.get("id"), function.get("name"), function.get("arguments", ""), index)
 
 
 def _call(
@@ -173,34 +171,24 @@ def _call(
     name: object,
     arguments: object,
     index: int,
-    raw: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    if not isinstance(name, str) or not name:
-        msg = f"message {index}: a tool call has no tool name ({raw or arguments!r:.80})"
-        raise InvalidItemError(msg)
-    if call_id is None or not str(call_id):
-        msg = (
-            f"message {index}: tool call {name!r} has no id; give every tool call an id (its "
-            "result names it in tool_call_id) before putting the message into memory"
-        )
-        raise InvalidItemError(msg)
-    if arguments is None:
-        arguments = ""
-    if not isinstance(arguments, str | Mapping):
-        msg = (
-            f"message {index}: the arguments of tool call {name!r} must be a dict or JSON text, "
-            f"got {type(arguments).__name__}"
-        )
-        raise InvalidItemError(msg)
-    if not isinstance(arguments, str):
+    """One call in the canonical form (checked by `ctxbudget.core.toolcalls`).
+
+    Only LlamaIndex's own convention is here: dict kwargs are written as LlamaIndex LLMs
+    serialize them (``json.dumps`` with its defaults), so read back and sent again the
+    arguments are the very text that was counted.
+    """
+    if isinstance(arguments, Mapping):
         try:
-            # As LlamaIndex LLMs serialize tool kwargs: read back as a dict and sent again,
-            # the arguments are the very text that was counted.
             arguments = json.dumps(dict(arguments))
         except (TypeError, ValueError) as exc:
             msg = f"message {index}: the arguments of tool call {name!r} are not JSON: {exc}"
             raise InvalidItemError(msg) from exc
-    return tool_call(str(call_id), name, arguments)
+    entry = {
+        "id": None if call_id is None else str(call_id),
+        "function": {"name": name, "arguments": arguments},
+    }
+    return normalize_tool_calls([entry], f"message {index}")[0]
 
 
 def _blocks(content: str, calls: object) -> list[ContentBlock]:

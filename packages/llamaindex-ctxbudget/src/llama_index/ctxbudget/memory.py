@@ -25,7 +25,8 @@ from llama_index.core.memory.types import BaseMemory
 from ctxbudget import AssembledContext, Budget, ContextItem, Shrink, Tier, TokenCounter
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError, InvalidItemError
-from ctxbudget.memory.context import ContextMemory, MemoryConfig
+from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget._messages import (
     from_provider,

@@ -9,23 +9,12 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from ctxbudget import AssembledContext, Budget, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError
 
-__all__ = ["CtxBudgetNodePostprocessor", "content_budget", "with_text"]
-
-
-def content_budget(assembler: ContextAssembler, tokens: int) -> Budget:
-    """A budget for node contents alone: ``tokens`` plus what the text layout adds once.
-
-    The assembler's text format charges the reply priming, one message's overhead and the
-    "Relevant context" header, which a synthesizer never sends; they come on top of ``tokens``.
-    Each node's own bullet and line end are still charged, so the contents fit with room to spare.
-    """
-    layout = assembler.layout("text")
-    fixed = layout.base_cost() + layout.group_open_cost("text") + layout.open_cost("knowledge")
-    return Budget(window=tokens + fixed)
+__all__ = ["CtxBudgetNodePostprocessor", "with_text"]
 
 
 def _tier(node: NodeWithScore, key: str | None) -> int:
@@ -133,8 +122,9 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     def last_context(self) -> AssembledContext | None:
         """The assembly of the last call: what was kept, cut and why (``.explain()``).
 
-        Its ``tokens_available`` is ``token_budget`` plus the layout's fixed overhead (see
-        `content_budget`).
+        Its ``tokens_available`` is ``token_budget``: the nodes fit it as one rendered block,
+        layout included (see `ctxbudget.core.documents.pack_documents`). None before the first
+        call, or when ``token_budget`` is below what the layout alone costs.
         """
         return self._last
 
@@ -160,10 +150,9 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
                     embedding=node.node.embedding,
                 )
             )
-        budget = content_budget(self._assembler, self.token_budget)
-        context = self._assembler.assemble(items, budget=budget, format="text")
+        context = pack_documents(items, self._assembler, self.token_budget)
         self._last = context
-        return _kept(nodes, context, self.metadata_mode)
+        return [] if context is None else _kept(nodes, context, self.metadata_mode)
 
 
 def _kept(

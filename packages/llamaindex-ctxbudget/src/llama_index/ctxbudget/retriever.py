@@ -11,11 +11,11 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget.core.documents import pack_documents
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
+from ctxbudget.memory.candidates import ScoredHit
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.store.chroma_store import Hit, Record
-from ctxbudget.store.filters import document_filter
-from llama_index.ctxbudget.postprocessor import content_budget
+from ctxbudget.store.chroma_store import Record
 
 __all__ = ["CtxBudgetRetriever"]
 
@@ -99,51 +99,40 @@ class CtxBudgetRetriever(BaseRetriever):
         """The assembly of the last retrieval: what was kept, cut and why (``.explain()``)."""
         return self._last
 
-    def _hits(self, query: str) -> list[Hit]:
-        store = self.memory.store
-        namespace = self.memory.namespace
-        vector = store.embedder.embed_query(query)  # one embedding for every search
-        hits: list[Hit] = []
+    def _hits(self, query: str) -> list[ScoredHit]:
+        """Documents, the session's and the user's memories, scored as ContextMemory scores."""
+        memory = self.memory
+        vector = memory.store.embedder.embed_query(query)  # one embedding for every search
+        found: list[ScoredHit] = []
         if self.documents is not False:
-            where = document_filter(self.documents)
-            hits += store.search(
-                vector, namespace=namespace, k=self.k, kinds=["document"], where=where
+            found += memory.search(
+                query, vector=vector, k=self.k, kinds=["document"], collections=self.documents
             )
-        if self.session_id is not None:
-            hits += store.search(
-                vector,
-                namespace=namespace,
-                k=self.k,
-                session_id=self.session_id,
-                kinds=["message", "summary"],
-            )
-        if self.user_id is not None:
-            hits += store.search(
-                vector,
-                namespace=namespace,
-                k=self.k,
-                user_id=self.user_id,
-                kinds=["message", "summary"],
-            )
-        return hits
+        for scope in ({"session_id": self.session_id}, {"user_id": self.user_id}):
+            if next(iter(scope.values())) is not None:
+                found += memory.search(
+                    query, vector=vector, k=self.k, kinds=["message", "summary"], **scope
+                )
+        return found
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = self._hits(query_bundle.query_str)
-        records = {hit.record.id: hit.record for hit in hits}
+        found = self._hits(query_bundle.query_str)
+        records = {s.hit.record.id: s.hit.record for s in found}
         items = [
             ContextItem(
-                hit.record.id,
-                hit.record.text,
+                s.hit.record.id,
+                s.hit.record.text,
                 tier=Tier.RETRIEVED,
-                score=hit.similarity,
+                score=s.score,
                 shrink=Shrink.TRUNCATE,
-                source=hit.record.kind,
+                source=s.hit.record.kind,
             )
-            for hit in hits
+            for s in found
         ]
-        budget = content_budget(self._assembler, self.token_budget)
-        context = self._assembler.assemble(items, budget=budget, format="text")
+        context = pack_documents(items, self._assembler, self.token_budget)
         self._last = context
+        if context is None:
+            return []
         kept = sorted(context.included, key=lambda item: (-item.score, item.id))
         nodes: list[NodeWithScore] = []
         for item in kept:

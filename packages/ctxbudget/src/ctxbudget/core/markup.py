@@ -1,0 +1,200 @@
+"""The markup of the text formats: section headers, date lines, escaping.
+
+Content is escaped so that no row can pass for another (see `ctxbudget.core.readback`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from datetime import UTC, datetime
+
+from ctxbudget.core.items import Tier
+from ctxbudget.core.rows import NAME_PATTERN
+
+__all__ = [
+    "BACKSLASH",
+    "COMPACT_HEADERS",
+    "DATED",
+    "ESCAPE_LEAD",
+    "SECTIONS",
+    "SECTION_GROUPS",
+    "SECTION_OF_TIER",
+    "TEXT_HEADERS",
+    "UNESCAPE_LEAD",
+    "UNESCAPE_LINES",
+    "date_label",
+    "escape_compact",
+    "escape_lines",
+    "indent_block",
+    "unescape_compact",
+]
+
+
+# Section names in render order, and which message (group) carries each in the messages format.
+SECTIONS = ("system", "pinned", "tools", "summaries", "knowledge", "history", "query")
+
+
+SECTION_GROUPS = {
+    "system": "prefix",
+    "pinned": "prefix",
+    "tools": "prefix",
+    "summaries": "context",
+    "knowledge": "context",
+    "history": "history",
+    "query": "query",
+}
+
+
+TEXT_HEADERS = {
+    "pinned": "## Pinned facts\n",
+    "tools": "## Tools\n",
+    "summaries": "## Summaries of earlier context\n",
+    "knowledge": "## Relevant context\n",
+    "history": "## Conversation\n",
+    "query": "## Current message\n",
+}
+
+
+COMPACT_HEADERS = {
+    "pinned": "@pinned\n",
+    "tools": "@tools\n",
+    "summaries": "@summaries who|text\n",
+    "knowledge": "@context who|text\n",
+    "history": "@history who|text\n",
+    "query": "@query\n",
+}
+
+
+SECTION_OF_TIER = {
+    int(Tier.SYSTEM): "system",
+    int(Tier.QUERY): "query",
+    int(Tier.PINNED): "pinned",
+    int(Tier.TOOLS): "tools",
+    int(Tier.RECENT): "history",
+    int(Tier.SUMMARY): "summaries",
+}
+
+
+# Sections whose rows sit under date lines, per format (messages: history rows are messages).
+DATED = {
+    "messages": frozenset({"knowledge", "summaries"}),
+    "text": frozenset({"knowledge", "summaries", "history"}),
+    "compact": frozenset({"knowledge", "summaries", "history"}),
+}
+
+
+# Characters a model (or a tokenizer) may read as a line break.
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+_COMPACT_ESCAPES = re.compile(r"[\\|\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+_COMPACT_TEXT_ESCAPES = re.compile(r"[\\\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+_ESCAPE_MAP = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r"}
+
+
+# What a line must not look like unless it is structure: a header, a date line, a turn's label.
+_BREAK = r"[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
+
+
+_SPACE = r"[^\S\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*"
+
+
+_EOL = rf"{_SPACE}(?={_BREAK}|\Z)"
+
+
+_ROLE_LABEL = rf"(?i:user|assistant|system|tool|-)(?: \({NAME_PATTERN}\))?"
+
+
+_TEXT_STRUCTURE = (
+    rf"{_SPACE}(?:(?i:{'|'.join(re.escape(h.rstrip()) for h in TEXT_HEADERS.values())}){_EOL}"
+    rf"|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}:(?: |{_EOL}))"
+)
+
+
+_COMPACT_STRUCTURE = rf"{_SPACE}(?:@|\[[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}\]{_EOL}|{_ROLE_LABEL}\|)"
+
+
+BACKSLASH = "\\\\"  # a re.sub replacement: one backslash
+
+
+_LINE_START = rf"(?:\A|(?<={_BREAK}))"
+
+
+_ESCAPE_LINES = {
+    "text": re.compile(rf"{_LINE_START}(?=\\*{_TEXT_STRUCTURE})"),
+    "compact": re.compile(rf"{_LINE_START}(?=\\*{_COMPACT_STRUCTURE})"),
+}
+
+
+UNESCAPE_LINES = {
+    "text": re.compile(rf"{_LINE_START}\\(?=\\*{_TEXT_STRUCTURE})"),
+    "compact": re.compile(rf"{_LINE_START}\\(?=\\*{_COMPACT_STRUCTURE})"),
+}
+
+
+ESCAPE_LEAD = re.compile(rf"\A(?=\\*{_TEXT_STRUCTURE})")
+
+
+UNESCAPE_LEAD = re.compile(rf"\A\\(?=\\*{_TEXT_STRUCTURE})")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group(0)
+    return _ESCAPE_MAP.get(char) or f"\\u{ord(char):04x}"
+
+
+def escape_compact(text: str, *, field: bool = False) -> str:
+    r"""Escape text for one compact line: backslash, line breaks (and ``|`` in a field).
+
+    >>> escape_compact("a\nb|c")
+    'a\\nb|c'
+    >>> escape_compact("x|y", field=True)
+    'x\\|y'
+    """
+    pattern = _COMPACT_ESCAPES if field else _COMPACT_TEXT_ESCAPES
+    return pattern.sub(_escape_char, text)
+
+
+_UNESCAPE = re.compile(r"\\(u[0-9a-f]{4}|.)")
+
+
+def unescape_compact(text: str) -> str:
+    r"""Invert `escape_compact`.
+
+    >>> unescape_compact(escape_compact("line one\nline two \\ end"))
+    'line one\nline two \\ end'
+    """
+
+    def _one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code.startswith("u") and len(code) == 5:
+            return chr(int(code[1:], 16))
+        return {"n": "\n", "r": "\r"}.get(code, code)
+
+    return _UNESCAPE.sub(_one, text)
+
+
+def escape_lines(text: str, fmt: str) -> str:
+    """A backslash before each line that would read as structure (system prompt, query)."""
+    return _ESCAPE_LINES[fmt].sub(BACKSLASH, text)
+
+
+def indent_block(text: str) -> str:
+    """One fragment body: line breaks become an indented continuation; never starts blank."""
+    return _LINE_BREAKS.sub("\n  ", text.strip())
+
+
+@functools.lru_cache(maxsize=65_536)
+def date_label(timestamp: float | None) -> str:
+    """The date of a timestamp as ``YYYY-MM-DD`` (UTC); empty for None or an impossible one."""
+    if timestamp is None:
+        return ""
+    try:
+        return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d")
+    except (OverflowError, OSError, ValueError):
+        return ""
