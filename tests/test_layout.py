@@ -41,7 +41,7 @@ NOT_YET_SPLIT = {
     "packages/ctxbudget/src/ctxbudget/memory/context.py": 1078,
     "packages/ctxbudget/src/ctxbudget/store/chroma_store.py": 1274,
     "packages/ctxbudget/src/ctxbudget/tokens/counter.py": 693,
-    "packages/langchain-ctxbudget/src/langchain_ctxbudget/middleware.py": 611,
+    "packages/langchain-ctxbudget/src/langchain_ctxbudget/middleware.py": 608,
     "packages/llamaindex-ctxbudget/src/llama_index/ctxbudget/memory.py": 545,
 }
 

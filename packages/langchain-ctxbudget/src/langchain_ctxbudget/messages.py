@@ -20,6 +20,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
+from ctxbudget.core.split import split_prefix
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 from langchain_ctxbudget._convert import item_of, resolve_counter
@@ -185,16 +186,11 @@ def budget_messages(
             IMAGE_TOKENS_MAX,
             ", ".join(key.removeprefix(_key_prefix) for key in ctx.estimated),
         )
-    kept = [originals[it.id] for it in ctx.included if it.id in originals]
-    rendered = ctx.to_messages()
-    head = rendered[: len(rendered) - len(kept)]
-    if not head:
+    prefix, kept_ids = split_prefix(ctx, originals)
+    kept = [originals[key] for key in kept_ids]
+    if prefix is None:
         return kept
-    prefix = SystemMessage(
-        content="".join(str(m["content"]) for m in head),
-        id=system.id if system is not None else None,
-    )
-    return [prefix, *kept]
+    return [SystemMessage(content=prefix, id=system.id if system is not None else None), *kept]
 
 
 _key_prefix = internal_id("message", "")

@@ -34,6 +34,7 @@ from ctxbudget import (
 )
 from ctxbudget.core.ids import check_caller_id, internal_id
 from ctxbudget.core.items import Shrink
+from ctxbudget.core.split import split_prefix
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from langchain_ctxbudget._convert import (
     counter_for,
@@ -273,22 +274,18 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             # Older turns of this conversation come back as memories only when the history
             # lost them: a second pass offers the copies of the messages the first one cut
             # (history can only shrink when more is offered, so no copy repeats a kept turn).
-            kept_ids = {it.id for it in ctx.included}
-            lost = [c for key, c in copies.items() if key not in kept_ids]
+            included = {it.id for it in ctx.included}
+            lost = [c for key, c in copies.items() if key not in included]
             if lost:
                 ctx = self._assemble(counter, [*items, *lost], budget, bool(request.tools))
-        kept = [originals[it.id] for it in ctx.included if it.id in originals]
-        rendered = ctx.to_messages()
-        head = rendered[: len(rendered) - len(kept)]
+        # Prefix and memories in one system message (see `ctxbudget.core.split`).
+        prefix, kept_ids = split_prefix(ctx, originals)
         new_system: SystemMessage | None = None
-        if head:
-            # Prefix and memories in one system message: their texts add up exactly, and one
-            # message costs less overhead than two (some providers take only one).
-            new_system = SystemMessage(
-                content="".join(str(m["content"]) for m in head),
-                id=system.id if system is not None else None,
-            )
-        return request.override(system_message=new_system, messages=list(kept))
+        if prefix is not None:
+            new_system = SystemMessage(content=prefix, id=system.id if system is not None else None)
+        return request.override(
+            system_message=new_system, messages=[originals[key] for key in kept_ids]
+        )
 
     def _assemble(
         self, counter: TokenCounter, items: list[ContextItem], budget: Budget, tools: bool
