@@ -37,7 +37,7 @@ class Recording(FakeListChatModel):
 
 agent = create_agent(
     Recording(responses=["fine"]),
-    middleware=[CtxBudgetMiddleware(model="gpt-4o", max_tokens=300)],
+    middleware=[CtxBudgetMiddleware(model="gpt-4o", budget=300)],
 )
 result = agent.invoke({"messages": history[1:]})
 out["middleware"] = {"sent": seen, "answer": result["messages"][-1].text}

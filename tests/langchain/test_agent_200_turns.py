@@ -152,9 +152,7 @@ def run_agent(
 
 @pytest.mark.slow
 def test_every_request_of_200_turns_fits_and_keeps_tool_calls_whole() -> None:
-    middleware = CtxBudgetMiddleware(
-        model="gpt-4o", max_tokens=WINDOW, reserve=RESERVE, pinned=PINNED
-    )
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=WINDOW, reserve=RESERVE, pinned=PINNED)
     model, state, calls_per_turn = run_agent(middleware, TURNS)
     users, answers = script(TURNS)
 

@@ -40,7 +40,7 @@ documents = st.lists(
 def test_the_budget_holds_and_documents_are_the_given_ones(
     docs: list[Document], budget: int, truncate: bool
 ) -> None:
-    out = CtxBudgetCompressor(max_tokens=budget, truncate=truncate).compress_documents(docs, "q")
+    out = CtxBudgetCompressor(budget=budget, truncate=truncate).compress_documents(docs, "q")
     assert sum(d.metadata["tokens"] for d in out) <= budget
     assert sum(COUNTER.count(d.page_content) for d in out) <= budget
     originals = {d.page_content for d in docs}
@@ -60,7 +60,7 @@ def test_everything_that_fits_is_kept_unchanged_and_duplicates_go() -> None:
         Document("ana lives in   lisbon.", metadata={"score": 0.5}),
         Document("She runs on Tuesdays.", metadata={"score": 0.7}),
     ]
-    out = CtxBudgetCompressor(max_tokens=500).compress_documents(docs, "q")
+    out = CtxBudgetCompressor(budget=500).compress_documents(docs, "q")
     assert [d.page_content for d in out] == ["Ana lives in Lisbon.", "She runs on Tuesdays."]
     assert out[0].metadata["source"] == "a" and out[0].metadata["truncated"] is False
     assert docs[0].metadata == {"score": 0.9, "source": "a"}  # the inputs are not modified
@@ -73,31 +73,31 @@ def test_higher_scores_win_and_one_document_is_cut_at_a_sentence() -> None:
         Document(long, metadata={"relevance_score": 0.8}),
         Document("Ana is vegetarian.", metadata={"relevance_score": 0.95}),
     ]
-    out = CtxBudgetCompressor(max_tokens=120).compress_documents(docs, "q")
+    out = CtxBudgetCompressor(budget=120).compress_documents(docs, "q")
     assert out[0].page_content == "Ana is vegetarian."
     cut = out[1]
     assert cut.metadata["truncated"] is True
     assert cut.page_content.endswith(". …") and long.startswith(cut.page_content[:-2])
     assert sum(d.metadata["tokens"] for d in out) <= 120
-    whole = CtxBudgetCompressor(max_tokens=120, truncate=False).compress_documents(docs, "q")
+    whole = CtxBudgetCompressor(budget=120, truncate=False).compress_documents(docs, "q")
     assert all(not d.metadata["truncated"] for d in whole)
 
 
 def test_scores_from_a_key_or_from_the_order() -> None:
     docs = [Document("first " * 30), Document("second " * 30), Document("third " * 30)]
-    kept = CtxBudgetCompressor(max_tokens=80, truncate=False).compress_documents(docs, "q")
+    kept = CtxBudgetCompressor(budget=80, truncate=False).compress_documents(docs, "q")
     assert [d.page_content for d in kept] == [docs[0].page_content, docs[1].page_content]
     ranked = [
         Document(d.page_content, metadata={"rank": r}) for d, r in zip(docs, [1, 5, 9], strict=True)
     ]
-    kept = CtxBudgetCompressor(max_tokens=80, truncate=False, score_key="rank").compress_documents(
+    kept = CtxBudgetCompressor(budget=80, truncate=False, score_key="rank").compress_documents(
         ranked, "q"
     )
     assert [d.metadata["rank"] for d in kept] == [9, 5]
     with pytest.raises(InvalidItemError, match="rank"):
-        CtxBudgetCompressor(max_tokens=80, score_key="rank").compress_documents(docs, "q")
+        CtxBudgetCompressor(budget=80, score_key="rank").compress_documents(docs, "q")
     with pytest.raises(InvalidItemError, match="number"):
-        CtxBudgetCompressor(max_tokens=80).compress_documents(
+        CtxBudgetCompressor(budget=80).compress_documents(
             [Document("x", metadata={"score": "high"})], "q"
         )
 
@@ -121,10 +121,10 @@ def test_near_duplicates_go_with_embeddings(embedder: LocalEmbedder) -> None:
         Document("The train from Lisbon to Porto takes 3 hours.", metadata={"score": 0.8}),
         Document("Ana is vegetarian.", metadata={"score": 0.5}),
     ]
-    plain = CtxBudgetCompressor(max_tokens=500).compress_documents(docs, "q")
+    plain = CtxBudgetCompressor(budget=500).compress_documents(docs, "q")
     assert len(plain) == 3
     semantic = CtxBudgetCompressor(
-        max_tokens=500, embeddings=MiniLM(embedder), near_duplicate_threshold=0.9
+        budget=500, embeddings=MiniLM(embedder), near_duplicate_threshold=0.9
     )
     assert [d.page_content for d in semantic.compress_documents(docs, "q")] == [
         docs[0].page_content,
@@ -138,7 +138,7 @@ async def test_in_a_compression_pipeline() -> None:
         for i in range(10)
     ]
     retrieve = RunnableLambda(lambda query: corpus)
-    compressor = CtxBudgetCompressor(max_tokens=100)
+    compressor = CtxBudgetCompressor(budget=100)
     pipeline = RunnableParallel(docs=retrieve, query=RunnablePassthrough()) | RunnableLambda(
         lambda x: compressor.compress_documents(x["docs"], x["query"])
     )

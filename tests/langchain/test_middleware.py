@@ -46,7 +46,7 @@ def tool_turn(n: int) -> list[AIMessage]:
 def test_the_call_is_trimmed_the_state_is_not() -> None:
     answers = [m for n in range(6) for m in tool_turn(n)]
     model = RecordingChatModel(messages=iter(answers))
-    middleware = CtxBudgetMiddleware(model="gpt-4o", max_tokens=600, reserve=100)
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=600, reserve=100)
     agent = create_agent(model, tools=[lookup], system_prompt="Be brief.", middleware=[middleware])
     messages: list[Any] = []
     for n in range(6):
@@ -66,7 +66,7 @@ def test_the_call_is_trimmed_the_state_is_not() -> None:
 async def test_async_agent_fits_every_call() -> None:
     answers = [m for n in range(5) for m in tool_turn(n)]
     model = RecordingChatModel(messages=iter(answers))
-    middleware = CtxBudgetMiddleware(model="gpt-4o", max_tokens=500, reserve=64, pinned=["Fact A."])
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=500, reserve=64, pinned=["Fact A."])
     agent = create_agent(model, tools=[lookup], system_prompt="Be brief.", middleware=[middleware])
     messages: list[Any] = []
     for n in range(5):
@@ -92,17 +92,17 @@ def test_model_and_window_are_read_from_the_chat_model() -> None:
     assert model.calls[0][0][-1].content == "hello"
 
     anonymous = RecordingChatModel(messages=iter(["hi"]))
-    agent = create_agent(anonymous, middleware=[CtxBudgetMiddleware(max_tokens=1000)])
+    agent = create_agent(anonymous, middleware=[CtxBudgetMiddleware(budget=1000)])
     with pytest.raises(UnknownModelError, match="model="):
         agent.invoke({"messages": [HumanMessage("hello")]})
 
 
 def test_a_request_that_cannot_fit_raises_with_the_numbers() -> None:
     model = RecordingChatModel(messages=iter(["hi"]))
-    tight = CtxBudgetMiddleware(model="gpt-4o", max_tokens=120, pinned=["A long fact. " * 40])
+    tight = CtxBudgetMiddleware(model="gpt-4o", budget=120, pinned=["A long fact. " * 40])
     with pytest.raises(BudgetExceededError, match="120"):
         create_agent(model, middleware=[tight]).invoke({"messages": [HumanMessage("hello")]})
-    tools = CtxBudgetMiddleware(model="gpt-4o", max_tokens=30)
+    tools = CtxBudgetMiddleware(model="gpt-4o", budget=30)
     with pytest.raises(BudgetExceededError, match="tool schemas"):
         create_agent(model, tools=[lookup], middleware=[tools]).invoke(
             {"messages": [HumanMessage("hi")]}
@@ -112,7 +112,14 @@ def test_a_request_that_cannot_fit_raises_with_the_numbers() -> None:
 
 def test_options_are_checked() -> None:
     with pytest.raises(ValueError, match="either budget"):
-        CtxBudgetMiddleware(budget=Budget(window=1000), max_tokens=500)
+        CtxBudgetMiddleware(budget=Budget(window=1000), reserve=500)
+    with pytest.raises(ValueError, match="budget= only"):
+        CtxBudgetMiddleware(budget=1000, max_tokens=500)
+    with pytest.warns(DeprecationWarning, match="max_tokens= is now budget="):
+        old = CtxBudgetMiddleware(max_tokens=1000)
+    assert old._max_tokens == 1000
+    with pytest.warns(DeprecationWarning, match="token_counter= is now counter="):
+        CtxBudgetMiddleware(token_counter="gpt-4o")
     with pytest.raises(ValueError, match="list of facts"):
         CtxBudgetMiddleware(model="gpt-4o", pinned="one fact")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="memory"):
@@ -170,7 +177,7 @@ def test_memory_stores_the_conversation_and_recalls_what_history_lost(
     ]
     model = RecordingChatModel(messages=iter(answers))
     middleware = CtxBudgetMiddleware(
-        model="gpt-4o", max_tokens=450, reserve=50, memory=memory, pinned=["Call the user Ana."]
+        model="gpt-4o", budget=450, reserve=50, memory=memory, pinned=["Call the user Ana."]
     )
     agent = create_agent(
         model,
@@ -234,7 +241,7 @@ def test_summaries_stand_in_for_the_turns_that_no_longer_fit(tmp_path: Any, embe
         ]
     model = RecordingChatModel(messages=iter(["First.", "Second."]))
     middleware = CtxBudgetMiddleware(
-        model="gpt-4o", max_tokens=400, memory=memory, session_id="s1", summarizer=summarizer
+        model="gpt-4o", budget=400, memory=memory, session_id="s1", summarizer=summarizer
     )
     agent = create_agent(model, middleware=[middleware])
     state = agent.invoke({"messages": [*old, HumanMessage("Hi again")]})
@@ -252,13 +259,13 @@ def test_summaries_stand_in_for_the_turns_that_no_longer_fit(tmp_path: Any, embe
 
 def test_a_state_without_a_system_prompt_or_facts_sends_no_system_message() -> None:
     model = RecordingChatModel(messages=iter(["ok"]))
-    agent = create_agent(model, middleware=[CtxBudgetMiddleware(model="gpt-4o", max_tokens=200)])
+    agent = create_agent(model, middleware=[CtxBudgetMiddleware(model="gpt-4o", budget=200)])
     agent.invoke({"messages": [SystemMessage("From the state."), HumanMessage("hi")]})
     sent, _ = model.calls[0]
     assert [m.type for m in sent] == ["system", "human"]
     assert sent[0].text == "From the state.\n"
     orphan = RecordingChatModel(messages=iter(["ok"]))
-    agent = create_agent(orphan, middleware=[CtxBudgetMiddleware(model="gpt-4o", max_tokens=200)])
+    agent = create_agent(orphan, middleware=[CtxBudgetMiddleware(model="gpt-4o", budget=200)])
     agent.invoke({"messages": [ToolMessage("stray result", tool_call_id="x"), HumanMessage("hi")]})
     assert [m.type for m in orphan.calls[0][0]] == ["human"]
 
@@ -267,7 +274,7 @@ def test_a_state_without_a_system_prompt_or_facts_sends_no_system_message() -> N
 async def test_async_agent_with_memory_stores_and_recalls(memory: ContextMemory) -> None:
     memory.pin("async-1", "Ana prefers window seats.")
     model = RecordingChatModel(messages=iter(["Noted.", "Window seat booked."]))
-    middleware = CtxBudgetMiddleware(model="gpt-4o", max_tokens=400, memory=memory)
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=400, memory=memory)
     agent = create_agent(model, system_prompt="Be brief.", middleware=[middleware])
     config = {"configurable": {"thread_id": "async-1"}}
     state = await agent.ainvoke({"messages": [HumanMessage("Book my train to Porto.")]}, config)

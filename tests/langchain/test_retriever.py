@@ -58,7 +58,7 @@ class TestStandardRetrieverSuite(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
-        return {"memory": self.memory, "max_tokens": 1500}
+        return {"memory": self.memory, "budget": 1500}
 
     @property
     def retriever_query_example(self) -> str:
@@ -75,7 +75,7 @@ def kb(any_memory: ContextMemory) -> ContextMemory:
 
 
 def test_documents_fit_the_budget_and_carry_scores_and_counts(kb: ContextMemory) -> None:
-    retriever = CtxBudgetRetriever(memory=kb, k=20, max_tokens=120)
+    retriever = CtxBudgetRetriever(memory=kb, k=20, budget=120)
     docs = retriever.invoke("Where does Ana live?")
     assert docs, "nothing retrieved"
     assert sum(d.metadata["tokens"] for d in docs) <= 120
@@ -88,14 +88,14 @@ def test_documents_fit_the_budget_and_carry_scores_and_counts(kb: ContextMemory)
     assert scores == sorted(scores, reverse=True)
     assert "Alfama" in docs[0].page_content
     # A larger budget keeps more; k caps the count whatever the budget.
-    more = retriever.invoke("Where does Ana live?", max_tokens=2000)
+    more = retriever.invoke("Where does Ana live?", budget=2000)
     assert len(more) > len(docs)
-    assert len(retriever.invoke("Where does Ana live?", k=2, max_tokens=2000)) == 2
+    assert len(retriever.invoke("Where does Ana live?", k=2, budget=2000)) == 2
 
 
 @pytest.mark.parametrize("budget", [15, 40, 90, 250])
 def test_the_budget_holds_for_every_size(kb: ContextMemory, budget: int) -> None:
-    docs = CtxBudgetRetriever(memory=kb, k=50, max_tokens=budget).invoke("the trip to Porto")
+    docs = CtxBudgetRetriever(memory=kb, k=50, budget=budget).invoke("the trip to Porto")
     assert sum(d.metadata["tokens"] for d in docs) <= budget
 
 
@@ -116,7 +116,7 @@ def test_collections_and_memories(kb: ContextMemory) -> None:
 def test_bad_arguments(kb: ContextMemory) -> None:
     retriever = CtxBudgetRetriever(memory=kb)
     with pytest.raises(InvalidBudgetError):
-        retriever.invoke("x", max_tokens=0)
+        retriever.invoke("x", budget=0)
     with pytest.raises(ValueError, match="k must be"):
         retriever.invoke("x", k=-1)
     assert retriever.invoke("x", k=0) == []
@@ -125,7 +125,7 @@ def test_bad_arguments(kb: ContextMemory) -> None:
 def test_in_an_lcel_chain(tmp_path: Path, embedder: LocalEmbedder) -> None:
     memory = ContextMemory(path=tmp_path / "m", embedder=embedder)
     memory.add_documents(DOCS)
-    retriever = CtxBudgetRetriever(memory=memory, k=3, max_tokens=80)
+    retriever = CtxBudgetRetriever(memory=memory, k=3, budget=80)
     model = RecordingChatModel(messages=iter(["She lives in Lisbon."]))
     prompt = ChatPromptTemplate.from_messages(
         [("system", "Answer from the context:\n{context}"), ("human", "{question}")]

@@ -241,7 +241,7 @@ def test_every_call_sends_exactly_the_report_and_a_valid_conversation(
     model = RecordingChatModel(messages=itertools.repeat(AIMessage("ok")))
     reserve = 40
     middleware = CtxBudgetMiddleware(
-        model="gpt-4o", max_tokens=window, reserve=reserve, pinned=list(PINNED)
+        model="gpt-4o", budget=window, reserve=reserve, pinned=list(PINNED)
     )
     with reports() as made:
         agent_of(model, middleware).invoke({"messages": session})
@@ -287,7 +287,7 @@ def test_with_memory_and_a_summarizer_every_call_is_exact_and_every_message_stor
     reserve = 40
     middleware = CtxBudgetMiddleware(
         model="gpt-4o",
-        max_tokens=window,
+        budget=window,
         reserve=reserve,
         pinned=list(PINNED),
         memory=shared_memory,
@@ -320,7 +320,7 @@ def test_a_message_id_like_an_internal_one_never_displaces_the_prompt_or_facts(
     caller_id: str,
 ) -> None:
     model = RecordingChatModel(messages=iter(["ok"]))
-    middleware = CtxBudgetMiddleware(model="gpt-4o", max_tokens=400, pinned=list(PINNED))
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=400, pinned=list(PINNED))
     agent_of(model, middleware).invoke({"messages": [HumanMessage("Hello", id=caller_id)]})
     sent, _ = model.calls[0]
     assert [m.type for m in sent] == ["system", "human"]
@@ -331,7 +331,7 @@ def test_a_message_id_like_an_internal_one_never_displaces_the_prompt_or_facts(
 
 def test_a_message_id_in_the_internal_space_is_refused() -> None:
     model = RecordingChatModel(messages=iter(["ok"]))
-    middleware = CtxBudgetMiddleware(model="gpt-4o", max_tokens=400)
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=400)
     with pytest.raises(InvalidItemError, match="ctxbudget:"):
         agent_of(model, middleware).invoke(
             {"messages": [HumanMessage("Hello", id="ctxbudget:system")]}
@@ -366,7 +366,7 @@ def direct_call(
 def test_messages_without_ids_of_two_threads_of_one_session_are_each_stored_once(
     memory: ContextMemory,
 ) -> None:
-    middleware = CtxBudgetMiddleware(model="gpt-4o", max_tokens=2000, memory=memory)
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=memory)
     one = [HumanMessage("Hi"), AIMessage("Hello!"), HumanMessage("I live in Lisbon.")]
     two = [HumanMessage("Hi"), AIMessage("Hello again!"), HumanMessage("I moved to Porto.")]
     direct_call(middleware, one, "t1")

@@ -434,7 +434,7 @@ def test_middleware_sends_multimodal_messages_unchanged_within_the_window(
     messages, costs = conversation
     messages = [m for m in messages if not isinstance(m, SystemMessage)]
     model = RecordingChatModel(messages=iter([AIMessage("Done.")]))
-    middleware = CtxBudgetMiddleware(model="gpt-4o", max_tokens=window, reserve=200)
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=window, reserve=200)
     agent = create_agent(model, tools=[], system_prompt="Be brief.", middleware=[middleware])
     before = copy.deepcopy(messages)
     agent.invoke({"messages": messages})
@@ -449,7 +449,7 @@ def test_middleware_sends_multimodal_messages_unchanged_within_the_window(
 
 def test_middleware_refuses_an_audio_block_naming_it() -> None:
     model = RecordingChatModel(messages=iter([AIMessage("Done.")]))
-    middleware = CtxBudgetMiddleware(model="gpt-4o", max_tokens=4000)
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=4000)
     agent = create_agent(model, tools=[], middleware=[middleware])
     audio = HumanMessage(
         [{"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}]
@@ -584,7 +584,10 @@ def test_llamaindex_roles_and_tool_calls(context_memory: ContextMemory) -> None:
     assert returned_tokens(got) == memory.last_context.tokens_used <= 400
     stored = context_memory.store.count(namespace=context_memory.namespace)
     for bad, error in [
-        ({"function": {"name": "lookup", "arguments": "{}"}}, "tool call 'lookup' has no id"),
+        (
+            {"function": {"name": "lookup", "arguments": "{}"}},
+            r"tool call 0 \('lookup'\) has no id",
+        ),
         ({"id": "c2", "function": {"arguments": "{}"}}, "has no tool name"),
         ("junk", "must be a dict or a ToolCallBlock"),
     ]:

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from ctxbudget import (
     ContextAssembler,
@@ -18,6 +18,7 @@ from ctxbudget import (
     Tier,
     TokenCounter,
 )
+from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
@@ -29,7 +30,7 @@ _SCORE_KEYS = ("relevance_score", "score", "similarity")
 
 
 class CtxBudgetCompressor(BaseDocumentCompressor):
-    """Keeps the most valuable retrieved documents that fit ``max_tokens``, counted exactly.
+    """Keeps the most valuable retrieved documents that fit ``budget``, counted exactly.
 
     For ``ContextualCompressionRetriever``-style pipelines: give it the documents of any
     retriever and the query. The core drops duplicates (same text once normalized, and near
@@ -42,18 +43,20 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
     A document's value is its metadata's ``score_key`` (higher is better), else its
     ``relevance_score``, ``score`` or ``similarity``, else ``1 / (1 + rank)`` from the order
     given. As for `CtxBudgetRetriever`, the budget bounds the documents as the core renders
-    them, so the ``tokens`` of the returned documents add up to at most ``max_tokens``.
+    them, so the ``tokens`` of the returned documents add up to at most ``budget``.
 
     Args:
-        max_tokens: the token budget of all returned documents.
+        budget: the tokens all returned documents may use, rendered (``max_tokens`` is its
+            old name).
         model: the model whose tokenizer counts.
-        token_counter: a `ctxbudget.TokenCounter` (or model name) instead of ``model``'s.
+        counter: a `ctxbudget.TokenCounter` (or model name) instead of ``model``'s
+            (``token_counter`` is its old name).
         truncate: let one document be cut at a sentence boundary to fill the budget.
         score_key: the metadata key holding each document's score.
         embeddings: embeds the documents so near duplicates are dropped too.
         near_duplicate_threshold: cosine similarity from which two documents are duplicates.
 
-    >>> compressor = CtxBudgetCompressor(max_tokens=500)
+    >>> compressor = CtxBudgetCompressor(budget=500)
     >>> compressor.compress_documents([Document("Lisbon is sunny."),
     ...                                Document("lisbon is  sunny.")], "weather")[0].page_content
     'Lisbon is sunny.'
@@ -61,13 +64,21 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    max_tokens: int = Field(gt=0)
+    budget: int = Field(gt=0)
     model: str = "gpt-4o"
-    token_counter: TokenCounter | str | None = None
+    counter: TokenCounter | str | None = None
     truncate: bool = True
     score_key: str | None = None
     embeddings: Embeddings | None = None
     near_duplicate_threshold: float | None = Field(default=0.95, gt=0.0, le=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        renames = {"max_tokens": "budget", "token_counter": "counter"}
+        return renamed(data, renames, "CtxBudgetCompressor")
 
     def compress_documents(
         self,
@@ -75,11 +86,11 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
         query: str,
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
-        """Pack ``documents`` into ``max_tokens``; ``query`` is not used for scoring."""
+        """Pack ``documents`` into ``budget``; ``query`` is not used for scoring."""
         docs = [d for d in documents if d.page_content.strip()]
         if not docs:
             return []
-        counter = resolve_counter(self.token_counter, self.model)
+        counter = resolve_counter(self.counter, self.model)
         vectors: list[list[float]] | None = None
         if self.embeddings is not None:
             vectors = self.embeddings.embed_documents([d.page_content for d in docs])
@@ -97,7 +108,7 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
         assembler = ContextAssembler(
             counter, near_duplicate_threshold=self.near_duplicate_threshold
         )
-        packed = pack_documents(items, assembler, self.max_tokens)
+        packed = pack_documents(items, assembler, self.budget)
         kept = [] if packed is None else list(packed.included)
         position = {item.id: index for index, item in enumerate(items)}
         kept.sort(key=lambda it: (-it.score, position[it.id]))

@@ -32,6 +32,7 @@ from ctxbudget import (
     UnknownModelError,
     lookup_model,
 )
+from ctxbudget.compat import renamed
 from ctxbudget.core.ids import check_caller_id, internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.split import split_prefix
@@ -100,14 +101,14 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         model: the model's name in the ctxbudget registry: its tokenizer counts and its window
             is the budget. When None, the name is read from the chat model of the request
             (its ``model_name`` or ``model``).
-        budget: a complete `ctxbudget.Budget` instead of ``model``'s window (then neither
-            ``max_tokens``, ``reserve`` nor ``safety`` may be given).
-        max_tokens: the window to use instead of the model's.
+        budget: the window in tokens instead of the model's (an int, with ``reserve`` and
+            ``safety``), or a complete `ctxbudget.Budget` (then neither ``reserve`` nor
+            ``safety`` may be given). ``max_tokens`` is its old name (an int).
         reserve: tokens kept for the reply; default: ``model``'s output limit capped as in
-            `Budget.for_model`, or 0 with ``max_tokens``.
+            `Budget.for_model`, or 0 with an int ``budget``.
         safety: extra tokens kept free.
-        token_counter: a model name, a `ctxbudget.TokenCounter` or ``"approximate"`` to count
-            with, when it is not ``model``'s tokenizer.
+        counter: a model name, a `ctxbudget.TokenCounter` or ``"approximate"`` to count
+            with, when it is not ``model``'s tokenizer (``token_counter`` is its old name).
         pinned: facts sent on every call, whatever happens (a call they do not fit raises
             `BudgetExceededError`).
         memory: a `ctxbudget.ContextMemory` to store the conversation in and to recall
@@ -121,7 +122,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         min_exchanges: newest exchanges kept before pinned facts and memories are packed.
 
     Raises:
-        ValueError: ``budget`` combined with ``max_tokens``, ``reserve`` or ``safety``.
+        ConfigurationError: a `Budget` combined with ``reserve`` or ``safety``.
         UnknownModelError: ``model`` is not in the ctxbudget registry.
         InvalidItemError: (on a model call) a message whose id starts with ``ctxbudget:``.
 
@@ -134,11 +135,10 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self,
         *,
         model: str | None = None,
-        budget: Budget | None = None,
-        max_tokens: int | None = None,
+        budget: Budget | int | None = None,
         reserve: int | None = None,
         safety: int = 0,
-        token_counter: str | TokenCounter | None = None,
+        counter: str | TokenCounter | None = None,
         pinned: Sequence[str] = (),
         memory: ContextMemory | None = None,
         session_id: str | None = None,
@@ -146,10 +146,24 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         documents: bool | str | Sequence[str] = True,
         summarizer: Summarizer | None = None,
         min_exchanges: int = 1,
+        max_tokens: int | None = None,
+        token_counter: str | TokenCounter | None = None,
     ) -> None:
         super().__init__()
-        if budget is not None and (max_tokens is not None or reserve is not None or safety):
-            msg = "pass either budget= or max_tokens=/reserve=/safety=, not both"
+        old = {"max_tokens": max_tokens, "token_counter": token_counter}
+        given = {"budget": budget, "counter": counter}
+        options = renamed(
+            {k: v for k, v in {**old, **given}.items() if v is not None},
+            {"max_tokens": "budget", "token_counter": "counter"},
+            "CtxBudgetMiddleware",
+        )
+        budget, counter = options.get("budget"), options.get("counter")
+        if isinstance(budget, Budget) and (reserve is not None or safety):
+            msg = "pass either budget=Budget(...) or budget=<tokens> with reserve=/safety="
+            raise ConfigurationError(msg)
+        window = None if isinstance(budget, Budget) else budget
+        if isinstance(window, bool) or not (window is None or isinstance(window, int)):
+            msg = f"budget must be a number of tokens or a ctxbudget.Budget, got {budget!r}"
             raise ConfigurationError(msg)
         if isinstance(pinned, str):
             msg = "pinned must be a list of facts, not one string; pass [fact]"
@@ -165,20 +179,18 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.summarizer = summarizer
         self.pinned = tuple(pinned)
         self._counter = (
-            resolve_counter(token_counter, model)
-            if token_counter is not None or model is not None
-            else None
+            resolve_counter(counter, model) if counter is not None or model is not None else None
         )
         floors: dict[int, float] = {}
         if memory is not None and memory.config.retrieved_floor > 0:
             # As ContextMemory does for plain budgets: a share for memories even against history.
             floors[int(Tier.RETRIEVED)] = min(1.0, memory.config.retrieved_floor)
         self._floors = floors
-        self._budget: Budget | None = budget
-        self._max_tokens = max_tokens
+        self._budget: Budget | None = budget if isinstance(budget, Budget) else None
+        self._max_tokens = window
         self._reserve = reserve
         self._safety = safety
-        if budget is None and (model is not None or max_tokens is not None):
+        if self._budget is None and (model is not None or window is not None):
             self._budget = self._make_budget(model)
         self.min_exchanges = min_exchanges
         self._assemblers: dict[int, ContextAssembler] = {}

@@ -7,9 +7,10 @@ from typing import Any, Literal
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ctxbudget import ContextAssembler, ContextItem, InvalidBudgetError, Tier, TokenCounter
+from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
@@ -30,19 +31,20 @@ class CtxBudgetRetriever(BaseRetriever):
 
     The ``fetch_k`` nearest records are scored as `ContextMemory` scores candidates (relevance
     x recency x salience, `ctxbudget.memory.scoring.Scoring` of the memory's config), the core packs
-    the best total score into ``max_tokens``, and the ``k`` best of those are returned, best
+    the best total score into ``budget``, and the ``k`` best of those are returned, best
     first. Each `Document` carries in its metadata: ``id``, ``score``, ``similarity``,
     ``tokens`` (of its ``page_content``, with the model's tokenizer), ``kind`` and the record's
     own fields (``session_id``, ``user_id``, ``source``, ``timestamp`` and its metadata).
 
     The budget bounds the chunks as the core renders them (one ``- `` line each under a header,
     with a chat message's overhead), so the ``tokens`` of the returned documents never add up
-    to more than ``max_tokens``.
+    to more than ``budget``.
 
     Args:
         memory: the memory to search.
         k: at most this many documents (also a keyword of ``invoke``).
-        max_tokens: the token budget of all returned documents (also a keyword of ``invoke``).
+        budget: the tokens all returned documents may use, rendered (also a keyword of
+            ``invoke``; ``max_tokens`` is its old name).
         search: ``"documents"`` (chunks of `ContextMemory.add_documents`), ``"memories"``
             (messages, summaries and pinned facts) or ``"all"``.
         collections: only these document collections (the ``namespace`` of ``add_documents``).
@@ -50,22 +52,31 @@ class CtxBudgetRetriever(BaseRetriever):
         user_id: only this user's memories.
         fetch_k: candidates searched before packing (default ``max(4 * k, 20)``).
         model: the model whose tokenizer counts.
-        token_counter: a `ctxbudget.TokenCounter` (or model name) instead of ``model``'s.
+        counter: a `ctxbudget.TokenCounter` (or model name) instead of ``model``'s
+            (``token_counter`` is its old name).
 
-    >>> retriever = CtxBudgetRetriever(memory=mem, k=4, max_tokens=800)  # doctest: +SKIP
+    >>> retriever = CtxBudgetRetriever(memory=mem, k=4, budget=800)  # doctest: +SKIP
     >>> docs = retriever.invoke("Where does the user live?")  # doctest: +SKIP
     """
 
     memory: ContextMemory
     k: int = Field(default=4, ge=0)
-    max_tokens: int = Field(default=1000, gt=0)
+    budget: int = Field(default=1000, gt=0)
     search: Literal["documents", "memories", "all"] = "documents"
     collections: list[str] | None = None
     session_id: str | None = None
     user_id: str | None = None
     fetch_k: int | None = Field(default=None, ge=1)
     model: str = "gpt-4o"
-    token_counter: TokenCounter | str | None = None
+    counter: TokenCounter | str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        renames = {"max_tokens": "budget", "token_counter": "counter"}
+        return renamed(data, renames, "CtxBudgetRetriever")
 
     def _get_relevant_documents(
         self,
@@ -73,15 +84,20 @@ class CtxBudgetRetriever(BaseRetriever):
         *,
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
+        budget: int | None = None,
         max_tokens: int | None = None,
     ) -> list[Document]:
+        if max_tokens is not None:
+            budget = renamed({"max_tokens": max_tokens}, {"max_tokens": "budget"}, "invoke")[
+                "budget"
+            ]
         limit = self.k if k is None else k
-        budget = self.max_tokens if max_tokens is None else max_tokens
+        budget = self.budget if budget is None else budget
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             msg = f"k must be a non-negative int, got {limit!r}"
             raise ConfigurationError(msg)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            msg = f"max_tokens must be a positive int, got {budget!r}"
+            msg = f"budget must be a positive int number of tokens, got {budget!r}"
             raise InvalidBudgetError(msg)
         if limit == 0 or not query.strip():
             return []
@@ -96,7 +112,7 @@ class CtxBudgetRetriever(BaseRetriever):
         )
         hits = [s.hit for s in scored]
         scores = [s.score for s in scored]
-        counter = resolve_counter(self.token_counter, self.model)
+        counter = resolve_counter(self.counter, self.model)
         items = [
             ContextItem(hit.record.id, hit.record.text, tier=Tier.RETRIEVED, score=score)
             for hit, score in zip(hits, scores, strict=True)
