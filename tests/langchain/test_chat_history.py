@@ -50,8 +50,12 @@ def test_messages_round_trip_with_ids_names_and_tool_calls(any_memory: ContextMe
     assert {r.user_id for r in any_memory.history("s1")} == {"ana"}
     # Another session of the same memory is separate.
     assert CtxBudgetChatMessageHistory(any_memory, "s2").messages == []
-    history.clear()
+    fact = any_memory.pin("s1", "Ana is vegetarian.")
+    history.clear()  # the conversation goes, pinned facts stay (as LlamaIndex's reset())
     assert history.messages == []
+    assert [it.id for it in any_memory.candidates("s1", "food", budget=500).pinned] == [fact]
+    history.clear(pins=True)
+    assert any_memory.candidates("s1", "food", budget=500).pinned == ()
 
 
 async def test_async_methods(any_memory: ContextMemory) -> None:

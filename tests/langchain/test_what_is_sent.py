@@ -387,15 +387,15 @@ def test_messages_without_ids_of_two_threads_of_one_session_are_each_stored_once
 
 
 def test_keys_of_messages_without_ids_are_stable_and_never_shared() -> None:
-    from langchain_ctxbudget.middleware import _message_keys
+    from langchain_ctxbudget.identity import message_keys
 
     one = [HumanMessage("Hi"), AIMessage("Hello!"), HumanMessage("Hi")]
     again = [HumanMessage("Hi"), AIMessage("Hello!"), HumanMessage("Hi"), AIMessage("Bye")]
-    assert _message_keys(one, "s", "t1") == _message_keys(again, "s", "t1")[:3]
-    assert len(set(_message_keys(one, "s", "t1"))) == 3  # equal texts, different messages
-    assert not set(_message_keys(one, "s", "t1")) & set(_message_keys(one, "s", "t2"))
+    assert message_keys(one, "s", "t1") == message_keys(again, "s", "t1")[:3]
+    assert len(set(message_keys(one, "s", "t1"))) == 3  # equal texts, different messages
+    assert not set(message_keys(one, "s", "t1")) & set(message_keys(one, "s", "t2"))
     other = [HumanMessage("Hi"), AIMessage("Hello there"), HumanMessage("Hi")]
-    assert _message_keys(one, "s", None)[2] != _message_keys(other, "s", None)[2]
+    assert message_keys(one, "s", None)[2] != message_keys(other, "s", None)[2]
 
 
 def test_chat_history_keeps_an_ai_message_with_only_invalid_tool_calls(

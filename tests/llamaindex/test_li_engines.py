@@ -226,7 +226,7 @@ def test_condense_plus_context_chat_engine_fits(
         llm=llm,
         memory=memory,
         system_prompt="You are a cooking assistant.",
-        node_postprocessors=[CtxBudgetNodePostprocessor(token_budget=context_budget)],
+        node_postprocessors=[CtxBudgetNodePostprocessor(budget=context_budget)],
     )
     for turn in range(1, 31):
         engine.chat(user_turn(turn))

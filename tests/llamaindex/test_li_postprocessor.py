@@ -55,7 +55,7 @@ def test_a_query_engine_prompt_stays_within_budget_and_is_over_without_it(
         response = engine.query(question)
         return llm.text_prompts(), len(response.source_nodes)
 
-    packed, kept = ask([CtxBudgetNodePostprocessor(token_budget=budget, model="gpt-4o")])
+    packed, kept = ask([CtxBudgetNodePostprocessor(budget=budget, model="gpt-4o")])
     unpacked, retrieved = ask([])
 
     template = counter.count(DEFAULT_TEXT_QA_PROMPT.format(context_str="", query_str=question))
@@ -75,14 +75,14 @@ def test_nodes_are_kept_by_score_within_budget_in_their_given_order(
         for i, score in enumerate([0.2, 0.9, 0.5, 0.8, 0.1])
     ]
     one = llm_tokens(counter, nodes[:1])
-    post = CtxBudgetNodePostprocessor(token_budget=2 * one + 12, truncate=False)
+    post = CtxBudgetNodePostprocessor(budget=2 * one + 12, truncate=False)
 
     out = post.postprocess_nodes(nodes)
 
     assert [n.node_id for n in out] == ["n1", "n3"]  # the two best, in the order given
     assert all(n.node is m.node for n, m in zip(out, [nodes[1], nodes[3]], strict=True))
-    assert llm_tokens(counter, out) <= post.token_budget
-    assert post.last_context is not None and post.last_context.tokens_used <= post.token_budget
+    assert llm_tokens(counter, out) <= post.budget
+    assert post.last_context is not None and post.last_context.tokens_used <= post.budget
 
 
 def test_duplicates_are_dropped(counter: TokenCounter) -> None:
@@ -92,7 +92,7 @@ def test_duplicates_are_dropped(counter: TokenCounter) -> None:
         node("c", "Let the dough rise for an hour.", 0.5),
         node("c", "Let the dough rise for an hour.", 0.6),  # same node twice (fusion)
     ]
-    out = CtxBudgetNodePostprocessor(token_budget=1000).postprocess_nodes(nodes)
+    out = CtxBudgetNodePostprocessor(budget=1000).postprocess_nodes(nodes)
     assert [(n.node_id, n.score) for n in out] == [("b", 0.7), ("c", 0.6)]
 
 
@@ -102,7 +102,7 @@ def test_a_node_that_does_not_fit_whole_is_cut_at_a_sentence(counter: TokenCount
         node("short", "Preheat the oven to 200 degrees.", 0.9),
         node("long", long_text, 0.8, source="cookbook.pdf", page=12),
     ]
-    post = CtxBudgetNodePostprocessor(token_budget=120)
+    post = CtxBudgetNodePostprocessor(budget=120)
 
     out = post.postprocess_nodes(nodes)
 
@@ -126,31 +126,33 @@ def test_metadata_tiers_come_first(counter: TokenCounter) -> None:
     ]
     budget = llm_tokens(counter, nodes[:2]) + 20  # each node's line and the tiers' headers
     assert budget < llm_tokens(counter, nodes)
-    out = CtxBudgetNodePostprocessor(token_budget=budget, truncate=False).postprocess_nodes(nodes)
+    out = CtxBudgetNodePostprocessor(budget=budget, truncate=False).postprocess_nodes(nodes)
     assert [n.node_id for n in out] == ["best", "rule"]
 
     numeric = [node("x", "text", 0.5, ctxbudget_tier=55)]
-    assert CtxBudgetNodePostprocessor(token_budget=50).postprocess_nodes(numeric)
+    assert CtxBudgetNodePostprocessor(budget=50).postprocess_nodes(numeric)
     for bad in ("SYSTEM", "RECENT", "nonsense", 5, True):
         with pytest.raises(InvalidItemError, match="tier"):
-            CtxBudgetNodePostprocessor(token_budget=50).postprocess_nodes(
+            CtxBudgetNodePostprocessor(budget=50).postprocess_nodes(
                 [node("x", "text", 0.5, ctxbudget_tier=bad)]
             )
 
 
 def test_nodes_without_scores_and_bad_budgets() -> None:
-    out = CtxBudgetNodePostprocessor(token_budget=100).postprocess_nodes(
+    out = CtxBudgetNodePostprocessor(budget=100).postprocess_nodes(
         [node("a", "no score here", None)]
     )
     assert [n.node_id for n in out] == ["a"]
     for budget in (0, -5, 1.5, True):
-        with pytest.raises(InvalidBudgetError, match="token_budget"):
-            CtxBudgetNodePostprocessor(token_budget=budget)
+        with pytest.raises(InvalidBudgetError, match="budget"):
+            CtxBudgetNodePostprocessor(budget=budget)
+    with pytest.warns(DeprecationWarning, match="token_budget= is now budget="):
+        assert CtxBudgetNodePostprocessor(token_budget=100).budget == 100
 
 
 async def test_async_matches_sync() -> None:
     nodes = [node(f"n{i}", f"Sentence {i}. " * 20, i / 10) for i in range(8)]
-    post = CtxBudgetNodePostprocessor(token_budget=150)
+    post = CtxBudgetNodePostprocessor(budget=150)
     sync = post.postprocess_nodes(nodes, query_str="anything")
     assert [n.node_id for n in await post.apostprocess_nodes(nodes, query_str="anything")] == [
         n.node_id for n in sync
@@ -178,7 +180,7 @@ def test_property_kept_nodes_fit_the_budget_as_the_llm_reads_them(
 ) -> None:
     metadata = {"file": "notes.md"} if with_metadata else {}
     nodes = [node(f"n{i}", text, scores[i], **metadata) for i, text in enumerate(texts)]
-    post = CtxBudgetNodePostprocessor(token_budget=budget)
+    post = CtxBudgetNodePostprocessor(budget=budget)
     out = post.postprocess_nodes(nodes)
     assert llm_tokens(counter, out) <= budget
     ids = [n.node_id for n in nodes]

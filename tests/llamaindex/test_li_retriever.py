@@ -35,7 +35,7 @@ def tokens(counter: TokenCounter, nodes: list) -> int:  # type: ignore[type-arg]
 def test_retrieves_the_best_matches_within_budget(
     guides: ContextMemory, counter: TokenCounter
 ) -> None:
-    retriever = CtxBudgetRetriever(memory=guides, token_budget=120)
+    retriever = CtxBudgetRetriever(memory=guides, budget=120)
     nodes = retriever.retrieve("Where can I taste port wine?")
 
     assert nodes and tokens(counter, nodes) <= 120
@@ -43,12 +43,12 @@ def test_retrieves_the_best_matches_within_budget(
     assert [n.score for n in nodes] == sorted((n.score or 0.0 for n in nodes), reverse=True)
     assert nodes[0].node.metadata["kind"] == "document"
     assert nodes[0].node.metadata["doc_namespace"] == "travel"
-    everything = CtxBudgetRetriever(memory=guides, token_budget=100_000).retrieve("Porto")
+    everything = CtxBudgetRetriever(memory=guides, budget=100_000).retrieve("Porto")
     assert tokens(counter, everything) > 120  # the budget, not a lack of matches, cut it
 
 
 async def test_async_retrieval_matches_sync(guides: ContextMemory) -> None:
-    retriever = CtxBudgetRetriever(memory=guides, token_budget=200)
+    retriever = CtxBudgetRetriever(memory=guides, budget=200)
     sync = retriever.retrieve("museum opening hours")
     assert [
         (n.node_id, n.node.text) for n in await retriever.aretrieve("museum opening hours")
@@ -56,7 +56,7 @@ async def test_async_retrieval_matches_sync(guides: ContextMemory) -> None:
 
 
 def test_collections_sessions_and_users(guides: ContextMemory) -> None:
-    only = CtxBudgetRetriever(memory=guides, token_budget=500, documents="policies")
+    only = CtxBudgetRetriever(memory=guides, budget=500, collections=["policies"])
     assert [n.node.text for n in only.retrieve("Can I get my money back?")] == [
         "Our refund policy: 30 days."
     ]
@@ -65,17 +65,17 @@ def test_collections_sessions_and_users(guides: ContextMemory) -> None:
         [("user", "My passport expires in June."), ("assistant", "Renew it before the trip.")],
         user_id="ada",
     )
-    session = CtxBudgetRetriever(memory=guides, token_budget=300, documents=False, session_id="s1")
+    session = CtxBudgetRetriever(memory=guides, budget=300, documents=False, session_id="s1")
     nodes = session.retrieve("When does my passport expire?")
     assert nodes[0].node.text == "My passport expires in June."
     assert nodes[0].node.metadata["role"] == "user"
-    user = CtxBudgetRetriever(memory=guides, token_budget=300, documents=False, user_id="ada")
+    user = CtxBudgetRetriever(memory=guides, budget=300, documents=False, user_id="ada")
     assert nodes[0].node_id in {n.node_id for n in user.retrieve("passport")}
 
 
 def test_in_a_query_engine_the_context_fits(guides: ContextMemory, counter: TokenCounter) -> None:
     llm = RecordingLLM(max_tokens=10)
-    retriever = CtxBudgetRetriever(memory=guides, token_budget=150)
+    retriever = CtxBudgetRetriever(memory=guides, budget=150)
     engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
     engine.query("What should I eat in Rome?")
     (prompt,) = llm.text_prompts()
@@ -84,9 +84,15 @@ def test_in_a_query_engine_the_context_fits(guides: ContextMemory, counter: Toke
 
 
 def test_arguments_are_checked(guides: ContextMemory) -> None:
-    with pytest.raises(InvalidBudgetError, match="token_budget"):
-        CtxBudgetRetriever(memory=guides, token_budget=0)
+    with pytest.warns(DeprecationWarning, match="token_budget= is now budget="):
+        old = CtxBudgetRetriever(memory=guides, token_budget=300)  # type: ignore[call-arg]
+    assert old.budget == 300
+    assert CtxBudgetRetriever(memory=guides, budget=300, documents="policies").collections == [
+        "policies"
+    ]
+    with pytest.raises(InvalidBudgetError, match="budget"):
+        CtxBudgetRetriever(memory=guides, budget=0)
     with pytest.raises(ValueError, match="nothing to search"):
-        CtxBudgetRetriever(memory=guides, token_budget=10, documents=False)
+        CtxBudgetRetriever(memory=guides, budget=10, documents=False)
     with pytest.raises(ValueError, match="k must be"):
-        CtxBudgetRetriever(memory=guides, token_budget=10, k=0)
+        CtxBudgetRetriever(memory=guides, budget=10, k=0)

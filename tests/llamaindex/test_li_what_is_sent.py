@@ -210,7 +210,7 @@ def test_a_malformed_call_stored_through_the_core_reads_back_as_raw_kwargs(
 
 
 def test_node_ids_in_the_internal_space_are_refused() -> None:
-    post = CtxBudgetNodePostprocessor(token_budget=100)
+    post = CtxBudgetNodePostprocessor(budget=100)
     nodes = [NodeWithScore(node=TextNode(text="x", id_="ctxbudget:query"), score=1.0)]
     with pytest.raises(InvalidItemError, match="ctxbudget:"):
         post.postprocess_nodes(nodes)

@@ -115,3 +115,19 @@ def test_search_scores_documents_the_way_candidates_do(shared: ContextMemory) ->
     by_id = {it.text: it.score for it in found.retrieved}
     assert by_id["The lake freezes in January."] == pytest.approx(scored[0].score)
     assert shared.search("   ") == []
+
+
+def test_clear_forgets_the_conversation_and_keeps_pins_unless_asked(
+    shared: ContextMemory,
+) -> None:
+    session = write(shared, ["I live in Porto", "noted", "I like tea"])
+    fact = shared.pin(session_id=session, text="The user is vegetarian.")
+    other = write(shared, ["another session"])
+    assert shared.clear(session) == 3
+    assert shared.history(session) == []
+    pinned = shared.candidates(session, "what do I eat", budget=2000).pinned
+    assert [it.text for it in pinned] == ["The user is vegetarian."]
+    assert shared.clear(session, pins=True) == 1
+    assert shared.candidates(session, "what do I eat", budget=2000).pinned == ()
+    assert len(shared.history(other)) == 1  # no other session touched
+    assert fact

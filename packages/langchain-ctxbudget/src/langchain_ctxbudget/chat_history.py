@@ -93,9 +93,12 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         """Async `add_messages`."""
         await run_in_executor(None, self.add_messages, messages)
 
-    def clear(self) -> None:
-        """Delete everything stored for the session (messages, session pins and summaries)."""
-        self.memory.delete_session(self.session_id)
+    def clear(self, *, pins: bool = False) -> None:
+        """Forget the session's messages and summaries (`ContextMemory.clear`).
+
+        Pinned facts of the session stay unless ``pins=True``, as LlamaIndex's ``reset()``.
+        """
+        self.memory.clear(self.session_id, pins=pins)
 
     async def aclear(self) -> None:
         """Async `clear`."""

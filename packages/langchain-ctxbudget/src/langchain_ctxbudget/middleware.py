@@ -7,12 +7,11 @@ Needs the ``agents`` extra (``pip install 'langchain-ctxbudget[agents]'``), whic
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
@@ -33,7 +32,7 @@ from ctxbudget import (
     lookup_model,
 )
 from ctxbudget.compat import renamed
-from ctxbudget.core.ids import check_caller_id, internal_id
+from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.split import split_prefix
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
@@ -59,6 +58,14 @@ if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
     from ctxbudget.memory.context import ContextMemory
+
+from langchain_ctxbudget.identity import (
+    context_field,
+    message_keys,
+    run_config,
+    run_thread,
+    text_value,
+)
 
 __all__ = ["CtxBudgetMiddleware"]
 
@@ -210,7 +217,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> Any:
         """Send the model the budgeted context instead of the whole state."""
         ids = self._identity(request.runtime)
-        return handler(self._prepare(request, ids, _thread(request.runtime)))
+        return handler(self._prepare(request, ids, run_thread(request.runtime)))
 
     async def awrap_model_call(
         self,
@@ -219,7 +226,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> Any:
         """Async `wrap_model_call` (memory I/O runs in an executor)."""
         ids = self._identity(request.runtime)
-        thread = _thread(request.runtime)
+        thread = run_thread(request.runtime)
         if self.memory is None:
             prepared = self._prepare(request, ids, thread)
         else:
@@ -229,7 +236,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the run's last messages and fold old stretches into summaries (with memory)."""
         if self.memory is not None:
-            self._finish(state["messages"], self._identity(runtime), _thread(runtime))
+            self._finish(state["messages"], self._identity(runtime), run_thread(runtime))
         return None
 
     async def aafter_agent(
@@ -238,7 +245,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Async `after_agent`."""
         if self.memory is not None:
             await run_in_executor(
-                None, self._finish, state["messages"], self._identity(runtime), _thread(runtime)
+                None, self._finish, state["messages"], self._identity(runtime), run_thread(runtime)
             )
         return None
 
@@ -269,7 +276,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
             for i, fact in enumerate(self.pinned)
         )
-        keys = _message_keys(messages, ids[0] if ids is not None else None, thread)
+        keys = message_keys(messages, ids[0] if ids is not None else None, thread)
         originals: dict[str, AnyMessage] = {}
         for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
             items.append(item_of(message, id=key, index=index))
@@ -374,23 +381,27 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if self.memory is None:
             return None
         context = getattr(runtime, "context", None)
-        configurable = _configurable()
+        configurable = run_config()
         session = (
             self.session_id
-            or _field(context, "session_id")
-            or _text(configurable.get("session_id"))
-            or _text(configurable.get("thread_id"))
+            or context_field(context, "session_id")
+            or text_value(configurable.get("session_id"))
+            or text_value(configurable.get("thread_id"))
         )
         if session is None:
             info = getattr(runtime, "execution_info", None)
-            session = _text(getattr(info, "thread_id", None))
+            session = text_value(getattr(info, "thread_id", None))
         if session is None:
             msg = (
                 "CtxBudgetMiddleware(memory=...) needs a session id: pass session_id=, put "
                 "session_id in the runtime context, or run the agent with a thread_id"
             )
             raise StoreInputError(msg)
-        user = self.user_id or _field(context, "user_id") or _text(configurable.get("user_id"))
+        user = (
+            self.user_id
+            or context_field(context, "user_id")
+            or text_value(configurable.get("user_id"))
+        )
         return session, user
 
     def _store(
@@ -540,81 +551,6 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> None:
         if self.memory is None or ids is None:
             return
-        self._store(messages, _message_keys(messages, ids[0], thread), ids)
+        self._store(messages, message_keys(messages, ids[0], thread), ids)
         if self.summarizer is not None:
             self.memory.summarize(ids[0], self.summarizer)
-
-
-def _message_keys(
-    messages: Sequence[BaseMessage], session: str | None, thread: str | None
-) -> list[str]:
-    """Item (and record) ids: the message ids; for a message without one, a derived key.
-
-    The derived key holds the session, the thread, the position and a digest of the
-    conversation up to and including the message: the same message of the same conversation
-    gets the same key on every call, and two different messages (another thread of the
-    session, another text at that place, another history before it) never share one.
-
-    Raises:
-        InvalidItemError: a message id in ctxbudget's own id space.
-    """
-    keys: list[str] = []
-    seen: set[str] = set()
-    chain = hashlib.blake2b(digest_size=8)
-    scope = ":".join(part for part in (session, thread) if part)
-    for index, message in enumerate(messages):
-        chain.update(_fingerprint(message))
-        if message.id:
-            key = check_caller_id(message.id, f"message {index} ({message.type})")
-        else:
-            key = f"{scope}:msg:{index}:{chain.copy().hexdigest()}".lstrip(":")
-        if key in seen:
-            key = f"{key}#{index}"
-        seen.add(key)
-        keys.append(key)
-    return keys
-
-
-def _fingerprint(message: BaseMessage) -> bytes:
-    """What tells one message from another, as bytes (for the digest of a conversation)."""
-    calls = getattr(message, "tool_calls", None) or []
-    fields = (
-        message.type,
-        message.id,
-        message.name,
-        message.content,
-        [(c.get("id"), c.get("name"), c.get("args")) for c in calls],
-        getattr(message, "tool_call_id", None),
-    )
-    return repr(fields).encode("utf-8", "surrogatepass") + b"\x00"
-
-
-def _thread(runtime: Runtime[Any] | None) -> str | None:
-    """The LangGraph thread of the run (None without a checkpointer)."""
-    thread = _text(_configurable().get("thread_id"))
-    if thread is None:
-        info = getattr(runtime, "execution_info", None)
-        thread = _text(getattr(info, "thread_id", None))
-    return thread
-
-
-def _configurable() -> Mapping[str, Any]:
-    from langgraph.config import get_config
-
-    try:
-        config = get_config()
-    except RuntimeError:  # outside a runnable (a direct call in a test or a script)
-        return {}
-    configurable = config.get("configurable")
-    return configurable if isinstance(configurable, Mapping) else {}
-
-
-def _field(context: object, name: str) -> str | None:
-    if context is None:
-        return None
-    value = context.get(name) if isinstance(context, Mapping) else getattr(context, name, None)
-    return _text(value)
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None

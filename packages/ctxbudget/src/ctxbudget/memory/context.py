@@ -54,7 +54,7 @@ from ctxbudget.memory.record_items import (
     tool_items,
     with_tokens,
 )
-from ctxbudget.memory.scoring import Floats, lexical_terms
+from ctxbudget.memory.scoring import Floats, hit_relevance, lexical_terms, record_score
 from ctxbudget.memory.session_index import Query, SessionIndex, span_of, without_names
 from ctxbudget.memory.tasks import TaskNode, task_items
 from ctxbudget.store.chroma_store import ChromaStore, Hit, MetadataValue, Record
@@ -686,18 +686,12 @@ class ContextMemory:
         words = set(lexical_terms(query))
         span = span_of(h.similarity for h in hits)
         now = time.time()
-        scored = [
-            ScoredHit(
-                hit,
-                self._combined(
-                    hit.record,
-                    self._match(hit.record, hit.similarity, 1.0, words, span),
-                    now,
-                    session_id,
-                ),
-            )
-            for hit in hits
-        ]
+        scoring = self.config.scoring
+        scored = []
+        for hit in hits:
+            relevance = hit_relevance(scoring, hit.record, hit.similarity, 1.0, words, span)
+            score = record_score(scoring, hit.record, relevance, now, session_id)
+            scored.append(ScoredHit(hit, score))
         scored.sort(key=lambda s: (-s.score, s.hit.record.id))
         return scored
 
@@ -876,7 +870,7 @@ class ContextMemory:
             if key in taken or not record.text.strip():
                 continue
             bounds = span if span[1] > span[0] else span_of(s for _, s, _ in others.values())
-            match = self._match(record, similarity, weight, words, bounds)
+            match = hit_relevance(self.config.scoring, record, similarity, weight, words, bounds)
             items.append(self._scored(record, match, newest, search))
         prime(search.counter, [r for r in records.values()])
         items.sort(key=lambda it: (-it.score, it.id))
@@ -898,37 +892,10 @@ class ContextMemory:
                 cache.popitem(last=False)
         return [known[q.text] for q in queries]
 
-    def _match(
-        self,
-        record: Record,
-        similarity: float,
-        weight: float,
-        words: set[str],
-        span: tuple[float, float],
-    ) -> float:
-        """Relevance of a hit outside the session index: similarity within `span`, words."""
-        low, high = span
-        dense = (similarity - low) / (high - low) if high > low else 1.0
-        lexical = len(words & set(lexical_terms(record.text))) / len(words) if words else 0.0
-        return weight * self.config.scoring.match(min(1.0, max(0.0, dense)), lexical)
-
-    def _combined(
-        self, record: Record, relevance: float, newest: float | None, session_id: str | None
-    ) -> float:
-        """Relevance x recency (age to `newest`) x salience (lower from other sessions)."""
-        age = 0.0
-        if newest is not None and record.timestamp is not None:
-            age = newest - record.timestamp
-        raw = record.metadata.get("salience", 1.0)
-        salience = float(raw) if isinstance(raw, int | float) else 1.0
-        if record.session_id not in (None, session_id):
-            salience *= 0.8
-        return self.config.scoring.combine(relevance=relevance, age_seconds=age, salience=salience)
-
     def _scored(
         self, record: Record, relevance: float, newest: float | None, search: SearchScope
     ) -> ContextItem:
-        score = self._combined(record, relevance, newest, search.session_id)
+        score = record_score(self.config.scoring, record, relevance, newest, search.session_id)
         return retrieved_item(record, score, search.session_id)
 
     def _history_share(self, index: SessionIndex, relevance: Floats, recent: list[Record]) -> float:
@@ -1035,6 +1002,25 @@ class ContextMemory:
 
     def _tasks(self, session_id: str) -> list[TaskNode]:
         return [task_node(r) for r in self._task_records(session_id)]
+
+    def clear(self, session_id: str, *, pins: bool = False) -> int:
+        """Forget a session's conversation: its messages and summaries; returns how many.
+
+        Pinned facts and tasks of the session stay unless ``pins=True`` (then everything of
+        the session goes, as `delete_session`). User-wide pins and documents are never touched.
+        Both adapters clear a session this way (LangChain ``clear()``, LlamaIndex ``reset()``).
+        """
+        if pins:
+            return self.delete_session(session_id)
+        found = self.store.find(
+            namespace=self.namespace, kinds=["message", "summary"], session_id=session_id
+        )
+        if not found:
+            return 0
+        with self._indexes_lock:
+            self._indexes.pop(session_id, None)
+        self.store.delete([r.id for r in found], namespace=self.namespace, session_id=session_id)
+        return len(found)
 
     def delete_session(self, session_id: str) -> int:
         """Delete every record of a session; returns how many were removed."""

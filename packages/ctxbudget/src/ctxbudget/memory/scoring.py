@@ -43,8 +43,16 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxbudget.errors import ConfigurationError
+from ctxbudget.store.records import Record
 
-__all__ = ["LexicalIndex", "Scoring", "content_words", "lexical_terms"]
+__all__ = [
+    "LexicalIndex",
+    "Scoring",
+    "content_words",
+    "hit_relevance",
+    "lexical_terms",
+    "record_score",
+]
 
 Floats = npt.NDArray[np.float64]
 
@@ -247,3 +255,40 @@ class Scoring:
         if not wanted:
             return 0.0
         return len(wanted & content_words(text)) / len(wanted)
+
+
+def hit_relevance(
+    scoring: Scoring,
+    record: Record,
+    similarity: float,
+    weight: float,
+    words: set[str],
+    span: tuple[float, float],
+) -> float:
+    """Relevance of a hit from outside the session index.
+
+    Its similarity within `span` (the range of the hits it came with) and its share of the
+    query's content words, times the query's `weight`.
+    """
+    low, high = span
+    dense = (similarity - low) / (high - low) if high > low else 1.0
+    lexical = len(words & set(lexical_terms(record.text))) / len(words) if words else 0.0
+    return weight * scoring.match(min(1.0, max(0.0, dense)), lexical)
+
+
+def record_score(
+    scoring: Scoring,
+    record: Record,
+    relevance: float,
+    newest: float | None,
+    session_id: str | None,
+) -> float:
+    """Relevance x recency (age counted to `newest`) x salience (x 0.8 from another session)."""
+    age = 0.0
+    if newest is not None and record.timestamp is not None:
+        age = newest - record.timestamp
+    raw = record.metadata.get("salience", 1.0)
+    salience = float(raw) if isinstance(raw, int | float) else 1.0
+    if record.session_id not in (None, session_id):
+        salience *= 0.8
+    return scoring.combine(relevance=relevance, age_seconds=age, salience=salience)

@@ -10,8 +10,9 @@
 
 from __future__ import annotations
 
+from llama_index.ctxbudget.blocks import block_tier
 from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
-from llama_index.ctxbudget.memory import CtxBudgetMemory, block_tier
+from llama_index.ctxbudget.memory import CtxBudgetMemory
 from llama_index.ctxbudget.postprocessor import CtxBudgetNodePostprocessor
 from llama_index.ctxbudget.retriever import CtxBudgetRetriever
 from llama_index.ctxbudget.summarizer import DEFAULT_SUMMARY_PROMPT, LLMSummarizer

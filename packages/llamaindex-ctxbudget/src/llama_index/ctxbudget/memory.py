@@ -36,33 +36,15 @@ from llama_index.ctxbudget._messages import (
     text_of_blocks,
     to_stored,
 )
+from llama_index.ctxbudget.blocks import block_tier
 from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
 
-__all__ = ["CtxBudgetMemory", "block_tier"]
+__all__ = ["CtxBudgetMemory"]
 
 _T = TypeVar("_T")
 
 SYSTEM_KEY = "li_system"
 """Metadata key of the pinned records that hold system messages (value: their order)."""
-
-
-def block_tier(block: BaseMemoryBlock[Any], tiers: Mapping[str, int] | None = None) -> int:
-    """The ctxbudget tier of a LlamaIndex memory block.
-
-    ``tiers[block.name]`` when given; else priority 0 ("never truncate") is ``Tier.PINNED`` and
-    priority ``p >= 1`` ("1 = highest") is ``Tier.PINNED + p`` (at most ``Tier.PINNED + 9``), so
-    a higher-priority block is always packed first, and every block before chat history older
-    than the newest exchange.
-
-    >>> from llama_index.core.memory import StaticMemoryBlock
-    >>> block_tier(StaticMemoryBlock(name="facts", static_content="x", priority=2))
-    22
-    """
-    if tiers and block.name in tiers:
-        return int(tiers[block.name])
-    if block.priority <= 0:
-        return int(Tier.PINNED)
-    return int(Tier.PINNED) + min(int(block.priority), 9)
 
 
 def _check_tiers(tiers: Mapping[str, int]) -> dict[str, int]:
@@ -458,7 +440,11 @@ class CtxBudgetMemory(BaseMemory):
 
     def reset(self) -> None:
         """Forget the session's messages, system messages and summaries (pinned facts stay)."""
-        self._clear()
+        self.clear()
+
+    def clear(self, *, pins: bool = False) -> None:
+        """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
+        self._clear(pins=pins)
 
     def _convert(self, messages: Sequence[ChatMessage]) -> tuple[list[str], list[dict[str, Any]]]:
         systems: list[str] = []
@@ -495,15 +481,14 @@ class CtxBudgetMemory(BaseMemory):
         if stored:
             self._memory.add_messages(self.session_id, stored, user_id=self.user_id, progress=False)
 
-    def _clear(self) -> None:
-        store = self._memory.store
-        namespace = self._memory.namespace
-        found = store.find(
-            namespace=namespace, kinds=["message", "summary"], session_id=self.session_id
-        )
-        ids = [r.id for r in found] + [r.id for r in self._system_records()]
-        if ids:
-            store.delete(ids, namespace=namespace, session_id=self.session_id)
+    def _clear(self, *, pins: bool = False) -> None:
+        # The system messages put into memory are stored as pins of their own: conversation.
+        systems = [r.id for r in self._system_records()]
+        if systems:
+            self._memory.store.delete(
+                systems, namespace=self._memory.namespace, session_id=self.session_id
+            )
+        self._memory.clear(self.session_id, pins=pins)
 
     # -- long-term memory --------------------------------------------------------------------
     def pin(self, text: str, *, user_wide: bool = False) -> str:

@@ -10,6 +10,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError
@@ -62,7 +63,7 @@ def with_text(node: NodeWithScore, text: str, metadata_mode: MetadataMode) -> No
 
 
 class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
-    """Keeps the most valuable nodes that fit ``token_budget`` tokens; use it in any query engine.
+    """Keeps the most valuable nodes that fit ``budget`` tokens; use it in any query engine.
 
     Nodes are ctxbudget items: higher score first (the exact knapsack when it is small enough),
     duplicates dropped (same node id, same text, or near-same embedding when nodes carry
@@ -72,12 +73,12 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     What is counted is each node's content as the response synthesizer sends it
     (``metadata_mode``, LlamaIndex's ``MetadataMode.LLM`` by default) with ``model``'s
-    tokenizer, each as a line of its own: the kept nodes' contents fit ``token_budget``.
+    tokenizer, each as a line of its own: the kept nodes fit ``budget`` as one rendered block.
     Node ids starting with ``ctxbudget:`` are refused (`InvalidItemError`): ctxbudget keeps
     them for its own items.
 
     Attributes:
-        token_budget: the most tokens the kept nodes may take.
+        budget: the most tokens the kept nodes may take (``token_budget`` is its old name).
         model: the model whose tokenizer counts.
         tier_key: the metadata key naming a node's tier (None: every node is RETRIEVED).
         metadata_mode: which content is counted.
@@ -87,10 +88,10 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     >>> from llama_index.core import VectorStoreIndex  # doctest: +SKIP
     >>> index.as_query_engine(node_postprocessors=[  # doctest: +SKIP
-    ...     CtxBudgetNodePostprocessor(token_budget=1500, model="gpt-4o")])
+    ...     CtxBudgetNodePostprocessor(budget=1500, model="gpt-4o")])
     """
 
-    token_budget: int
+    budget: int
     model: str = "gpt-4o"
     tier_key: str | None = "ctxbudget_tier"
     metadata_mode: MetadataMode = MetadataMode.LLM
@@ -102,9 +103,10 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     def __init__(self, **data: Any) -> None:
         """Validate the budget and build the assembler (``model``'s tokenizer)."""
-        budget = data.get("token_budget")
+        data = renamed(data, {"token_budget": "budget"}, "CtxBudgetNodePostprocessor")
+        budget = data.get("budget")
         if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            msg = f"token_budget must be a positive int number of tokens, got {budget!r}"
+            msg = f"budget must be a positive int number of tokens, got {budget!r}"
             raise InvalidBudgetError(msg)
         super().__init__(**data)
         self._assembler = ContextAssembler(
@@ -122,9 +124,9 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     def last_context(self) -> AssembledContext | None:
         """The assembly of the last call: what was kept, cut and why (``.explain()``).
 
-        Its ``tokens_available`` is ``token_budget``: the nodes fit it as one rendered block,
+        Its ``tokens_available`` is ``budget``: the nodes fit it as one rendered block,
         layout included (see `ctxbudget.core.documents.pack_documents`). None before the first
-        call, or when ``token_budget`` is below what the layout alone costs.
+        call, or when ``budget`` is below what the layout alone costs.
         """
         return self._last
 
@@ -150,7 +152,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
                     embedding=node.node.embedding,
                 )
             )
-        context = pack_documents(items, self._assembler, self.token_budget)
+        context = pack_documents(items, self._assembler, self.budget)
         self._last = context
         return [] if context is None else _kept(nodes, context, self.metadata_mode)
 

@@ -11,6 +11,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.candidates import ScoredHit
@@ -36,26 +37,30 @@ def _metadata(record: Record) -> dict[str, Any]:
 class CtxBudgetRetriever(BaseRetriever):
     """Retrieval from a `ContextMemory` (documents, a session's or user's messages) in a budget.
 
-    Searches the memory's Chroma store with its embedder, then packs the hits with the core
-    assembler: most similar first, duplicates dropped, the next hit cut at a sentence boundary
-    to use the room left. The node texts are exactly what was packed (metadata is kept on the
-    nodes but hidden from the LLM), so the retrieved texts fit ``token_budget`` tokens of
-    ``model``'s tokenizer, each counted as a line of its own. Nodes come back most similar
-    first, with the cosine similarity as score.
+    Searches the memory (`ContextMemory.search`: each hit scored as `ContextMemory` scores
+    candidates, relevance x recency x salience), then packs the hits with the core assembler:
+    best first, duplicates dropped, the next hit cut at a sentence boundary to use the room
+    left. The node texts are exactly what was packed (metadata is kept on the nodes but hidden
+    from the LLM), so the retrieved texts fit ``budget`` tokens of ``model``'s tokenizer,
+    rendered as one block. Nodes come back best first, with their score.
+
+    The options have the same names as the LangChain retriever's (docs/adapters.md).
 
     Args:
         memory: the `ContextMemory` to search (its namespace, store and embedder).
-        token_budget: the most tokens the returned nodes may take.
-        documents: search documents (True), none (False) or only these collections (the
-            ``namespace=`` given to `ContextMemory.add_documents`).
+        budget: the most tokens the returned nodes may take (``token_budget`` is its old name).
+        k: at most this many nodes (default: as many as fit).
+        fetch_k: hits per search, before packing.
+        documents: search documents (True) or not (False).
+        collections: only these document collections (the ``namespace=`` given to
+            `ContextMemory.add_documents`); default: all.
         session_id: also search this session's messages and summaries.
         user_id: also search this user's messages and summaries (every session).
-        k: hits per search, before packing.
         model: the model whose tokenizer counts (default: the memory's model).
         callback_manager: LlamaIndex callbacks.
         verbose: LlamaIndex's verbose flag.
 
-    >>> retriever = CtxBudgetRetriever(memory=mem, token_budget=800)  # doctest: +SKIP
+    >>> retriever = CtxBudgetRetriever(memory=mem, budget=800)  # doctest: +SKIP
     >>> nodes = retriever.retrieve("Where does Ada live?")  # doctest: +SKIP
     """
 
@@ -63,34 +68,51 @@ class CtxBudgetRetriever(BaseRetriever):
         self,
         memory: ContextMemory,
         *,
-        token_budget: int,
+        budget: int | None = None,
+        k: int | None = None,
+        fetch_k: int = 24,
         documents: bool | str | Sequence[str] = True,
+        collections: Sequence[str] | None = None,
         session_id: str | None = None,
         user_id: str | None = None,
-        k: int = 24,
         model: str | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        token_budget: int | None = None,
     ) -> None:
-        if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget <= 0:
-            msg = f"token_budget must be a positive int number of tokens, got {token_budget!r}"
+        given = {"budget": budget, "token_budget": token_budget}
+        budget = renamed(
+            {key: value for key, value in given.items() if value is not None},
+            {"token_budget": "budget"},
+            "CtxBudgetRetriever",
+        ).get("budget")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            msg = f"budget must be a positive int number of tokens, got {budget!r}"
             raise InvalidBudgetError(msg)
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            msg = f"k must be a positive int, got {k!r}"
-            raise ConfigurationError(msg)
+        for name, value in (("k", k), ("fetch_k", fetch_k)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
+                msg = f"{name} must be a positive int, got {value!r}"
+                raise ConfigurationError(msg)
+        if not isinstance(documents, bool):  # collection names given as documents=
+            collections = [documents] if isinstance(documents, str) else list(documents)
+            documents = bool(collections)
         if documents is False and session_id is None and user_id is None:
             msg = (
-                "nothing to search: pass documents=True (or collection names), "
+                "nothing to search: pass documents=True (or collections=[...]), "
                 "a session_id or a user_id"
             )
             raise ConfigurationError(msg)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self.memory = memory
-        self.token_budget = token_budget
+        self.budget = budget
         self.documents = documents
+        self.collections = None if collections is None else list(collections)
         self.session_id = session_id
         self.user_id = user_id
         self.k = k
+        self.fetch_k = fetch_k
         self._assembler = ContextAssembler(memory.counter_for(model), min_exchanges=0)
         self._last: AssembledContext | None = None
 
@@ -104,14 +126,15 @@ class CtxBudgetRetriever(BaseRetriever):
         memory = self.memory
         vector = memory.store.embedder.embed_query(query)  # one embedding for every search
         found: list[ScoredHit] = []
-        if self.documents is not False:
+        k = self.fetch_k
+        if self.documents:
             found += memory.search(
-                query, vector=vector, k=self.k, kinds=["document"], collections=self.documents
+                query, vector=vector, k=k, kinds=["document"], collections=self.collections
             )
         for scope in ({"session_id": self.session_id}, {"user_id": self.user_id}):
             if next(iter(scope.values())) is not None:
                 found += memory.search(
-                    query, vector=vector, k=self.k, kinds=["message", "summary"], **scope
+                    query, vector=vector, k=k, kinds=["message", "summary"], **scope
                 )
         return found
 
@@ -129,11 +152,11 @@ class CtxBudgetRetriever(BaseRetriever):
             )
             for s in found
         ]
-        context = pack_documents(items, self._assembler, self.token_budget)
+        context = pack_documents(items, self._assembler, self.budget)
         self._last = context
         if context is None:
             return []
-        kept = sorted(context.included, key=lambda item: (-item.score, item.id))
+        kept = sorted(context.included, key=lambda item: (-item.score, item.id))[: self.k]
         nodes: list[NodeWithScore] = []
         for item in kept:
             metadata = _metadata(records[item.id])
