@@ -21,20 +21,23 @@ def test_the_summary_is_the_llms_reply_within_the_limit(counter: TokenCounter) -
     summary = summarizer.summarize(["Ada moved to Lisbon.", "She works as a chemist."], 25)
 
     (prompt,) = llm.text_prompts()
-    assert "Ada moved to Lisbon.\nShe works as a chemist." in prompt
-    assert "at most 25 tokens" in prompt
+    # The same default prompt as LangChain's ChatModelSummarizer (ctxbudget.core.prompts).
+    assert prompt.endswith("- Ada moved to Lisbon.\n- She works as a chemist.")
+    assert "at most 18 words" in prompt
     assert summary.startswith("text text") and counter.count(summary) <= 25
     assert summarizer.summarize(["x"], 0) == "" and summarizer.summarize([" "], 10) == ""
     assert len(llm.prompts) == 1  # nothing to summarize: the LLM is not asked
 
 
-def test_a_custom_prompt_must_take_the_text_and_the_limit() -> None:
+def test_a_custom_prompt_takes_the_same_fields_as_langchains() -> None:
     llm = RecordingLLM(max_tokens=3)
-    custom = LLMSummarizer(llm, prompt="Shorten to {max_tokens} tokens:\n{text}")
+    custom = LLMSummarizer(llm, prompt="Shorten to {max_tokens} tokens:\n{texts}")
     assert custom.summarize(["one", "two"], 10) == "text text text"
-    assert llm.text_prompts() == ["Shorten to 10 tokens:\none\ntwo"]
-    with pytest.raises(ValueError, match="max_tokens"):
+    assert llm.text_prompts() == ["Shorten to 10 tokens:\n- one\n- two"]
+    with pytest.raises(ValueError, match="texts"):
         LLMSummarizer(llm, prompt="Summarize {text}")
+    with pytest.raises(ValueError, match="fields are"):
+        LLMSummarizer(llm, prompt="{texts} in {language}")
 
 
 def test_memory_summaries_written_by_the_llm_stand_in_for_cut_history(

@@ -10,21 +10,12 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
 from ctxbudget import TokenCounter
+from ctxbudget.compat import renamed
+from ctxbudget.core.prompts import DEFAULT_SUMMARY_PROMPT, check_summary_prompt, summary_fields
 from ctxbudget.core.summaries import truncate_to_tokens
-from ctxbudget.errors import ConfigurationError
 from langchain_ctxbudget._convert import resolve_counter
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "ChatModelSummarizer"]
-
-DEFAULT_SUMMARY_PROMPT = (
-    "Summarize the conversation excerpts and notes below for an assistant that will continue "
-    "the work without seeing them again. Keep facts about the user, decisions, names, numbers, "
-    "dates, commitments and open questions; drop greetings and small talk. Write plain "
-    "sentences, at most {max_words} words, and nothing else (no preamble, no headings).\n\n"
-    "{texts}"
-)
-"""The default prompt: ``{texts}`` receives the texts (one ``- `` line each, in order) and
-``{max_words}`` about three quarters of the token limit."""
 
 
 class ChatModelSummarizer:
@@ -67,20 +58,22 @@ class ChatModelSummarizer:
         model: BaseChatModel | Runnable[list[BaseMessage], Any],
         *,
         prompt: str = DEFAULT_SUMMARY_PROMPT,
-        token_counter: str | TokenCounter = "gpt-4o",
+        counter: str | TokenCounter | None = None,
+        token_counter: str | TokenCounter | None = None,
     ) -> None:
-        if "{texts}" not in prompt:
-            msg = "the summary prompt needs a {texts} field where the texts go"
-            raise ConfigurationError(msg)
+        given = {"counter": counter, "token_counter": token_counter}
+        counter = renamed(
+            {key: value for key, value in given.items() if value is not None},
+            {"token_counter": "counter"},
+            "ChatModelSummarizer",
+        ).get("counter", "gpt-4o")
         self.model = model
-        self.prompt = prompt
-        self.counter = resolve_counter(token_counter, None)
+        self.prompt = check_summary_prompt(prompt, "ChatModelSummarizer")
+        self.counter = resolve_counter(counter, None)
 
     def messages(self, texts: Sequence[str], max_tokens: int) -> list[BaseMessage]:
         """The messages sent to the model for these texts."""
-        lines = "\n".join(f"- {text.strip()}" for text in texts if text.strip())
-        content = self.prompt.format(texts=lines, max_words=max(1, 3 * max_tokens // 4))
-        return [HumanMessage(content)]
+        return [HumanMessage(self.prompt.format(**summary_fields(texts, max_tokens)))]
 
     def summarize(self, texts: Sequence[str], max_tokens: int) -> str:
         """Summarize ``texts`` in at most ``max_tokens`` tokens (empty when nothing fits)."""

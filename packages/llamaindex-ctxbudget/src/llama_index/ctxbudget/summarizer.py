@@ -8,17 +8,10 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
 from ctxbudget import TokenCounter
+from ctxbudget.core.prompts import DEFAULT_SUMMARY_PROMPT, check_summary_prompt, summary_fields
 from ctxbudget.core.summaries import truncate_to_tokens
-from ctxbudget.errors import ConfigurationError
 
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "LLMSummarizer"]
-
-DEFAULT_SUMMARY_PROMPT = PromptTemplate(
-    "Summarize the conversation below in at most {max_tokens} tokens. Keep names, numbers, "
-    "decisions, preferences and open questions; write plain sentences, no preamble.\n\n"
-    "{text}\n\nSummary:"
-)
-"""The default prompt; it gets ``{text}`` (the texts, one per line) and ``{max_tokens}``."""
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "LLMSummarizer"]  # the prompt is the core's, re-exported
 
 
 class LLMSummarizer:
@@ -32,7 +25,9 @@ class LLMSummarizer:
         llm: any LlamaIndex LLM.
         model: the model whose tokenizer enforces ``max_tokens`` (when ``counter`` is None).
         counter: the token counter instead.
-        prompt: a prompt with ``{text}`` and ``{max_tokens}`` (str or ``PromptTemplate``).
+        prompt: a prompt with ``{texts}`` and optionally ``{max_words}``/``{max_tokens}``,
+            as LangChain's `ChatModelSummarizer` takes (`ctxbudget.core.prompts`); default
+            `DEFAULT_SUMMARY_PROMPT`. A ``PromptTemplate``'s template is used.
 
     >>> from llama_index.core.llms import MockLLM
     >>> LLMSummarizer(MockLLM(max_tokens=3)).summarize(["We met in Lisbon."], 10)
@@ -47,21 +42,14 @@ class LLMSummarizer:
         counter: TokenCounter | None = None,
         prompt: str | PromptTemplate = DEFAULT_SUMMARY_PROMPT,
     ) -> None:
-        template = PromptTemplate(prompt) if isinstance(prompt, str) else prompt
-        missing = {"text", "max_tokens"} - set(template.template_vars)
-        if missing:
-            msg = (
-                "the summary prompt must use {text} and {max_tokens}; "
-                f"missing {sorted(missing)}"
-            )
-            raise ConfigurationError(msg)
+        text = prompt if isinstance(prompt, str) else prompt.get_template()
         self.llm = llm
         self.counter = counter or TokenCounter.for_model(model)
-        self.prompt = template
+        self.prompt = PromptTemplate(check_summary_prompt(text, "LLMSummarizer"))
 
     def summarize(self, texts: Sequence[str], max_tokens: int) -> str:
         """Summarize ``texts`` (in order) in at most ``max_tokens`` tokens (empty when none fit)."""
         if max_tokens <= 0 or not any(t.strip() for t in texts):
             return ""
-        reply = self.llm.predict(self.prompt, text="\n".join(texts), max_tokens=str(max_tokens))
+        reply = self.llm.predict(self.prompt, **summary_fields(texts, max_tokens))
         return truncate_to_tokens(reply.strip(), max_tokens, self.counter.count) or ""
