@@ -6,8 +6,10 @@ Where things happen:
 - `budget`: `Budget`: window, reserve, per-tier floors and caps.
 - `history`: where history is trimmed: whole exchanges, tool calls with their results.
 - `packing`: the knapsack that picks what fits; `dedupe`: near-duplicates.
-- `summaries`: what stands in for pruned items.
+- `tiers`: one packing pass, tier by tier, within floors and caps; `accounting`: its accounts.
+- `summaries`: what stands in for pruned items, and truncating or summarizing what did not fit.
 - `render`, `rows`, `readback`: the text and message formats, and reading them back.
+- `fit`: the exact count of the rendered output, and what goes when it is over.
 - `report`: `AssembledContext`: what was included, what was pruned and why.
 - `assemble`: `ContextAssembler`, which runs all of the above.
 - `ids`, `toolcalls`: the id and tool-call conventions every layer shares.

@@ -5,7 +5,8 @@ assistant message with the results of all the tool calls it made (or a single ot
 Kept history is always a suffix of whole exchanges, except that the oldest kept exchange may
 lose its middle steps (never its user message) when it does not fit whole. So kept history
 starts with a user turn, and every tool call in it is sent with all its results and every
-result with its call; `sendable` checks the same of any history as it will be sent.
+result with its call; `sendable` checks the same of any history as it will be sent, and
+`with_partners` finds what a never-pruned message cannot be sent without.
 """
 
 from __future__ import annotations
@@ -13,9 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ctxbudget.core.items import ContextItem
+from ctxbudget.core.items import ContextItem, Shrink
+from ctxbudget.errors import InvalidItemError
 
-__all__ = ["Exchange", "HistoryPacker", "Unsendable", "iter_exchanges", "sendable"]
+__all__ = [
+    "Exchange",
+    "HistoryPacker",
+    "RemainingHistory",
+    "Unsendable",
+    "conversation_order",
+    "iter_exchanges",
+    "sendable",
+    "with_partners",
+]
+
+_NEVER = Shrink.NEVER
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +124,46 @@ def iter_exchanges(history: Sequence[ContextItem], unsendable: Unsendable) -> It
             unsendable.before_first_user.extend(step)
     if system:
         yield Exchange(None, tuple(system))
+
+
+def with_partners(history: list[ContextItem]) -> list[ContextItem]:
+    """The history items sent whatever happens, with what they cannot be sent without.
+
+    A ``shrink="never"`` message comes with the results of its calls (or the call it answers
+    and that call's other results) and the user turn of its exchange.
+
+    Raises:
+        InvalidItemError: a never-pruned message that cannot be sent with its partners.
+    """
+    unsendable = Unsendable()
+    keep: set[int] = set()
+    for exchange in iter_exchanges(history, unsendable):
+        head = [] if exchange.head is None else [exchange.head]
+        for step in [tuple(head), *exchange.steps]:
+            if any(it.shrink is _NEVER for it in step):
+                keep.update(id(it) for it in (*head, *step))
+    stuck = [it for it in unsendable.items() if it.shrink is _NEVER]
+    if stuck:
+        item = stuck[0]
+        if any(it is item for it in unsendable.before_first_user):
+            why = "it comes before the first user turn, and a conversation starts with one"
+        elif item.role == "tool":
+            why = f"the call it answers ({item.tool_call_id!r}) is not in its exchange"
+        else:
+            why = "not every tool call it makes has a result in its exchange"
+        msg = (
+            f"history item {item.id!r} is never pruned (shrink='never'), but it cannot be sent: "
+            f"{why}; give it its partners or let it be pruned"
+        )
+        raise InvalidItemError(msg)
+    return [it for it in history if id(it) in keep]
+
+
+def conversation_order(history: list[ContextItem]) -> dict[int, int]:
+    """Position of each history item as sent: exchanges in order, results after their call."""
+    exchanges = list(iter_exchanges(history, Unsendable()))
+    ordered = [it for exchange in reversed(exchanges) for it in exchange.items()]
+    return {id(it): index for index, it in enumerate(ordered)}
 
 
 def sendable(history: Sequence[ContextItem]) -> tuple[list[ContextItem], Unsendable]:
@@ -262,3 +315,25 @@ class HistoryPacker:
         for exchange in self.exchanges:
             rest.extend(exchange.items())
         return rest
+
+
+class RemainingHistory(Sequence[ContextItem]):
+    """History never reached by packing, materialized only when a report asks for it."""
+
+    def __init__(self, packer: HistoryPacker) -> None:
+        self._packer = packer
+        self._items: list[ContextItem] | None = None
+
+    def _all(self) -> list[ContextItem]:
+        if self._items is None:
+            self._items = self._packer.remaining()
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, index: int) -> ContextItem:  # type: ignore[override]
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[ContextItem]:
+        return iter(self._all())

@@ -1,20 +1,32 @@
-"""`AssembledContext`: what was kept, what was cut and why, and the rendered output."""
+"""`AssembledContext`: what was kept, what was cut and why, and the rendered output.
+
+`PruneReason` says why an item was cut; `unsendable_reasons` gives the reason and detail for each
+kind of history no provider accepts, and `tier_usage` the per-tier figures of an assembly.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from ctxbudget.core.budget import Budget
+from ctxbudget.core.history import Unsendable
 from ctxbudget.core.items import ContextItem, tier_name
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.render import Format, Layout, Part
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX, image_size_unknown
 
-__all__ = ["AssembledContext", "PruneReason", "PrunedItem", "TierUsage"]
+__all__ = [
+    "AssembledContext",
+    "PruneReason",
+    "PrunedItem",
+    "TierUsage",
+    "tier_usage",
+    "unsendable_reasons",
+]
 
 
 class PruneReason(StrEnum):
@@ -57,6 +69,46 @@ class TierUsage:
     kept: int
     pruned: int
     tokens: int
+
+
+_NO_CALL = "its tool call is not sent right before it"
+_NO_RESULT = "not every tool call it makes has its result"
+_NO_USER = "before the first user turn (a conversation sent starts with one)"
+
+
+def unsendable_reasons(
+    unsendable: Unsendable,
+) -> list[tuple[list[ContextItem], PruneReason, str]]:
+    """Each kind of history no provider accepts, with the reason and detail it is reported with.
+
+    The lists are ``unsendable``'s own, so what is found later shows in the report too.
+    """
+    return [
+        (unsendable.orphan_results, PruneReason.ORPHAN_TOOL_RESULT, _NO_CALL),
+        (unsendable.unanswered_calls, PruneReason.ORPHAN_TOOL_CALL, _NO_RESULT),
+        (unsendable.before_first_user, PruneReason.NO_USER_TURN, _NO_USER),
+    ]
+
+
+def tier_usage(
+    offered: Mapping[int, int], included: Iterable[ContextItem], tokens: Mapping[int, int]
+) -> dict[int, TierUsage]:
+    """Per-tier figures: items ``offered`` and ``included`` per tier, and the ``tokens`` spent."""
+    kept: dict[int, int] = {}
+    for item in included:
+        kept[int(item.tier)] = kept.get(int(item.tier), 0) + 1
+    tiers = sorted(set(offered) | set(kept) | set(tokens))
+    return {
+        t: TierUsage(
+            tier=t,
+            name=tier_name(t),
+            offered=offered.get(t, 0),
+            kept=kept.get(t, 0),
+            pruned=max(0, offered.get(t, 0) - kept.get(t, 0)),
+            tokens=tokens.get(t, 0),
+        )
+        for t in tiers
+    }
 
 
 class AssembledContext:

@@ -1,17 +1,34 @@
-"""Shrinking content: summaries that replace what they cover, on-the-fly summaries, truncation."""
+"""Shrinking content: summaries that replace what they cover, on-the-fly summaries, truncation.
+
+- `substitutions`: offered summaries (``summary_of`` or ``cluster_id``) that stand in for what
+  they cover when some of it was left out; `is_redundant`: one whose every item was kept.
+- `shrink_rest`: what a tier left out, truncated (`truncate_to_tokens`) or summarized by a
+  `Summarizer` (`ExtractiveSummarizer` needs no model) into the room that is left.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+from ctxbudget.core.accounting import PackState
+from ctxbudget.core.history import RemainingHistory
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.report import PrunedItem, PruneReason
+
 __all__ = [
     "ExtractiveSummarizer",
     "Summarizer",
+    "is_redundant",
+    "shrink_rest",
     "split_sentences",
+    "substitutions",
     "truncate_to_tokens",
 ]
 
@@ -125,3 +142,178 @@ class ExtractiveSummarizer:
             first = truncate_to_tokens(sentences[ranked[0]], max_tokens, self._count)
             return first or ""
         return " ".join(sentences[j] for j in sorted(chosen))
+
+
+# -- in an assembly ------------------------------------------------------------------------
+_ROOM_REASONS = frozenset({PruneReason.OVER_BUDGET, PruneReason.TIER_CAP})
+
+
+def is_redundant(summary: ContextItem, included: set[str]) -> bool:
+    """Whether ``summary`` covers listed items (``summary_of``) that are all ``included``."""
+    return bool(summary.summary_of) and all(i in included for i in summary.summary_of)
+
+
+def substitutions(
+    groups: dict[int | None, list[ContextItem]], state: PackState
+) -> dict[str, ContextItem]:
+    """Summaries to use in place of clusters that did not fully fit, costliest first.
+
+    A summary covers the ids in its ``summary_of``, or, when that is empty, every item of
+    its ``cluster_id``. It replaces them when at least one of them was left out for want of
+    room; it then takes the highest tier and score of what it covers.
+
+    Returns:
+        The summary (so promoted) that stands in for each covered id.
+    """
+    summaries = [it for it in groups.get(int(Tier.SUMMARY), []) if it.summary_of or it.cluster_id]
+    if not summaries:
+        return {}
+    items = [it for members in groups.values() for it in members]
+    left_out = {p.item.id for p in state.pruned if p.reason in _ROOM_REASONS}
+    for items_lazy, reason, _ in state.lazy:
+        if reason in _ROOM_REASONS and not isinstance(items_lazy, RemainingHistory):
+            left_out.update(it.id for it in items_lazy)
+    remaining = next((s for s, _, _ in state.lazy if isinstance(s, RemainingHistory)), None)
+    if remaining is not None:
+        left_out.update(it.id for it in remaining)
+    by_id = {it.id: it for it in items}
+    required = {id(it) for it in groups.get(None, ())}
+    layout = state.layout
+    plans: list[tuple[int, str, ContextItem, list[ContextItem]]] = []
+    for summary in summaries:
+        if summary.summary_of:
+            members = [by_id[i] for i in summary.summary_of if i in by_id]
+        else:
+            members = [
+                it for it in items if it.cluster_id == summary.cluster_id and it is not summary
+            ]
+        members = [
+            m
+            for m in members
+            if not m.never_pruned and m.tier != Tier.SUMMARY and id(m) not in required
+        ]
+        if not members or not any(m.id in left_out for m in members):
+            continue
+        cost = sum(layout.cost(m, layout.section_of(m)) for m in members)
+        plans.append((cost, summary.id, summary, members))
+    replaced: dict[str, ContextItem] = {}
+    for _, _, summary, members in sorted(plans, key=lambda p: (-p[0], p[1])):
+        members = [m for m in members if m.id not in replaced]
+        if not members:
+            continue
+        promoted = dataclasses.replace(
+            summary,
+            tier=min(int(m.tier) for m in members),
+            score=max(m.score for m in members),
+        )
+        for member in members:
+            replaced[member.id] = promoted
+    return replaced
+
+
+def shrink_rest(
+    items: list[ContextItem],
+    sections: list[str],
+    rest: list[int],
+    state: PackState,
+    left: int,
+    *,
+    summarizer: Summarizer | None,
+    min_tokens: int,
+) -> int:
+    """Use what room is left for items that may be truncated or summarized.
+
+    Args:
+        items: a tier's candidates.
+        sections: the section each of them is packed in.
+        rest: the indices of those left out, best first.
+        state: the pass they are added to.
+        left: the tokens the tier may still use.
+        summarizer: summarizes the ``shrink="summarize"`` items (None: they stay out).
+        min_tokens: the shortest truncated text or summary worth keeping.
+
+    Returns:
+        The tokens the tier may still use afterwards.
+    """
+    layout = state.layout
+    summarizable: list[int] = []
+    for i in rest:
+        item, section = items[i], sections[i]
+        if item.shrink is Shrink.SUMMARIZE and summarizer is not None:
+            summarizable.append(i)
+            continue
+        if item.shrink is not Shrink.TRUNCATE:
+            continue
+        room = left - state.open_cost(section) - state.date_cost(item, section)
+        if room < min_tokens:
+            continue
+
+        def cost(text: str, item: ContextItem = item, section: str = section) -> int:
+            return layout.cost(dataclasses.replace(item, text=text, tokens=None), section)
+
+        text = truncate_to_tokens(item.text, room, cost)
+        if text is None or cost(text) < min_tokens:
+            continue
+        short = dataclasses.replace(item, text=text, tokens=None)
+        before = state.used
+        state.add(short, section, cost(text))
+        left -= state.used - before
+        state.truncated.append(item.id)
+    if summarizable and summarizer is not None:
+        left = _summarize(summarizer, items, summarizable, state, left, min_tokens)
+    return left
+
+
+def _summarize(
+    summarizer: Summarizer,
+    items: list[ContextItem],
+    indices: list[int],
+    state: PackState,
+    left: int,
+    min_tokens: int,
+) -> int:
+    layout = state.layout
+    group = [items[i] for i in indices]
+    template = dataclasses.replace(
+        group[0],
+        id=internal_id("summary", _digest(sorted(it.id for it in group))),
+        text="",
+        summary_of=tuple(it.id for it in group),
+        shrink=Shrink.DROP,
+        role=None,
+        name=None,
+        tokens=None,
+        tool_calls=(),
+        tool_call_id=None,
+        parts=None,
+        metadata={},
+    )
+    section = "summaries"
+    room = left - state.open_cost(section) - state.date_cost(template, section)
+    overhead = layout.cost(dataclasses.replace(template, text="x"), section) - 1
+    if room - overhead < min_tokens:
+        return left
+    text = summarizer.summarize([it.text for it in group], room - overhead).strip()
+    if not text:
+        return left
+    summary = dataclasses.replace(template, text=text)
+    cost = layout.cost(summary, section)
+    if cost > room:
+        shorter = truncate_to_tokens(
+            text, room, lambda t: layout.cost(dataclasses.replace(summary, text=t), section)
+        )
+        if shorter is None:
+            return left
+        summary = dataclasses.replace(summary, text=shorter)
+        cost = layout.cost(summary, section)
+    before = state.used
+    state.add(summary, section, cost)
+    for item in group:
+        detail = f"summarized into {summary.id}"
+        state.pruned.append(PrunedItem(item, PruneReason.REPLACED_BY_SUMMARY, detail))
+        state.included_ids.add(item.id)  # handled: not reported again as over budget
+    return left - (state.used - before)
+
+
+def _digest(ids: Sequence[str]) -> str:
+    return hashlib.sha1("\x1f".join(ids).encode("utf-8", "surrogatepass")).hexdigest()[:12]
