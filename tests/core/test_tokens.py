@@ -26,8 +26,7 @@ from ctxbudget.errors import (
     TokenizerUnavailableError,
     UnknownModelError,
 )
-from ctxbudget.tokens import counter as tokens
-from ctxbudget.tokens import encodings
+from ctxbudget.tokens import cache, encodings
 from ctxbudget.tokens.counter import CacheInfo, TokenCounter, ensure_offline_encodings, image_tokens
 
 ENCODINGS = ("o200k_base", "cl100k_base")
@@ -561,7 +560,7 @@ def test_count_many_only_tokenizes_new_texts(encoding: str) -> None:
 
 
 def test_cache_is_bounded_and_drops_the_oldest(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "_MAX_ENTRIES", 8)
+    monkeypatch.setattr(cache, "_MAX_ENTRIES", 8)
     counter = TokenCounter.approximate()
     counter.clear_cache()
     texts = unique(20)
@@ -576,7 +575,7 @@ def test_cache_is_bounded_and_drops_the_oldest(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_cache_is_bounded_by_characters(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "_MAX_CHARS", 1_000)
+    monkeypatch.setattr(cache, "_MAX_CHARS", 1_000)
     counter = TokenCounter.approximate()
     counter.clear_cache()
     for i in range(50):

@@ -1,7 +1,12 @@
 """Counting tokens with the model's own tokenizer.
 
-- `counter`: `TokenCounter`, the one way every layer counts (text, messages, images, tool calls).
-- `encodings`: tiktoken encodings loaded offline, other tokenizers, image token costs.
+- `counter`: `TokenCounter`, the one way every layer counts (text, messages, images, tool calls):
+  its constructors (which tokenizer), attributes, encode and decode.
+- `cache`: the count cache every counter of a tokenizer shares; ``count`` and ``count_many``.
+- `messages`: how chat messages are counted (per-message overhead, content parts, tool calls).
+- `backends`: the tokenizers (tiktoken, Hugging Face ``tokenizer.json`` loading, approximate).
+- `encodings`: tiktoken encodings loaded offline.
+- `images`: image content parts and their token cost.
 - `models`: the model registry (window, encoding, per-message overhead).
 """
 

@@ -1,19 +1,24 @@
-"""Tokenizer backends the counter runs.
+"""Tokenizer backends the counter runs, and the text they take.
 
-tiktoken, Hugging Face tokenizers, and an approximation for models with no known tokenizer.
+tiktoken, Hugging Face tokenizers (loaded here from a ``tokenizer.json`` or a ``Tokenizer``),
+and an approximation for models with no known tokenizer. `check_text`: the text they may be given.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import tiktoken
 
-from ctxbudget.errors import InvalidItemError
+from ctxbudget.errors import InvalidItemError, TokenizerUnavailableError
+from ctxbudget.extras import missing_extra
 
-__all__ = ["Approximate", "Backend", "HuggingFace", "Tiktoken"]
+__all__ = ["Approximate", "Backend", "HuggingFace", "Tiktoken", "check_text"]
 
 
 class Backend(Protocol):
@@ -30,6 +35,28 @@ class Backend(Protocol):
     def decode(self, ids: Sequence[int]) -> str:
         """The text of these token ids."""
         ...
+
+
+def check_text(text: object) -> str:
+    """``text``, if a tokenizer can take it: a str that is valid Unicode.
+
+    Raises:
+        InvalidItemError: ``text`` is not a str, or holds a lone surrogate (the message says where).
+    """
+    if not isinstance(text, str):
+        msg = f"token counting needs a str, got {type(text).__name__}: {text!r:.80}"
+        raise InvalidItemError(msg)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            msg = (
+                f"text has a lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start}: "
+                "it is not valid Unicode and cannot be sent to a model; repair the text where it "
+                "was decoded (e.g. text.encode('utf-8', 'replace').decode())"
+            )
+            raise InvalidItemError(msg) from exc
+    return text
 
 
 # tiktoken's pre-tokenizer (fancy-regex) overflows its backtracking stack on a run of about a
@@ -109,10 +136,67 @@ class Tiktoken:
 
 
 class HuggingFace:
-    """A Hugging Face ``tokenizers`` tokenizer as a `Backend` (no special tokens added)."""
+    """A Hugging Face ``tokenizers`` tokenizer as a `Backend` (no special tokens added).
 
-    def __init__(self, tokenizer: Any) -> None:
+    `from_file` and `from_tokenizer` load one to count content as written: no truncation, no
+    padding, special-token strings as text. Its ``cache_key`` is ``hf:`` and the sha256 of its
+    JSON: the same tokenizer shares one count cache, whatever its file is called.
+    """
+
+    def __init__(self, tokenizer: Any, *, cache_key: str) -> None:
         self._tok = tokenizer
+        self.cache_key = cache_key
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> HuggingFace:
+        """The tokenizer of a ``tokenizer.json`` file.
+
+        Raises:
+            TokenizerUnavailableError: the file cannot be read or is not a tokenizer.
+            MissingDependencyError: the ``tokenizers`` package is not installed.
+        """
+        file = Path(path)
+        try:
+            spec = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            msg = f"cannot read the tokenizer file {str(file)!r}: {exc}"
+            raise TokenizerUnavailableError(msg) from exc
+        return cls._load(spec, str(file))
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any, label: str) -> HuggingFace:
+        """A copy of a loaded ``tokenizers.Tokenizer`` (the caller's is not changed).
+
+        Raises:
+            InvalidItemError: ``tokenizer`` is not a ``tokenizers.Tokenizer``.
+        """
+        to_str = getattr(tokenizer, "to_str", None)
+        if not callable(to_str):
+            msg = (
+                f"from_huggingface expects a tokenizers.Tokenizer, got {type(tokenizer).__name__}"
+                " (for a transformers tokenizer pass tokenizer.backend_tokenizer)"
+            )
+            raise InvalidItemError(msg)
+        return cls._load(str(to_str()), label)
+
+    @classmethod
+    def _load(cls, spec: str, label: str) -> HuggingFace:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            error = missing_extra("tokenizers", f"counting with the tokenizer.json {label!r}", exc)
+            raise error from exc
+        try:
+            tokenizer = Tokenizer.from_str(spec)
+        except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
+            msg = f"{label!r} is not a valid Hugging Face tokenizer.json: {exc}"
+            raise TokenizerUnavailableError(msg) from exc
+        # Count content as written: no truncation, no padding, special-token strings as text.
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        tokenizer.encode_special_tokens = True
+        digest = hashlib.sha256(spec.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        return cls(tokenizer, cache_key=f"hf:{digest}")
 
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`."""
