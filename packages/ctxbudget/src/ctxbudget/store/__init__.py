@@ -1,7 +1,14 @@
 """The Chroma store: records in, records out, scoped by namespace and session, user or collection.
 
-- `chroma_store`: `ChromaStore`.
-- `records`: `Record` and the codec between records and Chroma rows.
+- `chroma_store`: `ChromaStore`, the one public class; the modules below do its work.
+- `connection`: which Chroma, the store's lock, and how every call is made (retried on a server,
+  one at a time on an embedded Chroma).
+- `layout`: the two collections per store and each record's Chroma id (`Collections`: the one
+  place that knows which collection holds what); `migration`: opening an older layout.
+- `sequences`: ``seq`` numbers per session, unique across processes; `vectors`: the embedder
+  and the dimension a collection holds.
+- `writes`, `search`, `reads`, `deletes`: adding, searching, reading and deleting records.
+- `records`: `Record` and the codec between records and Chroma rows; `validate`, `filters`.
 - `client`: importing Chroma, clients that cannot hang, classifying failed writes.
 - `retry`: `RetryPolicy`; `lock`: one writer per embedded folder.
 """
