@@ -1,10 +1,14 @@
 """Long-term memory: `ContextMemory` turns stored records into budgeted context.
 
 - `context`: `ContextMemory`, the public entry point; `config`: `MemoryConfig`.
-- `candidates`: `Candidates`, what `ContextMemory.candidates` offers for one query.
+- `writes`: how a message, pinned fact or document is checked and stored.
+- `session_state`: what one call reads of a session (recent turns, pins and tasks, summaries).
+- `candidates`: `Candidates`, what `ContextMemory.candidates` offers for one query (and
+  `ContextMemory.search`); `retrieval`: the search behind it and the share of recent history.
 - `record_items`: where a stored record becomes a `ContextItem`.
 - `scoring`, `session_index`: how candidates are scored (similarity, recency, lexical).
-- `inputs`, `chunking`, `tasks`: checking what callers write, splitting documents, task trees.
+- `inputs`, `chunking`: checking what callers write, splitting documents.
+- `tasks`, `summarize`, `forget`: the task stack, stored summaries, clearing and deleting.
 
 Needs the ``memory`` extra (Chroma and the embedder); loaded on first use.
 """

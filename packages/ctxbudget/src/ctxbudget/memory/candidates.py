@@ -1,26 +1,49 @@
 """`Candidates`: what `ContextMemory` offers for one query, scored, before anything is packed.
 
-`ContextMemory.candidates` gathers them; `ContextMemory.assemble` is candidates + the core
-assembler; the LangChain middleware, both retrievers and LlamaIndex's `CtxBudgetMemory` use the
-same gathering (`ContextMemory.candidates` and `ContextMemory.search`), so every adapter ranks
-records the way `ContextMemory` does. The gathering is bounded by the budget: the search pool is
-a few times what the budget can hold, never the whole session.
+`gather` is `ContextMemory.candidates`: it reads the session's state once (`read_session`:
+recent turns, pins and tasks, summaries), brings the session's word index up to date, and
+searches (`ctxbudget.memory.retrieval.retrieve`). `ContextMemory.assemble` is candidates + the
+core assembler (`offered`: what it hands over). `scored_search` is `ContextMemory.search`.
+The LangChain middleware, both retrievers and LlamaIndex's `CtxBudgetMemory` use the same
+gathering (`ContextMemory.candidates` and `ContextMemory.search`), so every adapter ranks
+records the way `ContextMemory` does. The gathering is bounded by the budget: the search pool
+is a few times what the budget can hold, never the whole session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from ctxbudget.core.items import ContextItem
-from ctxbudget.core.render import Layout
+from ctxbudget.core.assemble import ContextAssembler
+from ctxbudget.core.budget import Budget
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import ContextItem, Tier
+from ctxbudget.core.render import Format
+from ctxbudget.errors import InvalidItemError
+from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.inputs import documents_arg
 from ctxbudget.memory.record_items import (
     history_item,
+    pinned_items,
+    prime,
+    summary_items,
+    tool_items,
 )
-from ctxbudget.store.records import Hit, Record
+from ctxbudget.memory.retrieval import QueryVectors, SearchScope, retrieve
+from ctxbudget.memory.scoring import hit_relevance, lexical_terms, record_score
+from ctxbudget.memory.session_index import SessionIndexes, span_of
+from ctxbudget.memory.session_state import read_session
+from ctxbudget.store.filters import document_filter
+from ctxbudget.store.records import Hit
 from ctxbudget.tokens.counter import TokenCounter
 
-__all__ = ["Candidates", "ScoredHit", "SearchScope", "fit_history"]
+if TYPE_CHECKING:
+    from ctxbudget.store.chroma_store import ChromaStore
+
+__all__ = ["Candidates", "ScoredHit", "gather", "offered", "retrieved_floor", "scored_search"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,46 +81,159 @@ class ScoredHit:
     score: float
 
 
-@dataclass(slots=True)
-class SearchScope:
-    """What one `ContextMemory.assemble` call searches for."""
+def gather(
+    store: ChromaStore,
+    namespace: str,
+    config: MemoryConfig,
+    *,
+    indexes: SessionIndexes,
+    vectors: QueryVectors,
+    index_counter: str,
+    session_id: str,
+    query: str,
+    counter_for: Callable[[str | None], TokenCounter],
+    model: str | None,
+    budget: Budget | int,
+    user_id: str | None,
+    format: Format,  # noqa: A002 - the public name
+    documents: bool | str | Sequence[str],
+    other_sessions: bool | None,
+    search_recent: bool,
+) -> Candidates:
+    """`ContextMemory.candidates` (see there) with what it needs.
 
-    session_id: str
-    user: str | None
-    query: str
-    counter: TokenCounter
-    available: int
-    documents: bool | str | Sequence[str]
-    other_sessions: bool
+    ``counter_for`` is `ContextMemory.counter_for` (``model``'s counter counts; the query is
+    checked first); ``index_counter`` names the counter whose stored counts size the index.
+    """
+    if not isinstance(query, str) or not query.strip():
+        msg = "query must be a non-empty string: the user's current message"
+        raise InvalidItemError(msg)
+    counter = counter_for(model)
+    try:
+        counter.count(query)  # a lone surrogate is refused here, before it is embedded
+    except InvalidItemError as exc:
+        msg = f"query: {exc}"
+        raise InvalidItemError(msg) from exc
+    documents = documents_arg(documents)
+    budget = Budget.coerce(budget)
+    layout = ContextAssembler(counter, min_exchanges=config.min_exchanges).layout(format)
+    state = read_session(
+        store,
+        namespace,
+        session_id,
+        query=query,
+        user_id=user_id,
+        recent_messages=config.recent_messages,
+    )
+    index = indexes.current(
+        store,
+        namespace,
+        session_id,
+        state.last_seq,
+        episode_gap=config.episode_gap,
+        counter_name=index_counter,
+    )
+    prime(counter, state.recent)
+    search = SearchScope(
+        session_id=session_id,
+        user=state.user_id,
+        query=query,
+        counter=counter,
+        available=budget.available,
+        documents=documents,
+        other_sessions=config.other_sessions if other_sessions is None else other_sessions,
+    )
+    history, retrieved = retrieve(
+        store,
+        namespace,
+        config,
+        vectors,
+        search,
+        state.recent,
+        index,
+        state.skip,
+        layout,
+        search_recent,
+    )
+    return Candidates(
+        pinned=tuple(pinned_items(state.pins, session_id)),
+        history=tuple(history_item(r) for r in history),
+        summaries=tuple(summary_items(state.summaries)),
+        retrieved=tuple(retrieved),
+        user_id=state.user_id,
+    )
 
 
-def fit_history(
-    recent: list[Record], tokens: float, layout: Layout, min_exchanges: int
-) -> list[Record]:
-    """The newest messages whose rendered history fits ``tokens``, and the newest exchanges."""
-    if not recent:
+def offered(
+    found: Candidates,
+    query: str,
+    *,
+    system: str | None,
+    tools: Sequence[Mapping[str, Any] | str],
+    extras: Sequence[ContextItem],
+) -> list[ContextItem]:
+    """What `ContextMemory.assemble` hands the core, in order; the query comes last."""
+    items: list[ContextItem] = []
+    if system:
+        items.append(ContextItem(internal_id("system"), system, tier=Tier.SYSTEM, source="system"))
+    items.extend(found.pinned)
+    items.extend(tool_items(tools))
+    items.extend(found.history)
+    items.extend(found.summaries)
+    items.extend(found.retrieved)
+    items.extend(extras)
+    items.append(
+        ContextItem(internal_id("query"), query, tier=Tier.QUERY, role="user", source="query")
+    )
+    return items
+
+
+def retrieved_floor(budget: Budget | int, floor: float) -> Budget:
+    """A plain token count keeps ``floor`` for retrieved items; a `Budget` is used as given.
+
+    ``floor`` is `MemoryConfig.retrieved_floor`.
+    """
+    plain = not isinstance(budget, Budget)
+    budget = Budget.coerce(budget)
+    if plain and floor > 0:
+        budget = Budget(window=budget.window, floors={int(Tier.RETRIEVED): min(1.0, floor)})
+    return budget
+
+
+def scored_search(
+    store: ChromaStore,
+    namespace: str,
+    config: MemoryConfig,
+    query: str,
+    *,
+    k: int,
+    kinds: Sequence[str] | None,
+    session_id: str | None,
+    user_id: str | None,
+    collections: bool | str | Sequence[str] | None,
+    vector: Sequence[float] | None,
+) -> list[ScoredHit]:
+    """`ContextMemory.search` (see there): one store search, hits scored, best first."""
+    if not isinstance(query, str) or not query.strip():
         return []
-    used = float(layout.open_cost("history"))
-    newer_date: str | None = None
-    start = len(recent)
-    for position in range(len(recent) - 1, -1, -1):
-        item = history_item(recent[position])
-        cost = layout.cost(item, "history")
-        date = layout.date_of(item, "history")
-        if date and date != newer_date:
-            cost += layout.counter.count(layout.date_line(date))
-        if used + cost > tokens:
-            break
-        used += cost
-        newer_date = date or newer_date
-        start = position
-    if min_exchanges:
-        heads = 0
-        for position in range(len(recent) - 1, -1, -1):
-            if position < start:
-                start = position
-            if recent[position].role == "user":
-                heads += 1
-                if heads >= min_exchanges:
-                    break
-    return recent[start:]
+    where = None if collections is None else document_filter(collections)
+    hits = store.search(
+        query if vector is None else vector,
+        namespace=namespace,
+        k=k,
+        kinds=None if kinds is None else list(kinds),
+        session_id=session_id,
+        user_id=user_id,
+        where=where,
+    )
+    words = set(lexical_terms(query))
+    span = span_of(h.similarity for h in hits)
+    now = time.time()
+    scoring = config.scoring
+    scored = []
+    for hit in hits:
+        relevance = hit_relevance(scoring, hit.record, hit.similarity, 1.0, words, span)
+        score = record_score(scoring, hit.record, relevance, now, session_id)
+        scored.append(ScoredHit(hit, score))
+    scored.sort(key=lambda s: (-s.score, s.hit.record.id))
+    return scored

@@ -1,7 +1,7 @@
-"""Stored records as context items: history turns, retrieved memories, tools and tasks.
+"""Stored records as context items: history turns, retrieved memories, pins, summaries, tools.
 
-Private helpers of `ctxbudget.memory.context`; what a record's metadata keeps (``_tool_calls``,
-``_name``, task fields) becomes the `ContextItem` fields the core renders and counts.
+What a record's metadata keeps (``_tool_calls``, ``_name``, task fields) becomes the `ContextItem`
+fields the core renders and counts; `ctxbudget.memory.candidates` offers the items.
 """
 
 from __future__ import annotations
@@ -16,17 +16,18 @@ from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.toolcalls import normalize_tool_calls
 from ctxbudget.errors import InvalidItemError
-from ctxbudget.memory.tasks import TaskNode
+from ctxbudget.memory.tasks import TaskNode, task_items, task_node
 from ctxbudget.store.records import Record, scope_of, scoped_item_id
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = [
     "history_item",
     "item_id",
+    "pinned_items",
     "prime",
     "retrieved_item",
     "stored_calls",
-    "task_node",
+    "summary_items",
     "tool_items",
     "with_tokens",
 ]
@@ -147,13 +148,49 @@ def tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
     return items
 
 
-def task_node(record: Record) -> TaskNode:
-    result = record.metadata.get("_result")
-    parent = record.metadata.get("_parent")
-    return TaskNode(
-        id=record.id,
-        goal=record.text,
-        parent=str(parent) if parent else None,
-        order=int(record.metadata.get("_order", 0)),
-        result=str(result) if record.metadata.get("_task") == "done" else None,
-    )
+def pinned_items(records: Sequence[Record], session_id: str) -> list[ContextItem]:
+    """Pinned facts (session and user-wide, oldest first), then the task stack's items.
+
+    A record is taken once per item id (see `item_id`); a task record (``metadata["_task"]``)
+    joins the task stack (see `ctxbudget.memory.tasks.task_items`).
+    """
+    seen: set[str] = set()
+    facts: list[ContextItem] = []
+    tasks: list[TaskNode] = []
+    for record in sorted(records, key=lambda r: (r.timestamp or 0.0, r.id)):
+        key = item_id(record, session_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        state = record.metadata.get("_task")
+        if state is not None:
+            tasks.append(task_node(record))
+            continue
+        # Never pruned: user content (however large or hostile) must not displace a pin.
+        facts.append(
+            ContextItem(
+                key,
+                record.text,
+                tier=Tier.PINNED,
+                score=1.0,
+                source="pinned",
+                shrink=Shrink.NEVER,
+            )
+        )
+    return facts + task_items(tasks)
+
+
+def summary_items(records: Sequence[Record]) -> list[ContextItem]:
+    """A session's stored summaries, in the order of the stretches they cover."""
+    return [
+        ContextItem(
+            r.id,
+            r.text,
+            tier=Tier.SUMMARY,
+            score=1.0,
+            summary_of=r.summary_of,
+            timestamp=r.timestamp,
+            source="summary",
+        )
+        for r in sorted(records, key=lambda r: (int(r.metadata.get("_first_seq", 0)), r.id))
+    ]

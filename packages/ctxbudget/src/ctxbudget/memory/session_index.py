@@ -1,22 +1,31 @@
 """A session's messages indexed for retrieval: BM25 words, episodes, authors and token sizes.
 
-Private helper of `ctxbudget.memory.context`: `SessionIndex` is built on first use of a session and
-extended as messages arrive; `SessionIndex.relevance` mixes dense and lexical matches of every
-query (see `ctxbudget.memory.scoring`).
+`SessionIndex` is built on first use of a session and extended as messages arrive; `SessionIndexes`
+keeps those of the sessions a `ContextMemory` used last. `SessionIndex.relevance` mixes dense and
+lexical matches of every query (see `ctxbudget.memory.scoring`); `ctxbudget.memory.retrieval`
+uses it.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ctxbudget.memory.scoring import Floats, LexicalIndex, Scoring, lexical_terms
 from ctxbudget.store.records import Hit, Record
 
-__all__ = ["Query", "SessionIndex", "span_of", "without_names"]
+if TYPE_CHECKING:
+    from ctxbudget.store.chroma_store import ChromaStore
+
+__all__ = ["Query", "SessionIndex", "SessionIndexes", "span_of", "without_names"]
+
+_INDEXED_SESSIONS = 32  # lexical indexes kept per ContextMemory (least recently used go)
 
 
 @dataclass(slots=True)
@@ -122,6 +131,57 @@ class SessionIndex:
         context = context * scoring.author_prior(self.authors, named)
         best = float(context.max()) if size else 0.0
         return (context / best if best > 0 else context), span
+
+
+class SessionIndexes:
+    """The indexes of the sessions used last (32; the least recently used go), thread-safe."""
+
+    def __init__(self) -> None:
+        self._indexes: OrderedDict[str, SessionIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def current(
+        self,
+        store: ChromaStore,
+        namespace: str,
+        session_id: str,
+        last_seq: int | None,
+        *,
+        episode_gap: float,
+        counter_name: str,
+    ) -> SessionIndex | None:
+        """The session's index, brought up to its newest message, ``last_seq`` (None: none)."""
+        if last_seq is None:
+            return None
+        with self._lock:
+            index = self._indexes.get(session_id)
+            if index is not None and index.gap != episode_gap:
+                index = None  # the configuration changed: episodes are cut anew
+            if index is not None and last_seq <= index.last_seq:
+                self._indexes.move_to_end(session_id)
+                return index
+            if index is None or last_seq - index.last_seq > 1_000:
+                index = SessionIndex(episode_gap, counter_name)
+                found = store.session_messages(namespace=namespace, session_id=session_id)
+            else:
+                seqs = list(range(index.last_seq + 1, last_seq + 1))
+                found = store.find(
+                    namespace=namespace, kinds=["message"], session_id=session_id, seqs=seqs
+                )
+            index.extend(found)
+            self._indexes[session_id] = index
+            self._indexes.move_to_end(session_id)
+            while len(self._indexes) > _INDEXED_SESSIONS:
+                self._indexes.popitem(last=False)
+            return index
+
+    def forget(self, session_id: str | None = None) -> None:
+        """Drop the index of ``session_id`` (None: of every session)."""
+        with self._lock:
+            if session_id is None:
+                self._indexes.clear()
+            else:
+                self._indexes.pop(session_id, None)
 
 
 _WORDS = re.compile(r"\w+", re.UNICODE)
