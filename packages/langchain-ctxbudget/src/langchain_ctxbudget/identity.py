@@ -1,7 +1,8 @@
 """Who a model call belongs to: the run's session and user, and keys for its messages.
 
-LangChain messages often have no ids; the middleware keys them by session, thread, position
-and content, so a turn is stored once however many calls see it.
+The session and user come from the middleware's arguments, the runtime context or the run's
+config (`run_identity`). LangChain messages often have no ids; the middleware keys them by
+session, thread, position and content, so a turn is stored once however many calls see it.
 """
 
 from __future__ import annotations
@@ -13,11 +14,52 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage
 
 from ctxbudget.core.ids import check_caller_id
+from ctxbudget.errors import StoreInputError
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
-__all__ = ["context_field", "message_keys", "run_config", "run_thread", "text_value"]
+__all__ = [
+    "context_field",
+    "message_keys",
+    "run_config",
+    "run_identity",
+    "run_thread",
+    "text_value",
+]
+
+
+def run_identity(
+    runtime: Runtime[Any] | None, *, session_id: str | None, user_id: str | None
+) -> tuple[str, str | None]:
+    """The memory ``(session, user)`` of a run.
+
+    The session: ``session_id`` when given, else ``session_id`` of the runtime context, else
+    ``session_id`` or ``thread_id`` of the run's config, else the thread of the runtime. The
+    user: ``user_id`` when given, else ``user_id`` of the runtime context or of the config.
+
+    Raises:
+        StoreInputError: no session id anywhere.
+    """
+    context = getattr(runtime, "context", None)
+    configurable = run_config()
+    session = (
+        session_id
+        or context_field(context, "session_id")
+        or text_value(configurable.get("session_id"))
+        or text_value(configurable.get("thread_id"))
+    )
+    if session is None:
+        info = getattr(runtime, "execution_info", None)
+        session = text_value(getattr(info, "thread_id", None))
+    if session is None:
+        msg = (
+            "CtxBudgetMiddleware(memory=...) needs a session id: pass session_id=, put "
+            "session_id in the runtime context, or run the agent with a thread_id"
+        )
+        raise StoreInputError(msg)
+    user = user_id or context_field(context, "user_id") or text_value(configurable.get("user_id"))
+    return session, user
 
 
 def message_keys(

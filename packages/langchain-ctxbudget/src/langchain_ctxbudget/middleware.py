@@ -6,15 +6,10 @@ Needs the ``agents`` extra (``pip install 'langchain-ctxbudget[agents]'``), whic
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables.config import run_in_executor
 
 from ctxbudget import (
@@ -23,26 +18,20 @@ from ctxbudget import (
     BudgetExceededError,
     ContextAssembler,
     ContextItem,
-    InvalidBudgetError,
-    StoreInputError,
     Summarizer,
     Tier,
     TokenCounter,
-    UnknownModelError,
-    lookup_model,
 )
 from ctxbudget.compat import renamed
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.split import split_prefix
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
-from langchain_ctxbudget._convert import (
-    counter_for,
-    item_of,
-    record_payload,
-    resolve_counter,
-    tool_tokens,
-)
+from langchain_ctxbudget._convert import counter_for, item_of, resolve_counter
+from langchain_ctxbudget.budget import call_budget, memory_floors, model_name, window_budget
+from langchain_ctxbudget.identity import message_keys, run_identity, run_thread
+from langchain_ctxbudget.recall import Recalled, lost_copies, recall
+from langchain_ctxbudget.storing import StoredKeys, store_messages
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -59,19 +48,7 @@ if TYPE_CHECKING:
 
     from ctxbudget.memory.context import ContextMemory
 
-from langchain_ctxbudget.identity import (
-    context_field,
-    message_keys,
-    run_config,
-    run_thread,
-    text_value,
-)
-
 __all__ = ["CtxBudgetMiddleware"]
-
-logger = logging.getLogger(__name__)
-
-_SESSIONS_REMEMBERED = 1024
 
 
 class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -188,11 +165,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._counter = (
             resolve_counter(counter, model) if counter is not None or model is not None else None
         )
-        floors: dict[int, float] = {}
-        if memory is not None and memory.config.retrieved_floor > 0:
-            # As ContextMemory does for plain budgets: a share for memories even against history.
-            floors[int(Tier.RETRIEVED)] = min(1.0, memory.config.retrieved_floor)
-        self._floors = floors
+        self._floors = memory_floors(memory)
         self._budget: Budget | None = budget if isinstance(budget, Budget) else None
         self._max_tokens = window
         self._reserve = reserve
@@ -201,9 +174,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self._budget = self._make_budget(model)
         self.min_exchanges = min_exchanges
         self._assemblers: dict[int, ContextAssembler] = {}
-        self._stored: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
-        self._recalled: OrderedDict[tuple[str, str, str], list[ContextItem]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._stored = StoredKeys()
+        self._recalled = Recalled()
         for fact in self.pinned:
             if not isinstance(fact, str) or not fact.strip():
                 msg = f"each pinned fact must be non-empty text, got {fact!r}"
@@ -284,17 +256,24 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         copies: dict[str, ContextItem] = {}
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
-            self._store(messages, keys, ids)
-            extras, copies = self._recall(messages, keys, ids, set(originals), budget)
+            store_messages(self.memory, self._stored, messages, keys, ids)
+            extras, copies = recall(
+                self.memory,
+                self._recalled,
+                messages,
+                keys,
+                ids,
+                set(originals),
+                budget,
+                self.documents,
+            )
             items.extend(extras)
 
         ctx = self._assemble(counter, items, budget, bool(request.tools))
         if copies:
             # Older turns of this conversation come back as memories only when the history
-            # lost them: a second pass offers the copies of the messages the first one cut
-            # (history can only shrink when more is offered, so no copy repeats a kept turn).
-            included = {it.id for it in ctx.included}
-            lost = [c for key, c in copies.items() if key not in included]
+            # lost them: a second pass offers the copies of the messages the first one cut.
+            lost = lost_copies(ctx, copies)
             if lost:
                 ctx = self._assemble(counter, [*items, *lost], budget, bool(request.tools))
         # Prefix and memories in one system message (see `ctxbudget.core.split`).
@@ -325,223 +304,30 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return assembler
 
     def _make_budget(self, model: str | None) -> Budget:
-        if self._max_tokens is None:
-            if model is None:  # pragma: no cover - guarded by the callers
-                msg = "no model to take the window from"
-                raise UnknownModelError(msg)
-            return Budget.for_model(
-                model, reserve=self._reserve, safety=self._safety, floors=self._floors
-            )
-        return Budget(
+        return window_budget(
+            model,
             window=self._max_tokens,
-            reserve=self._reserve or 0,
+            reserve=self._reserve,
             safety=self._safety,
             floors=self._floors,
         )
 
     def _call_budget(self, counter: TokenCounter, model: object, tools: Sequence[object]) -> Budget:
         budget = self._budget or self._make_budget(self._model_name(model))
-        schemas = tool_tokens(counter, tools) if tools else 0
-        if not schemas:
-            return budget
-        try:
-            return dataclasses.replace(budget, reserve=budget.reserve + schemas)
-        except InvalidBudgetError as exc:
-            msg = (
-                f"the {len(tools)} tool schemas need {schemas:,} tokens but only "
-                f"{budget.available:,} are available (window {budget.window:,} - reserve "
-                f"{budget.reserve:,} - safety {budget.safety:,}); use fewer or shorter tools "
-                "or a larger window"
-            )
-            raise BudgetExceededError(msg, required=schemas, available=budget.available) from exc
+        return call_budget(budget, counter, tools)
 
     def _counter_of(self, model: object) -> TokenCounter:
         return counter_for(self._model_name(model))
 
     def _model_name(self, model: object) -> str:
-        if self.model is not None:
-            return self.model
-        for attribute in ("model_name", "model", "model_id"):
-            name = getattr(model, attribute, None)
-            if isinstance(name, str) and name:
-                try:
-                    return lookup_model(name).name
-                except UnknownModelError:
-                    continue
-        msg = (
-            f"CtxBudgetMiddleware cannot tell which model {type(model).__name__} is; pass "
-            "model='<name>' (a model ctxbudget knows, e.g. 'gpt-4o') or token_counter= and "
-            "max_tokens="
-        )
-        raise UnknownModelError(msg)
+        return self.model if self.model is not None else model_name(model)
 
     # -- memory -----------------------------------------------------------------------------
     def _identity(self, runtime: Runtime[Any] | None) -> tuple[str, str | None] | None:
         """The memory (session, user) of this run, or None without memory."""
         if self.memory is None:
             return None
-        context = getattr(runtime, "context", None)
-        configurable = run_config()
-        session = (
-            self.session_id
-            or context_field(context, "session_id")
-            or text_value(configurable.get("session_id"))
-            or text_value(configurable.get("thread_id"))
-        )
-        if session is None:
-            info = getattr(runtime, "execution_info", None)
-            session = text_value(getattr(info, "thread_id", None))
-        if session is None:
-            msg = (
-                "CtxBudgetMiddleware(memory=...) needs a session id: pass session_id=, put "
-                "session_id in the runtime context, or run the agent with a thread_id"
-            )
-            raise StoreInputError(msg)
-        user = (
-            self.user_id
-            or context_field(context, "user_id")
-            or text_value(configurable.get("user_id"))
-        )
-        return session, user
-
-    def _store(
-        self, messages: Sequence[BaseMessage], keys: Sequence[str], ids: tuple[str, str | None]
-    ) -> None:
-        """Store the state's messages that the memory does not hold yet (once each)."""
-        memory = self.memory
-        if memory is None:
-            return
-        session, user = ids
-        key = (memory.namespace, session)
-        with self._lock:
-            known = self._stored.setdefault(key, set())
-            self._stored.move_to_end(key)
-            while len(self._stored) > _SESSIONS_REMEMBERED:
-                self._stored.popitem(last=False)
-            fresh = [(m, k) for m, k in zip(messages, keys, strict=True) if k not in known]
-        if not fresh:
-            return
-        stored = {
-            r.id: r
-            for r in memory.store.get(
-                [k for _, k in fresh], namespace=memory.namespace, session_id=session
-            )
-        }
-        now = time.time()
-        payloads: list[dict[str, Any]] = []
-        for message, k in fresh:
-            payload = record_payload(message, id=k, timestamp=now)
-            if payload is None:
-                continue
-            record = stored.get(k)
-            if record is None:
-                payloads.append(payload)
-            elif (record.role, record.text) != (payload["role"], payload["text"]):
-                # The id names another message of the session (a caller reusing ids across
-                # threads, or a message edited in the state): the memory keeps the first.
-                logger.warning(
-                    "ctxbudget memory keeps the first message stored as %r in %r; the %s "
-                    "message now under that id is not stored (give messages unique ids)",
-                    k,
-                    session,
-                    message.type,
-                )
-        if payloads:
-            self._add(session, user, payloads)
-        with self._lock:
-            self._stored.setdefault(key, set()).update(k for _, k in fresh)
-
-    def _add(self, session: str, user: str | None, payloads: list[dict[str, Any]]) -> None:
-        """Store payloads in one batch; if the batch is refused, each one that can be."""
-        memory = self.memory
-        if memory is None:  # pragma: no cover - guarded by the callers
-            return
-        try:
-            memory.add_messages(session, payloads, user_id=user, progress=False)
-            return
-        except StoreInputError as exc:
-            logger.warning(
-                "ctxbudget memory refused a batch of %r (%s); storing one by one", session, exc
-            )
-        for payload in payloads:
-            try:
-                memory.add_messages(session, [payload], user_id=user, progress=False)
-            except StoreInputError as exc:
-                logger.warning(
-                    "ctxbudget memory did not store %r of %r: %s", payload["id"], session, exc
-                )
-
-    def _recall(
-        self,
-        messages: Sequence[BaseMessage],
-        keys: Sequence[str],
-        ids: tuple[str, str | None],
-        in_state: set[str],
-        budget: Budget,
-    ) -> tuple[list[ContextItem], dict[str, ContextItem]]:
-        """What the memory adds: ``(extras, copies)``.
-
-        Extras: pinned facts, tasks, summaries, documents, the user's other sessions and stored
-        turns the state does not hold: `ContextMemory.candidates` for this call's budget (the
-        same gathering and scoring as `ContextMemory.assemble`).
-        Copies: older turns of the state that match the question, by the key of the turn (their
-        own ids are ``ctxbudget:memory:<key>``).
-        """
-        memory = self.memory
-        position = next(
-            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
-            None,
-        )
-        if memory is None or position is None or not messages[position].text.strip():
-            return [], {}
-        session, user = ids
-        query = messages[position].text
-        # The candidates of one question are gathered once: the calls that follow tool results
-        # in the same turn reuse them (what the tools returned is in the state).
-        cache_key = (memory.namespace, session, f"{position}:{keys[position]}")
-        with self._lock:
-            cached = self._recalled.get(cache_key)
-        if cached is None:
-            # The candidates ContextMemory would offer, bounded by this call's budget; the newest
-            # stored turns are searched too (here the state is the history).
-            found = memory.candidates(
-                session,
-                query,
-                budget=budget,
-                user_id=user,
-                documents=self.documents,
-                search_recent=True,
-            )
-            cached = found.items
-            with self._lock:
-                self._recalled[cache_key] = cached
-                while len(self._recalled) > _SESSIONS_REMEMBERED:
-                    self._recalled.popitem(last=False)
-        extras: list[ContextItem] = []
-        copies: dict[str, ContextItem] = {}
-        seen: set[str] = set()
-        for item in cached:
-            if item.tier in (Tier.SYSTEM, Tier.QUERY):
-                continue  # the state has the prompt and the question
-            if item.id in in_state:
-                if item.tier != Tier.RECENT and item.id not in copies:
-                    copies[item.id] = dataclasses.replace(
-                        item, id=internal_id("memory", item.id), tool_calls=(), tool_call_id=None
-                    )
-                continue
-            if item.tier == Tier.RECENT:
-                # Stored turns the state does not hold (an earlier thread of the session).
-                item = dataclasses.replace(
-                    item,
-                    id=internal_id("memory", item.id),
-                    tier=Tier.RETRIEVED,
-                    tool_calls=(),
-                    tool_call_id=None,
-                )
-            if item.id not in seen:  # a turn can be both recent history and a match
-                seen.add(item.id)
-                extras.append(item)
-        return extras, copies
+        return run_identity(runtime, session_id=self.session_id, user_id=self.user_id)
 
     def _finish(
         self,
@@ -551,6 +337,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> None:
         if self.memory is None or ids is None:
             return
-        self._store(messages, message_keys(messages, ids[0], thread), ids)
+        store_messages(
+            self.memory, self._stored, messages, message_keys(messages, ids[0], thread), ids
+        )
         if self.summarizer is not None:
             self.memory.summarize(ids[0], self.summarizer)

@@ -1,15 +1,22 @@
-"""Memory blocks in a ctxbudget budget: which tier each LlamaIndex memory block's content takes."""
+"""Memory blocks in a ctxbudget budget: which tier each LlamaIndex memory block's content takes.
+
+`CtxBudgetMemory` reads its blocks on every ``get`` (`read_blocks`) and offers what they return
+as items at the block's tier (`block_tier`, or the tiers given by name, `check_block_tiers`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from ctxbudget import Tier
+from ctxbudget import ContextItem, Shrink, Tier
+from ctxbudget.errors import InvalidItemError
+from llama_index.ctxbudget._messages import role_of, text_of, text_of_blocks
 
-__all__ = ["block_tier"]
+__all__ = ["block_items", "block_tier", "check_block_tiers", "read_blocks"]
 
 
 def block_tier(block: BaseMemoryBlock[Any], tiers: Mapping[str, int] | None = None) -> int:
@@ -29,3 +36,88 @@ def block_tier(block: BaseMemoryBlock[Any], tiers: Mapping[str, int] | None = No
     if block.priority <= 0:
         return int(Tier.PINNED)
     return int(Tier.PINNED) + min(int(block.priority), 9)
+
+
+def check_block_tiers(tiers: Mapping[str, int]) -> dict[str, int]:
+    """Tiers by block name, checked: ints, none of SYSTEM, QUERY or RECENT.
+
+    Raises:
+        InvalidItemError: a tier that is not an int, or one a memory block cannot take.
+    """
+    checked: dict[str, int] = {}
+    for name, tier in tiers.items():
+        if isinstance(tier, bool) or not isinstance(tier, int):
+            msg = f"block_tiers[{name!r}] must be a Tier or an int, got {tier!r}"
+            raise InvalidItemError(msg)
+        if tier <= Tier.QUERY or tier == Tier.RECENT:
+            msg = (
+                f"block_tiers[{name!r}] = {tier}: a memory block cannot take the SYSTEM, QUERY or "
+                "RECENT tier (those hold the system prompt, the query and the chat history); "
+                "use Tier.PINNED (20) or a larger number"
+            )
+            raise InvalidItemError(msg)
+        checked[name] = int(tier)
+    return checked
+
+
+async def read_blocks(
+    blocks: Sequence[BaseMemoryBlock[Any]],
+    messages: list[ChatMessage],
+    *,
+    session_id: str,
+    tiers: Mapping[str, int],
+    block_kwargs: Mapping[str, Any],
+) -> list[ContextItem]:
+    """What each block returns for ``messages`` (``aget``), as items (`block_items`)."""
+    items: list[ContextItem] = []
+    for block in blocks:
+        content = await block.aget(messages, session_id=session_id, **block_kwargs)
+        items.extend(block_items(block, content, tiers))
+    return items
+
+
+def block_items(
+    block: BaseMemoryBlock[Any], content: object, tiers: Mapping[str, int]
+) -> list[ContextItem]:
+    """A block's content as items at its tier (priority 0 without a given tier: never cut).
+
+    A str is one item, a list of chat messages one item per message (with its role), a list of
+    content blocks one item of their text.
+
+    Raises:
+        InvalidItemError: content of another type.
+    """
+    if not content:
+        return []
+    if isinstance(content, str):
+        parts: list[tuple[str | None, str]] = [(None, content)]
+    elif isinstance(content, list) and all(isinstance(c, ChatMessage) for c in content):
+        parts = [(role_of(m), text_of(m)) for m in content]
+    elif isinstance(content, list):
+        parts = [(None, text_of_blocks(content))]
+    else:
+        msg = (
+            f"memory block {block.name!r} returned a {type(content).__name__}; blocks must "
+            "return a str, a list of content blocks or a list of chat messages"
+        )
+        raise InvalidItemError(msg)
+    never = block.priority <= 0 and block.name not in tiers
+    tier = block_tier(block, tiers)
+    items: list[ContextItem] = []
+    for index, (role, text) in enumerate(parts):
+        if not text.strip():
+            continue
+        items.append(
+            ContextItem(
+                # Not in ctxbudget's id space: ContextMemory.assemble takes ``extra`` as
+                # caller items and refuses internal ids. LlamaIndex messages have no ids
+                # (their records get generated ones), so none can take this one.
+                f"block:{block.name}" if len(parts) == 1 else f"block:{block.name}:{index}",
+                text,
+                tier=tier,
+                role=role,
+                shrink=Shrink.NEVER if never else Shrink.TRUNCATE,
+                source=f"block:{block.name}",
+            )
+        )
+    return items

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
@@ -22,46 +21,27 @@ from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import BaseMemory
 
-from ctxbudget import AssembledContext, Budget, ContextItem, Shrink, Tier, TokenCounter
+from ctxbudget import AssembledContext, Budget, ContextItem, TokenCounter
 from ctxbudget.core.summaries import Summarizer
-from ctxbudget.errors import ConfigurationError, InvalidBudgetError, InvalidItemError
+from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.store.chroma_store import Record
-from llama_index.ctxbudget._messages import (
-    from_provider,
-    from_record,
-    role_of,
-    text_of,
-    text_of_blocks,
-    to_stored,
-)
-from llama_index.ctxbudget.blocks import block_tier
+from llama_index.ctxbudget._messages import from_provider, from_record, text_of
+from llama_index.ctxbudget.blocks import check_block_tiers, read_blocks
+from llama_index.ctxbudget.budget import call_budget
 from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
+from llama_index.ctxbudget.storing import SYSTEM_KEY as SYSTEM_KEY  # re-exported: its old home
+from llama_index.ctxbudget.storing import (
+    clear_session,
+    split_messages,
+    store_messages,
+    system_items,
+    system_records,
+)
 
 __all__ = ["CtxBudgetMemory"]
 
 _T = TypeVar("_T")
-
-SYSTEM_KEY = "li_system"
-"""Metadata key of the pinned records that hold system messages (value: their order)."""
-
-
-def _check_tiers(tiers: Mapping[str, int]) -> dict[str, int]:
-    checked: dict[str, int] = {}
-    for name, tier in tiers.items():
-        if isinstance(tier, bool) or not isinstance(tier, int):
-            msg = f"block_tiers[{name!r}] must be a Tier or an int, got {tier!r}"
-            raise InvalidItemError(msg)
-        if tier <= Tier.QUERY or tier == Tier.RECENT:
-            msg = (
-                f"block_tiers[{name!r}] = {tier}: a memory block cannot take the SYSTEM, QUERY or "
-                "RECENT tier (those hold the system prompt, the query and the chat history); "
-                "use Tier.PINNED (20) or a larger number"
-            )
-            raise InvalidItemError(msg)
-        checked[name] = int(tier)
-    return checked
 
 
 def _input_text(value: str | ChatMessage | None) -> str | None:
@@ -131,7 +111,7 @@ class CtxBudgetMemory(BaseMemory):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             msg = f"token_limit must be a positive int number of tokens, got {limit!r}"
             raise InvalidBudgetError(msg)
-        data["block_tiers"] = _check_tiers(data.get("block_tiers") or {})
+        data["block_tiers"] = check_block_tiers(data.get("block_tiers") or {})
         super().__init__(**data)
         self._memory = memory
         self._owns_memory = owns_memory
@@ -285,32 +265,10 @@ class CtxBudgetMemory(BaseMemory):
         extra = await self._ablock_items(input, kwargs) if self.memory_blocks else []
         return await asyncio.to_thread(self._get, input, initial, extra)
 
-    def _budget(self, initial_token_count: object) -> int:
-        if (
-            isinstance(initial_token_count, bool)
-            or not isinstance(initial_token_count, int)
-            or initial_token_count < 0
-        ):
-            msg = f"initial_token_count must be a non-negative int, got {initial_token_count!r}"
-            raise InvalidBudgetError(msg)
-        overhead = 0
-        if initial_token_count:
-            # The caller's prefix is at least one more message: its overhead is billed too.
-            overhead = self._counter.per_message + self._counter.count("system")
-        available = self.token_limit - initial_token_count - overhead
-        if available <= 0:
-            msg = (
-                f"initial_token_count {initial_token_count:,} (+ {overhead} tokens of message "
-                f"overhead) leaves nothing of token_limit {self.token_limit:,}; raise token_limit "
-                "or shorten the messages sent before the memory's"
-            )
-            raise InvalidBudgetError(msg)
-        return available
-
     def _get(
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
     ) -> list[ChatMessage]:
-        budget = self._budget(initial)
+        budget = call_budget(self.token_limit, initial, self._counter)
         last_records = self._memory.history(self.session_id, limit=1)
         last = last_records[-1] if last_records else None
         query = _input_text(input)
@@ -332,7 +290,7 @@ class CtxBudgetMemory(BaseMemory):
             user_id=self.user_id,
             documents=has_query,
             other_sessions=None if has_query else False,
-            extra=[*self._system_items(), *extra],
+            extra=[*system_items(self._memory, self.session_id), *extra],
         )
         self._last = context
         messages = context.to_messages()
@@ -352,69 +310,19 @@ class CtxBudgetMemory(BaseMemory):
         text = _input_text(input)
         if text:
             messages.append(ChatMessage(role=MessageRole.USER, content=text))
-        items: list[ContextItem] = []
-        for block in self.memory_blocks:
-            content = await block.aget(messages, session_id=self.session_id, **block_kwargs)
-            items.extend(self._block_items(block, content))
-        return items
-
-    def _block_items(self, block: BaseMemoryBlock[Any], content: object) -> list[ContextItem]:
-        if not content:
-            return []
-        if isinstance(content, str):
-            parts: list[tuple[str | None, str]] = [(None, content)]
-        elif isinstance(content, list) and all(isinstance(c, ChatMessage) for c in content):
-            parts = [(role_of(m), text_of(m)) for m in content]
-        elif isinstance(content, list):
-            parts = [(None, text_of_blocks(content))]
-        else:
-            msg = (
-                f"memory block {block.name!r} returned a {type(content).__name__}; blocks must "
-                "return a str, a list of content blocks or a list of chat messages"
-            )
-            raise InvalidItemError(msg)
-        never = block.priority <= 0 and block.name not in self.block_tiers
-        tier = block_tier(block, self.block_tiers)
-        items: list[ContextItem] = []
-        for index, (role, text) in enumerate(parts):
-            if not text.strip():
-                continue
-            items.append(
-                ContextItem(
-                    # Not in ctxbudget's id space: ContextMemory.assemble takes ``extra`` as
-                    # caller items and refuses internal ids. LlamaIndex messages have no ids
-                    # (their records get generated ones), so none can take this one.
-                    f"block:{block.name}" if len(parts) == 1 else f"block:{block.name}:{index}",
-                    text,
-                    tier=tier,
-                    role=role,
-                    shrink=Shrink.NEVER if never else Shrink.TRUNCATE,
-                    source=f"block:{block.name}",
-                )
-            )
-        return items
-
-    def _system_records(self) -> list[Record]:
-        found = self._memory.store.find(
-            namespace=self._memory.namespace,
-            kinds=["pinned"],
+        return await read_blocks(
+            self.memory_blocks,
+            messages,
             session_id=self.session_id,
-            where={SYSTEM_KEY: {"$gte": 0}},
+            tiers=self.block_tiers,
+            block_kwargs=block_kwargs,
         )
-        return sorted(found, key=lambda r: (int(r.metadata.get(SYSTEM_KEY, 0)), r.id))
-
-    def _system_items(self) -> list[ContextItem]:
-        # Same id as the pinned record ContextMemory also offers: that copy is dropped.
-        return [
-            ContextItem(r.id, r.text, tier=Tier.SYSTEM, source="system")
-            for r in self._system_records()
-        ]
 
     def get_all(self) -> list[ChatMessage]:
         """Every stored message as it was put: system messages first, then the conversation."""
         systems = [
             ChatMessage(role=MessageRole.SYSTEM, content=record.text)
-            for record in self._system_records()
+            for record in system_records(self._memory, self.session_id)
         ]
         return systems + [from_record(r) for r in self._memory.history(self.session_id)]
 
@@ -429,14 +337,14 @@ class CtxBudgetMemory(BaseMemory):
         Raises:
             InvalidItemError: a malformed tool call; nothing was written.
         """
-        systems, stored = self._convert(messages)
-        self._write(systems, stored)
+        systems, stored = split_messages(messages)
+        store_messages(self._memory, self.session_id, systems, stored, user_id=self.user_id)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the session's messages (pinned facts stay)."""
-        systems, stored = self._convert(messages)
-        self._clear()
-        self._write(systems, stored)
+        systems, stored = split_messages(messages)
+        clear_session(self._memory, self.session_id)
+        store_messages(self._memory, self.session_id, systems, stored, user_id=self.user_id)
 
     def reset(self) -> None:
         """Forget the session's messages, system messages and summaries (pinned facts stay)."""
@@ -444,51 +352,7 @@ class CtxBudgetMemory(BaseMemory):
 
     def clear(self, *, pins: bool = False) -> None:
         """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
-        self._clear(pins=pins)
-
-    def _convert(self, messages: Sequence[ChatMessage]) -> tuple[list[str], list[dict[str, Any]]]:
-        systems: list[str] = []
-        stored: list[dict[str, Any]] = []
-        now = time.time()
-        for index, message in enumerate(messages):
-            if role_of(message) == "system":
-                text = text_of(message)
-                if text.strip():
-                    systems.append(text)
-                continue
-            entry = to_stored(message, index)
-            if entry is not None:
-                entry["timestamp"] = now
-                stored.append(entry)
-        return systems, stored
-
-    def _write(self, systems: list[str], stored: list[dict[str, Any]]) -> None:
-        if systems:
-            known = self._system_records()
-            texts = {r.text for r in known}
-            order = max((int(r.metadata.get(SYSTEM_KEY, 0)) for r in known), default=-1) + 1
-            for text in systems:
-                if text in texts:
-                    continue
-                self._memory.pin(
-                    self.session_id,
-                    text,
-                    id=f"{self.session_id}:system:{order}",
-                    metadata={SYSTEM_KEY: order},
-                )
-                texts.add(text)
-                order += 1
-        if stored:
-            self._memory.add_messages(self.session_id, stored, user_id=self.user_id, progress=False)
-
-    def _clear(self, *, pins: bool = False) -> None:
-        # The system messages put into memory are stored as pins of their own: conversation.
-        systems = [r.id for r in self._system_records()]
-        if systems:
-            self._memory.store.delete(
-                systems, namespace=self._memory.namespace, session_id=self.session_id
-            )
-        self._memory.clear(self.session_id, pins=pins)
+        clear_session(self._memory, self.session_id, pins=pins)
 
     # -- long-term memory --------------------------------------------------------------------
     def pin(self, text: str, *, user_wide: bool = False) -> str:

@@ -1,0 +1,104 @@
+"""The budget of one model call: the model's window, less the reply, safety and tool schemas.
+
+The middleware's options (``model``, ``budget``, ``reserve``, ``safety``) become a core
+`ctxbudget.Budget`; on each call the tool schemas the request carries are added to its reserve
+(`call_budget`). When no model is named, the chat model of the request says which it is
+(`model_name`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ctxbudget import (
+    Budget,
+    BudgetExceededError,
+    InvalidBudgetError,
+    Tier,
+    TokenCounter,
+    UnknownModelError,
+    lookup_model,
+)
+from langchain_ctxbudget._convert import tool_tokens
+
+if TYPE_CHECKING:
+    from ctxbudget.memory.context import ContextMemory
+
+__all__ = ["call_budget", "memory_floors", "model_name", "window_budget"]
+
+
+def memory_floors(memory: ContextMemory | None) -> dict[int, float]:
+    """Tier floors for a budget given in tokens: a share for memories, as `ContextMemory` keeps.
+
+    ``ContextMemory.assemble`` keeps ``config.retrieved_floor`` of a plain token budget for
+    retrieved memories even against history; the middleware does the same with ``memory``.
+    """
+    floors: dict[int, float] = {}
+    if memory is not None and memory.config.retrieved_floor > 0:
+        floors[int(Tier.RETRIEVED)] = min(1.0, memory.config.retrieved_floor)
+    return floors
+
+
+def window_budget(
+    model: str | None,
+    *,
+    window: int | None,
+    reserve: int | None,
+    safety: int,
+    floors: Mapping[int, float],
+) -> Budget:
+    """The budget of ``window`` tokens, or else of ``model``'s window (`Budget.for_model`).
+
+    Raises:
+        UnknownModelError: neither a window nor a model, or a model ctxbudget does not know.
+    """
+    if window is None:
+        if model is None:  # pragma: no cover - guarded by the callers
+            msg = "no model to take the window from"
+            raise UnknownModelError(msg)
+        return Budget.for_model(model, reserve=reserve, safety=safety, floors=floors)
+    return Budget(window=window, reserve=reserve or 0, safety=safety, floors=floors)
+
+
+def call_budget(budget: Budget, counter: TokenCounter, tools: Sequence[object]) -> Budget:
+    """``budget`` with the tokens of the call's tool schemas added to its reserve.
+
+    Raises:
+        BudgetExceededError: the tool schemas alone take what the budget has available.
+    """
+    schemas = tool_tokens(counter, tools) if tools else 0
+    if not schemas:
+        return budget
+    try:
+        return dataclasses.replace(budget, reserve=budget.reserve + schemas)
+    except InvalidBudgetError as exc:
+        msg = (
+            f"the {len(tools)} tool schemas need {schemas:,} tokens but only "
+            f"{budget.available:,} are available (window {budget.window:,} - reserve "
+            f"{budget.reserve:,} - safety {budget.safety:,}); use fewer or shorter tools "
+            "or a larger window"
+        )
+        raise BudgetExceededError(msg, required=schemas, available=budget.available) from exc
+
+
+def model_name(chat_model: object) -> str:
+    """The registry name of a LangChain chat model (its ``model_name``, ``model`` or ``model_id``).
+
+    Raises:
+        UnknownModelError: none of those names a model ctxbudget knows.
+    """
+    for attribute in ("model_name", "model", "model_id"):
+        name = getattr(chat_model, attribute, None)
+        if isinstance(name, str) and name:
+            try:
+                return lookup_model(name).name
+            except UnknownModelError:
+                continue
+    msg = (
+        f"CtxBudgetMiddleware cannot tell which model {type(chat_model).__name__} is; pass "
+        "model='<name>' (a model ctxbudget knows, e.g. 'gpt-4o') or token_counter= and "
+        "max_tokens="
+    )
+    raise UnknownModelError(msg)

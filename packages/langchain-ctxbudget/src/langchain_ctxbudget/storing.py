@@ -1,0 +1,118 @@
+"""Storing an agent's conversation in a `ContextMemory`: every message once, under its key.
+
+Every model call sees the whole state, so the middleware remembers, per session, the keys it
+has stored (`StoredKeys`) and stores only the others (`store_messages`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage
+
+from ctxbudget import StoreInputError
+from langchain_ctxbudget._convert import record_payload
+
+if TYPE_CHECKING:
+    from ctxbudget.memory.context import ContextMemory
+
+__all__ = ["SESSIONS_REMEMBERED", "StoredKeys", "add_payloads", "store_messages"]
+
+logger = logging.getLogger(__name__)
+
+SESSIONS_REMEMBERED = 1024
+"""Sessions whose stored keys (and whose last question's candidates) are remembered."""
+
+
+class StoredKeys:
+    """The message keys stored per ``(namespace, session)``, for the last sessions seen."""
+
+    def __init__(self) -> None:
+        self._keys: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def unknown(self, scope: tuple[str, str], keys: Sequence[str]) -> list[int]:
+        """The positions of ``keys`` not stored yet in ``scope`` (which becomes the newest)."""
+        with self._lock:
+            known = self._keys.setdefault(scope, set())
+            self._keys.move_to_end(scope)
+            while len(self._keys) > SESSIONS_REMEMBERED:
+                self._keys.popitem(last=False)
+            return [i for i, key in enumerate(keys) if key not in known]
+
+    def add(self, scope: tuple[str, str], keys: Sequence[str]) -> None:
+        """Remember ``keys`` as stored in ``scope``."""
+        with self._lock:
+            self._keys.setdefault(scope, set()).update(keys)
+
+
+def store_messages(
+    memory: ContextMemory,
+    known: StoredKeys,
+    messages: Sequence[BaseMessage],
+    keys: Sequence[str],
+    ids: tuple[str, str | None],
+) -> None:
+    """Store the messages the memory does not hold yet (once each), under their keys.
+
+    A key the session already holds for another message (a caller reusing ids across threads,
+    or a message edited in the state) keeps the first message: the other one is logged and
+    not stored.
+    """
+    session, user = ids
+    scope = (memory.namespace, session)
+    pairs = list(zip(messages, keys, strict=True))
+    fresh = [pairs[i] for i in known.unknown(scope, keys)]
+    if not fresh:
+        return
+    stored = {
+        r.id: r
+        for r in memory.store.get(
+            [k for _, k in fresh], namespace=memory.namespace, session_id=session
+        )
+    }
+    now = time.time()
+    payloads: list[dict[str, Any]] = []
+    for message, k in fresh:
+        payload = record_payload(message, id=k, timestamp=now)
+        if payload is None:
+            continue
+        record = stored.get(k)
+        if record is None:
+            payloads.append(payload)
+        elif (record.role, record.text) != (payload["role"], payload["text"]):
+            logger.warning(
+                "ctxbudget memory keeps the first message stored as %r in %r; the %s "
+                "message now under that id is not stored (give messages unique ids)",
+                k,
+                session,
+                message.type,
+            )
+    if payloads:
+        add_payloads(memory, session, user, payloads)
+    known.add(scope, [k for _, k in fresh])
+
+
+def add_payloads(
+    memory: ContextMemory, session: str, user: str | None, payloads: list[dict[str, Any]]
+) -> None:
+    """Store payloads in one batch; if the batch is refused, each one that can be."""
+    try:
+        memory.add_messages(session, payloads, user_id=user, progress=False)
+        return
+    except StoreInputError as exc:
+        logger.warning(
+            "ctxbudget memory refused a batch of %r (%s); storing one by one", session, exc
+        )
+    for payload in payloads:
+        try:
+            memory.add_messages(session, [payload], user_id=user, progress=False)
+        except StoreInputError as exc:
+            logger.warning(
+                "ctxbudget memory did not store %r of %r: %s", payload["id"], session, exc
+            )

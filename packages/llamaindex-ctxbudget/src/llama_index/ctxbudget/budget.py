@@ -1,0 +1,46 @@
+"""The budget of one `CtxBudgetMemory.get`: ``token_limit`` less what the caller sends before.
+
+Chat engines send messages of their own before the memory's and say how many tokens those
+take (``initial_token_count``); the memory's messages get the rest (`call_budget`).
+"""
+
+from __future__ import annotations
+
+from ctxbudget import TokenCounter
+from ctxbudget.errors import InvalidBudgetError
+
+__all__ = ["call_budget"]
+
+
+def call_budget(token_limit: int, initial_token_count: object, counter: TokenCounter) -> int:
+    """The tokens one ``get`` may use: ``token_limit`` less the caller's prefix messages.
+
+    With a prefix, the overhead of one more message (a system message's, as counted by
+    ``counter.count_message``) is taken too: the caller's prefix is at least one message.
+
+    Raises:
+        InvalidBudgetError: ``initial_token_count`` is not a non-negative int, or leaves no room.
+
+    >>> call_budget(100, 0, TokenCounter.for_model("gpt-4o"))
+    100
+    """
+    if (
+        isinstance(initial_token_count, bool)
+        or not isinstance(initial_token_count, int)
+        or initial_token_count < 0
+    ):
+        msg = f"initial_token_count must be a non-negative int, got {initial_token_count!r}"
+        raise InvalidBudgetError(msg)
+    overhead = 0
+    if initial_token_count:
+        # The caller's prefix is at least one more message: its overhead is billed too.
+        overhead = counter.count_message("system", None)
+    available = token_limit - initial_token_count - overhead
+    if available <= 0:
+        msg = (
+            f"initial_token_count {initial_token_count:,} (+ {overhead} tokens of message "
+            f"overhead) leaves nothing of token_limit {token_limit:,}; raise token_limit "
+            "or shorten the messages sent before the memory's"
+        )
+        raise InvalidBudgetError(msg)
+    return available
