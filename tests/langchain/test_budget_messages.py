@@ -30,7 +30,7 @@ from langchain_core.runnables import Runnable
 
 from ctxbudget import BudgetExceededError, InvalidBudgetError, InvalidItemError, TokenCounter
 from langchain_ctxbudget import budget_messages
-from langchain_ctxbudget._convert import openai_message
+from langchain_ctxbudget.convert import openai_message
 
 COUNTER = TokenCounter.for_model("gpt-4o")  # also makes the encodings available offline
 ENCODING = tiktoken.get_encoding("o200k_base")

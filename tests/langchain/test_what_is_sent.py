@@ -53,7 +53,7 @@ from langchain_ctxbudget import (
     CtxBudgetChatMessageHistory,
     CtxBudgetMiddleware,
 )
-from langchain_ctxbudget._convert import item_of
+from langchain_ctxbudget.convert import item_of
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 SYSTEM_PROMPT = "You are a careful assistant."

@@ -73,7 +73,7 @@ from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX, image_size, image_tokens
 from langchain_ctxbudget import CtxBudgetMiddleware, budget_messages
-from langchain_ctxbudget._convert import item_of
+from langchain_ctxbudget.convert import item_of
 from llama_index.ctxbudget import CtxBudgetMemory
 
 COUNTER = TokenCounter.for_model("gpt-4o")
@@ -539,7 +539,7 @@ def test_llamaindex_memory_marks_media_and_stays_within_the_limit(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     memory = CtxBudgetMemory(memory=context_memory, session_id="s", token_limit=200)
-    with caplog.at_level(logging.WARNING, logger="llama_index.ctxbudget._messages"):
+    with caplog.at_level(logging.WARNING, logger="llama_index.ctxbudget.convert"):
         memory.put_messages(
             [
                 LIChatMessage(role=MessageRole.USER, content="Hello."),

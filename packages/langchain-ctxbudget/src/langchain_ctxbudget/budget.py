@@ -16,12 +16,12 @@ from ctxbudget import (
     Budget,
     BudgetExceededError,
     InvalidBudgetError,
-    Tier,
     TokenCounter,
     UnknownModelError,
     lookup_model,
 )
-from langchain_ctxbudget._convert import tool_tokens
+from ctxbudget.memory.candidates import retrieved_floors
+from langchain_ctxbudget.convert import tool_tokens
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -33,12 +33,10 @@ def memory_floors(memory: ContextMemory | None) -> dict[int, float]:
     """Tier floors for a budget given in tokens: a share for memories, as `ContextMemory` keeps.
 
     ``ContextMemory.assemble`` keeps ``config.retrieved_floor`` of a plain token budget for
-    retrieved memories even against history; the middleware does the same with ``memory``.
+    retrieved memories even against history (`ctxbudget.memory.candidates.retrieved_floors`);
+    the middleware does the same with ``memory``.
     """
-    floors: dict[int, float] = {}
-    if memory is not None and memory.config.retrieved_floor > 0:
-        floors[int(Tier.RETRIEVED)] = min(1.0, memory.config.retrieved_floor)
-    return floors
+    return {} if memory is None else retrieved_floors(memory.config.retrieved_floor)
 
 
 def window_budget(

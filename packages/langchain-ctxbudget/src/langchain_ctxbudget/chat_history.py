@@ -13,7 +13,7 @@ from langchain_core.runnables.config import run_in_executor
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.context import ContextMemory
-from langchain_ctxbudget._convert import message_of_record, record_payload
+from langchain_ctxbudget.convert import from_record, to_record_payload
 
 __all__ = ["CtxBudgetChatMessageHistory"]
 
@@ -50,7 +50,7 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """Every message of the session, oldest first."""
-        return [message_of_record(r) for r in self.memory.history(self.session_id)]
+        return [from_record(r) for r in self.memory.history(self.session_id)]
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async `messages` (the store is read in an executor)."""
@@ -74,7 +74,7 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
                 key = check_caller_id(message.id, f"message {index} ({message.type})")
             else:
                 key = f"{self.session_id}:{uuid.uuid4().hex[:16]}"
-            payload = record_payload(message, id=key, timestamp=now)
+            payload = to_record_payload(message, id=key, timestamp=now)
             if payload is None:
                 if message.type not in ("human", "ai", "system", "tool"):
                     msg = (

@@ -22,7 +22,7 @@ from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
-from langchain_ctxbudget._convert import resolve_counter
+from langchain_ctxbudget.convert import resolve_counter
 
 __all__ = ["CtxBudgetCompressor"]
 

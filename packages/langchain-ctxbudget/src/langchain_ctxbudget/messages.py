@@ -23,7 +23,7 @@ from ctxbudget.core.items import Shrink
 from ctxbudget.core.split import split_prefix
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
-from langchain_ctxbudget._convert import item_of, resolve_counter
+from langchain_ctxbudget.convert import item_of, resolve_counter
 
 __all__ = ["budget_messages"]
 

@@ -27,10 +27,10 @@ from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.split import split_prefix
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
-from langchain_ctxbudget._convert import counter_for, item_of, resolve_counter
 from langchain_ctxbudget.budget import call_budget, memory_floors, model_name, window_budget
+from langchain_ctxbudget.convert import counter_for, item_of, resolve_counter
 from langchain_ctxbudget.identity import message_keys, run_identity, run_thread
-from langchain_ctxbudget.recall import Recalled, lost_copies, recall
+from langchain_ctxbudget.recall import Recalled, recall
 from langchain_ctxbudget.storing import StoredKeys, store_messages
 
 try:
@@ -46,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
+    from ctxbudget.memory.candidates import Additions
     from ctxbudget.memory.context import ContextMemory
 
 __all__ = ["CtxBudgetMiddleware"]
@@ -253,11 +254,11 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
             items.append(item_of(message, id=key, index=index))
             originals[key] = message
-        copies: dict[str, ContextItem] = {}
+        added: Additions | None = None
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
             store_messages(self.memory, self._stored, messages, keys, ids)
-            extras, copies = recall(
+            added = recall(
                 self.memory,
                 self._recalled,
                 messages,
@@ -267,13 +268,13 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 budget,
                 self.documents,
             )
-            items.extend(extras)
+            items.extend(added.extras)
 
         ctx = self._assemble(counter, items, budget, bool(request.tools))
-        if copies:
+        if added is not None and added.copies:
             # Older turns of this conversation come back as memories only when the history
             # lost them: a second pass offers the copies of the messages the first one cut.
-            lost = lost_copies(ctx, copies)
+            lost = added.lost(ctx)
             if lost:
                 ctx = self._assemble(counter, [*items, *lost], budget, bool(request.tools))
         # Prefix and memories in one system message (see `ctxbudget.core.split`).

@@ -1,29 +1,28 @@
 """What the memory adds to an agent's state: `ContextMemory.candidates` for the last question.
 
-The agent's state is the history, so of the memory's candidates the middleware offers the ones
-the state does not hold (extras) and, for the state's older turns that match the question,
-copies as memories, offered only when the history loses those turns (copies). The candidates
-of one question are gathered once: the calls that follow tool results in the same turn reuse
-them (what the tools returned is in the state).
+The agent's state is the history, so the middleware takes the memory's candidates as added to
+the state's messages (`Candidates.added_to`: extras the state does not hold, and copies of its
+older turns offered only when the history loses them). What is here is LangChain's part: which
+message is the question, and the candidates of one question gathered once: the calls that
+follow tool results in the same turn reuse them (what the tools returned is in the state).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from ctxbudget import AssembledContext, Budget, ContextItem, Tier
-from ctxbudget.core.ids import internal_id
+from ctxbudget import Budget
+from ctxbudget.memory.candidates import Additions, Candidates
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
 
-__all__ = ["QUESTIONS_REMEMBERED", "Recalled", "lost_copies", "recall"]
+__all__ = ["QUESTIONS_REMEMBERED", "Recalled", "recall"]
 
 QUESTIONS_REMEMBERED = 1024
 """Questions whose candidates are remembered (the oldest gathered are forgotten first)."""
@@ -33,15 +32,15 @@ class Recalled:
     """The candidates gathered per question, for the last `QUESTIONS_REMEMBERED` questions."""
 
     def __init__(self) -> None:
-        self._items: OrderedDict[tuple[str, str, str], list[ContextItem]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, str], Candidates] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str, str]) -> list[ContextItem] | None:
+    def get(self, key: tuple[str, str, str]) -> Candidates | None:
         """The candidates gathered for ``key``, or None."""
         with self._lock:
             return self._items.get(key)
 
-    def put(self, key: tuple[str, str, str], items: list[ContextItem]) -> None:
+    def put(self, key: tuple[str, str, str], items: Candidates) -> None:
         """Remember the candidates of ``key``."""
         with self._lock:
             self._items[key] = items
@@ -55,11 +54,11 @@ def recall(
     messages: Sequence[BaseMessage],
     keys: Sequence[str],
     ids: tuple[str, str | None],
-    in_state: set[str],
+    in_state: Collection[str],
     budget: Budget,
     documents: bool | str | Sequence[str],
-) -> tuple[list[ContextItem], dict[str, ContextItem]]:
-    """What the memory adds for the state's last user message: ``(extras, copies)``.
+) -> Additions:
+    """What the memory adds for the state's last user message (`Candidates.added_to`).
 
     Extras: pinned facts, tasks, summaries, documents, the user's other sessions and stored
     turns the state does not hold: `ContextMemory.candidates` for this call's budget (the
@@ -72,12 +71,12 @@ def recall(
         None,
     )
     if position is None or not messages[position].text.strip():
-        return [], {}
+        return Additions(extras=(), copies={})
     session, user = ids
     query = messages[position].text
     cache_key = (memory.namespace, session, f"{position}:{keys[position]}")
-    cached = recalled.get(cache_key)
-    if cached is None:
+    found = recalled.get(cache_key)
+    if found is None:
         # The candidates ContextMemory would offer, bounded by this call's budget; the newest
         # stored turns are searched too (here the state is the history).
         found = memory.candidates(
@@ -88,39 +87,5 @@ def recall(
             documents=documents,
             search_recent=True,
         )
-        cached = found.items
-        recalled.put(cache_key, cached)
-    extras: list[ContextItem] = []
-    copies: dict[str, ContextItem] = {}
-    seen: set[str] = set()
-    for item in cached:
-        if item.tier in (Tier.SYSTEM, Tier.QUERY):
-            continue  # the state has the prompt and the question
-        if item.id in in_state:
-            if item.tier != Tier.RECENT and item.id not in copies:
-                copies[item.id] = dataclasses.replace(
-                    item, id=internal_id("memory", item.id), tool_calls=(), tool_call_id=None
-                )
-            continue
-        if item.tier == Tier.RECENT:
-            # Stored turns the state does not hold (an earlier thread of the session).
-            item = dataclasses.replace(
-                item,
-                id=internal_id("memory", item.id),
-                tier=Tier.RETRIEVED,
-                tool_calls=(),
-                tool_call_id=None,
-            )
-        if item.id not in seen:  # a turn can be both recent history and a match
-            seen.add(item.id)
-            extras.append(item)
-    return extras, copies
-
-
-def lost_copies(ctx: AssembledContext, copies: dict[str, ContextItem]) -> list[ContextItem]:
-    """The copies of the turns ``ctx`` cut from the history, to offer in a second pass.
-
-    History can only shrink when more is offered, so no copy repeats a kept turn.
-    """
-    included = {it.id for it in ctx.included}
-    return [c for key, c in copies.items() if key not in included]
+        recalled.put(cache_key, found)
+    return found.added_to(in_state)

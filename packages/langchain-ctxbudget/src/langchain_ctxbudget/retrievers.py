@@ -15,7 +15,7 @@ from ctxbudget.core.documents import pack_documents
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import Hit
-from langchain_ctxbudget._convert import resolve_counter
+from langchain_ctxbudget.convert import resolve_counter
 
 __all__ = ["CtxBudgetRetriever"]
 

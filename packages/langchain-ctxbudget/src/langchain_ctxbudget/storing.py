@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage
 
 from ctxbudget import StoreInputError
-from langchain_ctxbudget._convert import record_payload
+from langchain_ctxbudget.convert import to_record_payload
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -79,7 +79,7 @@ def store_messages(
     now = time.time()
     payloads: list[dict[str, Any]] = []
     for message, k in fresh:
-        payload = record_payload(message, id=k, timestamp=now)
+        payload = to_record_payload(message, id=k, timestamp=now)
         if payload is None:
             continue
         record = stored.get(k)

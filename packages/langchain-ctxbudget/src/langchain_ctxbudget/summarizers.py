@@ -13,7 +13,7 @@ from ctxbudget import TokenCounter
 from ctxbudget.compat import renamed
 from ctxbudget.core.prompts import DEFAULT_SUMMARY_PROMPT, check_summary_prompt, summary_fields
 from ctxbudget.core.summaries import truncate_to_tokens
-from langchain_ctxbudget._convert import resolve_counter
+from langchain_ctxbudget.convert import resolve_counter
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "ChatModelSummarizer"]
 

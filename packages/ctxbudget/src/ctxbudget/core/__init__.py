@@ -12,7 +12,8 @@ Where things happen:
 - `fit`: the exact count of the rendered output, and what goes when it is over.
 - `report`: `AssembledContext`: what was included, what was pruned and why.
 - `assemble`: `ContextAssembler`, which runs all of the above.
-- `ids`, `toolcalls`: the id and tool-call conventions every layer shares.
+- `ids`, `toolcalls`, `tool_schemas`: the id, tool-call and tool-schema conventions every
+  layer shares.
 """
 
 from __future__ import annotations

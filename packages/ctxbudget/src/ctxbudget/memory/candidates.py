@@ -8,12 +8,18 @@ The LangChain middleware, both retrievers and LlamaIndex's `CtxBudgetMemory` use
 gathering (`ContextMemory.candidates` and `ContextMemory.search`), so every adapter ranks
 records the way `ContextMemory` does. The gathering is bounded by the budget: the search pool
 is a few times what the budget can hold, never the whole session.
+
+A caller that holds the conversation itself (an agent's state) gathers with
+``search_recent=True`` and takes `Candidates.added_to` its messages (`Additions`): what the
+memory adds, and copies of its own older turns that matter only when its history loses them.
+`retrieved_floors` is the share of a plain token budget kept for retrieved memories.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +28,7 @@ from ctxbudget.core.budget import Budget
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Tier
 from ctxbudget.core.render import Format
+from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.inputs import documents_arg
@@ -43,7 +50,42 @@ from ctxbudget.tokens.counter import TokenCounter
 if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
 
-__all__ = ["Candidates", "ScoredHit", "gather", "offered", "retrieved_floor", "scored_search"]
+__all__ = [
+    "Additions",
+    "Candidates",
+    "ScoredHit",
+    "gather",
+    "offered",
+    "retrieved_floor",
+    "retrieved_floors",
+    "scored_search",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Additions:
+    """What the memory adds to a conversation its caller holds (see `Candidates.added_to`).
+
+    Attributes:
+        extras: candidates the caller does not hold, to offer with its history: pinned facts,
+            tasks, summaries, documents, the user's other sessions and stored turns missing
+            from the caller's messages (those as ``Tier.RETRIEVED`` memories with the id
+            ``ctxbudget:memory:<id>``, without their tool calls).
+        copies: the caller's own older turns that match the query, by the id of the message
+            they copy: memories (id ``ctxbudget:memory:<id>``, no tool calls) worth offering
+            only when the history loses that message (`lost`).
+    """
+
+    extras: tuple[ContextItem, ...]
+    copies: Mapping[str, ContextItem]
+
+    def lost(self, context: AssembledContext) -> list[ContextItem]:
+        """The copies of the messages ``context`` cut, to offer in a second assembly.
+
+        History only shrinks when more is offered, so no copy repeats a message kept then.
+        """
+        included = {it.id for it in context.included}
+        return [copy for key, copy in self.copies.items() if key not in included]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +113,41 @@ class Candidates:
     def items(self) -> list[ContextItem]:
         """Every candidate, in the order `ContextMemory.assemble` offers them."""
         return [*self.pinned, *self.history, *self.summaries, *self.retrieved]
+
+    def added_to(self, held: Collection[str]) -> Additions:
+        """What these candidates add to a conversation the caller holds (ids ``held``).
+
+        For a caller that keeps the history itself (an agent's state) and stores its messages
+        under those ids: gather with ``ContextMemory.candidates(search_recent=True)``, offer
+        its messages and the `Additions.extras`, assemble, and assemble once more with
+        `Additions.lost` when the history lost turns that matched (the LangChain middleware).
+        A stored turn that is both recent history and a match is offered once.
+        """
+        extras: list[ContextItem] = []
+        copies: dict[str, ContextItem] = {}
+        seen: set[str] = set()
+        for item in self.items:
+            if item.tier in (Tier.SYSTEM, Tier.QUERY):
+                continue  # the caller has the prompt and the question
+            if item.id in held:
+                if item.tier != Tier.RECENT and item.id not in copies:
+                    copies[item.id] = dataclasses.replace(
+                        item, id=internal_id("memory", item.id), tool_calls=(), tool_call_id=None
+                    )
+                continue
+            if item.tier == Tier.RECENT:
+                # Stored turns the caller does not hold (an earlier thread of the session).
+                item = dataclasses.replace(
+                    item,
+                    id=internal_id("memory", item.id),
+                    tier=Tier.RETRIEVED,
+                    tool_calls=(),
+                    tool_call_id=None,
+                )
+            if item.id not in seen:
+                seen.add(item.id)
+                extras.append(item)
+        return Additions(extras=tuple(extras), copies=copies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,15 +265,29 @@ def offered(
     return items
 
 
+def retrieved_floors(floor: float) -> dict[int, float]:
+    """The tier floors of a plain token budget: ``floor`` of it kept for retrieved items.
+
+    ``floor`` is `MemoryConfig.retrieved_floor` (at most the whole budget; 0: no floor).
+    `ContextMemory.assemble` applies them (`retrieved_floor`), and so does the LangChain
+    middleware to the budget it makes from a window.
+
+    >>> retrieved_floors(0.25)
+    {50: 0.25}
+    """
+    return {int(Tier.RETRIEVED): min(1.0, floor)} if floor > 0 else {}
+
+
 def retrieved_floor(budget: Budget | int, floor: float) -> Budget:
     """A plain token count keeps ``floor`` for retrieved items; a `Budget` is used as given.
 
-    ``floor`` is `MemoryConfig.retrieved_floor`.
+    ``floor`` is `MemoryConfig.retrieved_floor` (see `retrieved_floors`).
     """
     plain = not isinstance(budget, Budget)
     budget = Budget.coerce(budget)
-    if plain and floor > 0:
-        budget = Budget(window=budget.window, floors={int(Tier.RETRIEVED): min(1.0, floor)})
+    floors = retrieved_floors(floor)
+    if plain and floors:
+        budget = Budget(window=budget.window, floors=floors)
     return budget
 
 

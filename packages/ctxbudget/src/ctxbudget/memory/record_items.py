@@ -14,6 +14,7 @@ from typing import Any
 
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.tasks import TaskNode, task_items, task_node
@@ -136,7 +137,7 @@ def tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
                 msg = f"tool {index} must be a schema dict or JSON text, got {tool!r:.80}"
                 raise InvalidItemError(msg)
             try:
-                text = json.dumps(tool, sort_keys=True, ensure_ascii=False, default=str)
+                text = tool_schema_json(tool)
             except (TypeError, ValueError) as exc:  # non-str keys, a circular reference
                 msg = f"tool {index} cannot be rendered as JSON ({exc})"
                 raise InvalidItemError(msg) from exc

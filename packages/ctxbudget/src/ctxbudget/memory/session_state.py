@@ -3,7 +3,8 @@
 `read_session` is the one place `ContextMemory.candidates` (and so `assemble`, the middleware
 and the LlamaIndex memory) reads a session's state from the store, before it searches; the
 search itself is `ctxbudget.memory.retrieval`. `session_pins` and `session_summaries` are the
-reads `push_task`/`pop_task` and `summarize` share with it.
+reads `push_task`/`pop_task` and `summarize` share with it; `is_stored_query` is the test of
+whether the caller stored the question already (LlamaIndex's memory makes it too).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from ctxbudget.store.records import Record
 if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
 
-__all__ = ["SessionState", "read_session", "session_pins", "session_summaries"]
+__all__ = [
+    "SessionState",
+    "is_stored_query",
+    "read_session",
+    "session_pins",
+    "session_summaries",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +65,8 @@ def read_session(
     # With no recent window, one message was read only to see whether the index is current.
     recent = newest if recent_messages else []
     skip: frozenset[str] = frozenset()
-    if recent and recent[-1].role == "user" and recent[-1].text.strip() == query.strip():
-        skip = frozenset({recent[-1].id})  # the query was stored already
+    if recent and is_stored_query(recent[-1], query):
+        skip = frozenset({recent[-1].id})
         recent = recent[:-1]
     user = user_id or next((r.user_id for r in reversed(recent) if r.user_id), None)
     pins = session_pins(store, namespace, session_id)
@@ -74,6 +81,26 @@ def read_session(
         user_id=user,
         pins=pins,
         summaries=session_summaries(store, namespace, session_id),
+    )
+
+
+def is_stored_query(record: Record | None, query: str) -> bool:
+    """Whether ``record`` is the stored copy of ``query``: a user message with the same text.
+
+    Chat engines and agents store the user's message before they ask, so the session's newest
+    record may be the question itself: then it is rendered once, as the query, never also as
+    history or as a memory. Text is compared without surrounding whitespace; a blank query is
+    no stored message's copy.
+
+    >>> stored = Record(id="m1", kind="message", text="Hi ", session_id="s1", role="user")
+    >>> is_stored_query(stored, "Hi")
+    True
+    """
+    return (
+        record is not None
+        and record.role == "user"
+        and bool(query.strip())
+        and record.text.strip() == query.strip()
     )
 
 

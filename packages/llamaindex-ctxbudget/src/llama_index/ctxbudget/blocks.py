@@ -14,7 +14,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 
 from ctxbudget import ContextItem, Shrink, Tier
 from ctxbudget.errors import InvalidItemError
-from llama_index.ctxbudget._messages import role_of, text_of, text_of_blocks
+from llama_index.ctxbudget.convert import role_of, text_of, text_of_blocks
 
 __all__ = ["block_items", "block_tier", "check_block_tiers", "read_blocks"]
 

@@ -26,9 +26,10 @@ from ctxbudget.core.summaries import Summarizer
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from llama_index.ctxbudget._messages import from_provider, from_record, text_of
+from ctxbudget.memory.session_state import is_stored_query
 from llama_index.ctxbudget.blocks import check_block_tiers, read_blocks
 from llama_index.ctxbudget.budget import call_budget
+from llama_index.ctxbudget.convert import from_provider, from_record, text_of
 from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
 from llama_index.ctxbudget.storing import SYSTEM_KEY as SYSTEM_KEY  # re-exported: its old home
 from llama_index.ctxbudget.storing import (
@@ -275,12 +276,7 @@ class CtxBudgetMemory(BaseMemory):
         if query is None or not query.strip():
             query = last.text if last is not None else ""
         has_query = bool(query.strip())
-        pending = (
-            has_query
-            and last is not None
-            and last.role == "user"
-            and last.text.strip() == query.strip()
-        )
+        pending = is_stored_query(last, query)  # rendered last as the query (see get)
         context = self._memory.assemble(
             self.session_id,
             # Nothing to answer yet: a stand-in query, never shown, and no searching by it.

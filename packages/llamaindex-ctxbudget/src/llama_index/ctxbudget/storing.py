@@ -16,7 +16,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from ctxbudget import ContextItem, Tier
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import Record
-from llama_index.ctxbudget._messages import role_of, text_of, to_stored
+from llama_index.ctxbudget.convert import role_of, text_of, to_record_payload
 
 __all__ = [
     "SYSTEM_KEY",
@@ -48,7 +48,7 @@ def split_messages(messages: Sequence[ChatMessage]) -> tuple[list[str], list[dic
             if text.strip():
                 systems.append(text)
             continue
-        entry = to_stored(message, index)
+        entry = to_record_payload(message, index)
         if entry is not None:
             entry["timestamp"] = now
             stored.append(entry)

@@ -1,4 +1,8 @@
-"""LangChain messages, tools and records to ctxbudget items and back (internal).
+"""LangChain messages, tools and records to ctxbudget items and back.
+
+`to_record_payload` and `from_record` are the names both adapters give the conversion of a
+message to what `ContextMemory.add_messages` takes and of a stored record back to a message
+(``llama_index.ctxbudget.convert`` has the same two).
 
 Every message is read through its OpenAI form (``convert_to_openai_messages``), so what the core
 counts for a message is exactly what ``TokenCounter.count_messages`` gives for the message as
@@ -26,6 +30,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxbudget import ContextItem, Tier, TokenCounter
 from ctxbudget.core.items import ROLES, Shrink
+from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.store.chroma_store import Record
@@ -33,11 +38,11 @@ from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
 __all__ = [
     "counter_for",
+    "from_record",
     "item_of",
-    "message_of_record",
     "openai_message",
-    "record_payload",
     "resolve_counter",
+    "to_record_payload",
     "tool_schema",
     "tool_tokens",
 ]
@@ -79,8 +84,8 @@ def resolve_counter(token_counter: object, model: str | None) -> TokenCounter:
     raise ConfigurationError(msg)
 
 
-def openai_message(message: BaseMessage) -> dict[str, Any]:
-    """The OpenAI chat form of a message (plain text messages skip LangChain's converter)."""
+def _plain_text(message: BaseMessage) -> tuple[str, str] | None:
+    """``(role, text)`` of a plain text message (no blocks, kwargs or tool calls), else None."""
     content = message.content
     role = _FAST_ROLES.get(message.type)
     if (
@@ -91,10 +96,18 @@ def openai_message(message: BaseMessage) -> dict[str, Any]:
             isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)
         )
     ):
-        out: dict[str, Any] = {"role": role}
+        return role, content
+    return None
+
+
+def openai_message(message: BaseMessage) -> dict[str, Any]:
+    """The OpenAI chat form of a message (plain text messages skip LangChain's converter)."""
+    plain = _plain_text(message)
+    if plain is not None:
+        out: dict[str, Any] = {"role": plain[0]}
         if message.name:
             out["name"] = message.name
-        out["content"] = content
+        out["content"] = plain[1]
         return out
     return _openai_form(message, "string")
 
@@ -133,23 +146,15 @@ def item_of(
         InvalidItemError: a role the core does not know, or a block that is neither text nor an
             image (the message names the message, the block and what to do).
     """
-    content = message.content
-    fast_role = _FAST_ROLES.get(message.type)
-    if (
-        fast_role is not None
-        and isinstance(content, str)
-        and not message.additional_kwargs
-        and not (
-            isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)
-        )
-    ):
+    plain = _plain_text(message)
+    if plain is not None:
         # Plain text: the hot path of long histories (same result as the general one below).
         return ContextItem(
             id,
-            content,
+            plain[1],
             tier,
             1.0,
-            fast_role,
+            plain[0],
             timestamp,
             None,
             (),
@@ -160,7 +165,7 @@ def item_of(
             None,
             message.name or None,
         )
-    data = _openai_form(message, "block" if isinstance(content, list) else "string", index)
+    data = _openai_form(message, "block" if isinstance(message.content, list) else "string", index)
     role = _ROLE_ALIASES.get(data.get("role"), data.get("role"))
     if role not in ROLES:
         msg = (
@@ -231,14 +236,16 @@ def tool_schema(tool: object) -> dict[str, Any]:
 
 
 def tool_tokens(counter: TokenCounter, tools: Sequence[object]) -> int:
-    """Tokens of tool schemas: each one's compact JSON (sorted keys), as the docs state."""
-    return sum(
-        counter.count(json.dumps(tool_schema(t), sort_keys=True, ensure_ascii=False, default=str))
-        for t in tools
-    )
+    """Tokens of tool schemas: each one's compact JSON (`ctxbudget.core.tool_schemas`)."""
+    return sum(counter.count(tool_schema_json(tool_schema(t))) for t in tools)
 
 
-def record_payload(message: BaseMessage, *, id: str, timestamp: float) -> dict[str, Any] | None:  # noqa: A002
+def to_record_payload(
+    message: BaseMessage,
+    *,
+    id: str,  # noqa: A002 - the record's id
+    timestamp: float,
+) -> dict[str, Any] | None:
     """What `ContextMemory.add_messages` takes for a message; None when there is nothing to keep.
 
     Tool calls are kept in OpenAI's form, invalid ones too (with the raw argument text the
@@ -269,7 +276,7 @@ def record_payload(message: BaseMessage, *, id: str, timestamp: float) -> dict[s
     return payload
 
 
-def message_of_record(record: Record) -> BaseMessage:
+def from_record(record: Record) -> BaseMessage:
     """The LangChain message of a stored message record (id, name and tool calls restored).
 
     A stored call whose arguments are not a JSON object comes back in ``invalid_tool_calls``

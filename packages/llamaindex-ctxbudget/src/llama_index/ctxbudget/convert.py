@@ -1,4 +1,9 @@
-"""LlamaIndex `ChatMessage` to ctxbudget message dicts and back (internal)."""
+"""LlamaIndex `ChatMessage` to ctxbudget message dicts and back.
+
+`to_record_payload` and `from_record` are the names both adapters give the conversion of a
+message to what `ContextMemory.add_messages` takes and of a stored record back to a message
+(``langchain_ctxbudget.convert`` has the same two).
+"""
 
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ __all__ = [
     "role_of",
     "text_of",
     "text_of_blocks",
-    "to_stored",
+    "to_record_payload",
 ]
 
 logger = logging.getLogger(__name__)
@@ -100,7 +105,7 @@ def text_of(message: ChatMessage) -> str:
     return text_of_blocks(message.blocks)
 
 
-def to_stored(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:
+def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:
     """A message as `ContextMemory.add_messages` takes it; None when it holds nothing to keep.
 
     A tool result with no output is stored empty: its call needs it to be sent.
