@@ -34,19 +34,10 @@ def where(path: Path, node: ast.AST | None = None) -> str:
     return f"{path.relative_to(ROOT)}{line}"
 
 
-# Modules not yet split (issue 12, in progress): each may shrink, none may grow, and no other
-# module may pass MAX_LINES. Remove an entry when its module is split.
-NOT_YET_SPLIT = {
-    "packages/ctxbudget/src/ctxbudget/memory/context.py": 480,
-}
-
-
 def test_modules_are_small() -> None:
     sizes = {where(path): len(path.read_text("utf-8").splitlines()) for path in modules()}
-    long = {path: n for path, n in sizes.items() if n > NOT_YET_SPLIT.get(path, MAX_LINES)}
-    assert not long, f"modules over {MAX_LINES} lines (or grown while awaiting a split): {long}"
-    split = [path for path in NOT_YET_SPLIT if sizes.get(path, 0) <= MAX_LINES]
-    assert not split, f"split now: remove from NOT_YET_SPLIT: {split}"
+    long = {path: n for path, n in sizes.items() if n > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: cut them by concept: {long}"
 
 
 def test_no_module_imports_another_modules_private_names() -> None:

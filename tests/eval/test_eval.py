@@ -34,7 +34,7 @@ from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.scoring import LexicalIndex, Scoring, lexical_terms
 from ctxbudget.store.chroma_store import ChromaStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
