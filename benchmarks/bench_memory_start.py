@@ -80,39 +80,61 @@ def first_assemble(repeat: int) -> None:
     print()
 
 
-def writes(turns: list[list[tuple[str, str]]], samples: int) -> None:
+def writes(turns: list[list[tuple[str, str]]], samples: int, pause: float) -> None:
+    """add_message latency and ingest rate, with write-behind (the default) and without.
+
+    ``add_message`` is timed until it returns (acknowledged: journaled), with ``pause`` seconds
+    between calls as in a conversation, and again followed by ``flush()`` (stored in Chroma).
+    Ingest is timed until everything is stored (``flush()`` included), so it is the rate at
+    which messages become searchable, not only acknowledged.
+    """
     from ctxbudget import ContextMemory
     from ctxbudget.embed.local import LocalEmbedder
 
     print(
-        f"## Writes on LoCoMo turns ({samples} add_message calls; add_messages of whole sessions)"
+        f"## Writes on LoCoMo turns ({samples} add_message calls, {pause * 1000:.0f} ms apart; "
+        "add_messages of whole sessions, until stored)"
     )
     print()
-    print("| embedder | add_message p50 ms | p95 ms | add_messages msg/s | messages | load |")
-    print("|---|---:|---:|---:|---:|---|")
+    print(
+        "| embedder | writes | add_message p50 / p95 ms | add_message + flush p50 / p95 ms "
+        "| add_messages msg/s (stored) | messages | load |"
+    )
+    print("|---|---|---:|---:|---:|---:|---|")
     for name in EMBEDDERS:
         embedder = LocalEmbedder() if "sentence" in name else None
-        with tempfile.TemporaryDirectory() as folder:
-            memory = ContextMemory(Path(folder) / "mem", embedder=embedder)
-            flat = [m for session in turns for m in session]
-            memory.add_message("warm", "user", "warm up")
-            times = []
-            for speaker, text in flat[:samples]:
+        for mode, behind in (("write-behind (default)", True), ("synchronous", False)):
+            with tempfile.TemporaryDirectory() as folder:
+                memory = ContextMemory(Path(folder) / "mem", embedder=embedder, write_behind=behind)
+                flat = [m for session in turns for m in session]
+                memory.add_message("warm", "user", "warm up")
+                memory.flush()
+                acked, stored = [], []
+                for number, (speaker, text) in enumerate(flat[: 2 * samples]):
+                    start = time.perf_counter()
+                    memory.add_message("single", speaker, text)
+                    took = time.perf_counter() - start
+                    if number % 2:
+                        memory.flush()
+                        stored.append((time.perf_counter() - start) * 1000.0)
+                    else:
+                        acked.append(took * 1000.0)
+                    time.sleep(pause)
+                memory.flush()
                 start = time.perf_counter()
-                memory.add_message("single", speaker, text)
-                times.append((time.perf_counter() - start) * 1000.0)
-            start = time.perf_counter()
-            count = 0
-            for number, session in enumerate(turns):
-                payload = [{"role": r, "content": t} for r, t in session]
-                memory.add_messages(f"bulk-{number}", payload, progress=False)
-                count += len(payload)
-            rate = count / (time.perf_counter() - start)
-            memory.close()
-        print(
-            f"| {name} | {statistics.median(times):.1f} | {pct(times, 0.95):.1f} "
-            f"| {rate:,.0f} | {count:,} | {load()} |"
-        )
+                count = 0
+                for number, session in enumerate(turns):
+                    payload = [{"role": r, "content": t} for r, t in session]
+                    memory.add_messages(f"bulk-{number}", payload, progress=False)
+                    count += len(payload)
+                memory.flush()
+                rate = count / (time.perf_counter() - start)
+                memory.close()
+            print(
+                f"| {name} | {mode} | {statistics.median(acked):.1f} / {pct(acked, 0.95):.1f} "
+                f"| {statistics.median(stored):.1f} / {pct(stored, 0.95):.1f} "
+                f"| {rate:,.0f} | {count:,} | {load()} |"
+            )
     print()
 
 
@@ -122,17 +144,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--pause", type=float, default=0.05, help="s between add_message calls")
+    parser.add_argument("--skip-start", action="store_true", help="only the writes")
     args = parser.parse_args()
     print(machine())
     print()
-    first_assemble(args.repeat)
+    if not args.skip_start:
+        first_assemble(args.repeat)
     data = load_locomo(require_locomo(args.locomo))
     conversation = data.conversations[0]
     sessions: dict[str, list[tuple[str, str]]] = {}
     for turn in conversation.turns:
         role = "user" if turn.speaker == conversation.speakers[0] else "assistant"
         sessions.setdefault(str(turn.session), []).append((role, turn.text))
-    writes(list(sessions.values())[: args.sessions], args.samples)
+    writes(list(sessions.values())[: args.sessions], args.samples, args.pause)
 
 
 if __name__ == "__main__":

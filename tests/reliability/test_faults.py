@@ -130,7 +130,7 @@ def set_read_only(folder, read_only):
 
 
 def ingest(spec):
-    memory = ContextMemory(store=open_store(spec))
+    memory = ContextMemory(store=open_store(spec), write_behind=spec.get("write_behind", True))
     say(event="open")
     for start in range(spec["skip"], len(spec["messages"]), spec["batch"]):
         add(memory, spec, start, spec["batch"])
@@ -139,7 +139,7 @@ def ingest(spec):
 
 def fill(spec):
     """Add batches until a write fails (full disk or a file size limit); then read back."""
-    memory = ContextMemory(store=open_store(spec))
+    memory = ContextMemory(store=open_store(spec), write_behind=False)
     store = memory.store
     add(memory, spec, 0, spec["batch"])
     if spec.get("fsize"):
@@ -185,7 +185,7 @@ def read_only_open(spec):
 
 def read_only_later(spec):
     """Write, make the folder read-only under the open store, write again, read."""
-    memory = ContextMemory(store=open_store(spec))
+    memory = ContextMemory(store=open_store(spec), write_behind=False)
     add(memory, spec, 0, spec["batch"])
     set_read_only(spec["target"], True)
     try:
@@ -195,6 +195,24 @@ def read_only_later(spec):
     report_reads(memory.store, spec)
     memory.store.close()
     set_read_only(spec["target"], False)
+
+
+def read_only_later_behind(spec):
+    """As read_only_later with write-behind: the second batch is acknowledged (journaled);
+    storing it fails and is reported; once writable, the next opener stores it."""
+    memory = ContextMemory(store=open_store(spec))
+    add(memory, spec, 0, spec["batch"])
+    memory.flush()
+    set_read_only(spec["target"], True)
+    add(memory, spec, spec["batch"], spec["batch"])
+    try:
+        memory.flush()
+        say(event="stored")
+    except StoreError as exc:
+        say(event="error", type=type(exc).__name__, message=str(exc))
+    memory.close()
+    set_read_only(spec["target"], False)
+    report_reads(open_store(spec), spec)
 
 
 def check(spec):
@@ -969,6 +987,25 @@ def _check_after_fill(pool: Pool, tmp_path: Path, folder: Path, acked: list[str]
     assert all(r[2] == pool.text(r[0]) for r in rows)
     assert run.one("search")["ids"][0] == pool.messages[1][0]
     print(f"after the fault: {len(acked)} acknowledged all there, {len(rows) - len(acked)} more")
+
+
+def test_folder_turned_read_only_under_write_behind_reports_it_and_loses_nothing(
+    pool: Pool, tmp_path: Path
+) -> None:
+    prefix = unprivileged()
+    folder = tmp_path / "later-behind"
+    spec = write_spec(pool, tmp_path, mode="read_only_later_behind", target=str(folder))
+    run = run_worker(pool, spec, prefix=prefix)
+    assert run.returncode == 0, run.stderr[-3000:]
+    acked = [i for i, _ in pool.messages[:8]]
+    assert run.acked == acked  # the journal (an open file) still takes the second batch
+    error = run.one("error")
+    assert error["type"] == "StoreError"
+    assert "are not stored yet" in error["message"] and "read-only" in error["message"]
+    rows = run.one("rows")["rows"]
+    assert [r[0] for r in rows] == acked  # stored, in order, when the folder was writable again
+    assert [r[1] for r in rows] == list(range(8))
+    print(f"read-only under write-behind: {error['message']}")
 
 
 def test_file_size_limit_during_a_write_is_a_clear_error(pool: Pool, tmp_path: Path) -> None:

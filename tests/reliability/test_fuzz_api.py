@@ -158,6 +158,7 @@ def memory(
 
 
 def snapshot(mem: ContextMemory) -> tuple[int, list[Record]]:
+    mem.flush()  # what it acknowledged, stored (reads of the store itself do not wait)
     return mem.store.count(), sorted(mem.store.find(namespace=mem.namespace), key=lambda r: r.id)
 
 
@@ -208,6 +209,7 @@ def test_add_message(
     if error is not None:
         assert snapshot(memory) == before
         return
+    memory.flush()
     stored = memory.store.get([result], namespace=memory.namespace, session_id=session)
     # A turn that only calls tools is stored with empty text: no placeholder.
     assert [r.text for r in stored] == [text if text.strip() else ""]
@@ -229,6 +231,7 @@ def test_add_messages(memory: ContextMemory, session: Any, batch: Any, batch_siz
         assert snapshot(memory) == before
         return
     assert len(result) == len(batch)
+    memory.flush()
     found = {
         r.id: r for r in memory.store.get(result, namespace=memory.namespace, session_id=session)
     }

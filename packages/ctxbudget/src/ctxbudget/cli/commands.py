@@ -163,7 +163,7 @@ def ingest(args: argparse.Namespace) -> int:
     for session, entries in sessions.items():
         for index, (where, message) in enumerate(entries):
             try:
-                record = memory._message_record(session, index, message, args.user)
+                record = memory.writes.message_record(session, index, message, args.user)
                 memory.store.check([record])
             except CtxBudgetError as exc:
                 problem = str(exc).replace("record 0 ", f"message {index} ", 1)
@@ -174,7 +174,7 @@ def ingest(args: argparse.Namespace) -> int:
                 raise UsageError(msg) from exc
             records.append(record)
     try:
-        memory._write(records, "message", None)
+        memory.writes.write(records, "message", None)
     except CtxBudgetError as exc:
         msg = f"{path}: {exc} (nothing of the file was stored)"
         raise UsageError(msg) from exc

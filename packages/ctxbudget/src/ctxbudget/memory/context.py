@@ -10,8 +10,9 @@ messages arrive). Recent history is not privileged by default: it gets the share
 that the query's own best matches point to (see `MemoryConfig.recent_share`).
 
 The work is done beside it, in `ctxbudget.memory`: `writes` (how a message, pin or document is
-stored), `session_state` (what a call reads of a session), `candidates` and `retrieval` (which
-records are candidates, with what score), `tasks`, `summarize` and `forget`.
+stored) and `write_behind` (messages stored in the background), `session_state` (what a call
+reads of a session), `candidates` and `retrieval` (which records are candidates, with what
+score), and `upkeep` (summaries, tasks, forgetting: `summarize`, `tasks`, `forget`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from ctxbudget.core.render import Format
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.embed.base import Embedder, as_embedder
-from ctxbudget.memory import forget, tasks
 from ctxbudget.memory.candidates import (
     Candidates,
     ScoredHit,
@@ -41,7 +41,8 @@ from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.inputs import extra_items
 from ctxbudget.memory.retrieval import QueryVectors
 from ctxbudget.memory.session_index import SessionIndexes
-from ctxbudget.memory.summarize import summarize_session
+from ctxbudget.memory.upkeep import SessionUpkeep
+from ctxbudget.memory.write_behind import open_write_behind
 from ctxbudget.memory.writes import Writer
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.records import MetadataValue, Record
@@ -50,7 +51,7 @@ from ctxbudget.tokens.counter import TokenCounter
 __all__ = []
 
 
-class ContextMemory:
+class ContextMemory(SessionUpkeep):
     """Memory for an LLM app: store everything, assemble what matters within a token budget.
 
     Args:
@@ -65,24 +66,12 @@ class ContextMemory:
         config: candidate gathering settings (`MemoryConfig`).
         summarizer: used by `summarize` and for ``shrink="summarize"`` items (default:
             extractive, no LLM).
+        write_behind: acknowledge messages once journaled and store them in the background
+            (`ctxbudget.memory.write_behind`): True journals in an embedded store's folder
+            (a server writes synchronously), a folder journals there (any store), False never.
 
-    Ids: a record id is unique within its scope (its session; a user-wide pin: its user; a
-    document: its collection), so sessions and users never touch each other's records, and
-    `unpin` names the scope. Ids starting with ``ctxbudget:`` are ctxbudget's own and refused
-    from callers. In `assemble`, every item has its own id: the system prompt, query and tool
-    schemas are ``ctxbudget:system``, ``ctxbudget:query`` and ``ctxbudget:tool:<name>``; the
-    current session's records (messages, pins, summaries) keep their ids, so ``included_ids``
-    shows them as stored; every other record's id is qualified with its scope
-    (`ctxbudget.store.records.scoped_item_id`: ``ctxbudget:user:["u1","diet"]``,
-    ``ctxbudget:session:["s2","m4"]``, ``ctxbudget:collection:["kb","guide#0"]``); tasks are
-    ``ctxbudget:task:<n>``. An ``extra`` item with the id of a current-session record is
-    taken as that record (the core keeps one).
-
-    Tool calls: `add_messages` takes calls as dicts (OpenAI or LangChain form, normalized by
-    `ctxbudget.core.toolcalls`) or as plain ids. Dict calls are kept canonical, as a JSON list in
-    ``record.metadata["_tool_calls"]``, arguments as the model produced them (valid JSON or
-    not: read them with `ctxbudget.core.toolcalls.parse_arguments`). A turn that only calls tools
-    has ``record.text == ""``; it is embedded through a description of its calls.
+    Ids are unique within their scope (session, user, document collection); how ids, scopes
+    and tool calls are kept and shown is in docs/concepts.md ("Ids", "Tool calls").
 
     >>> mem = ContextMemory(path=tmp_path)  # doctest: +SKIP
     >>> mem.add_message("s1", "user", "I moved to Lisbon in May", id="m1")  # doctest: +SKIP
@@ -101,6 +90,7 @@ class ContextMemory:
         model: str = "gpt-4o",
         config: MemoryConfig | None = None,
         summarizer: Summarizer | None = None,
+        write_behind: bool | str | os.PathLike[str] = True,
     ) -> None:
         if store is None:
             chosen: Embedder | None = None if embedder is None else as_embedder(embedder)
@@ -114,6 +104,7 @@ class ContextMemory:
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter.count)
         self._indexes = SessionIndexes()  # each session's word index, built on first use
         self._vectors = QueryVectors()  # earlier user turns' vectors, for multi-query search
+        self._behind = open_write_behind(store, write_behind)
 
     def counter_for(self, model: str | None) -> TokenCounter:
         """The (cached) token counter of ``model`` (the default model when None)."""
@@ -124,8 +115,23 @@ class ContextMemory:
         return counter
 
     # -- writing (ctxbudget.memory.writes) ---------------------------------------------------
-    def _writer(self) -> Writer:
-        return Writer(self.store, self.namespace, self.counter, self.config)
+    @property
+    def writes(self) -> Writer:
+        """This memory's write path (`ctxbudget.memory.writes.Writer`), for batch tools."""
+        return Writer(self.store, self.namespace, self.counter, self.config, self._behind)
+
+    def _settle(self) -> None:
+        # Every read and every other change waits for the messages acknowledged before it.
+        if self._behind is not None:
+            self._behind.settle()
+
+    def flush(self) -> None:
+        """Wait until every acknowledged message is stored (visible to other processes).
+
+        Raises:
+            StoreError: the store kept failing (the messages stay journaled and retried).
+        """
+        self._settle()
 
     def add_message(
         self,
@@ -168,20 +174,9 @@ class ContextMemory:
         Everything is checked before anything is written; a bad message raises an error naming
         its index. A progress bar shows on long imports (``progress=None``: over 200 messages).
         """
-        return self._writer().messages(
+        return self.writes.messages(
             session_id, messages, user_id=user_id, progress=progress, batch_size=batch_size
         )
-
-    # The command line's ingest checks every message of a file before it writes any of them.
-    def _message_record(
-        self, session_id: str, index: int, message: object, user_id: str | None
-    ) -> Record:
-        return self._writer().message_record(session_id, index, message, user_id)
-
-    def _write(
-        self, records: list[Record], noun: str, progress: bool | None, batch_size: int = 256
-    ) -> list[str]:
-        return self._writer().write(records, noun, progress, batch_size)
 
     def pin(
         self,
@@ -201,7 +196,8 @@ class ContextMemory:
                 `MemoryConfig.max_message_chars`, reserved or unstorable metadata, or an id
                 already pinned with other text. Nothing was written.
         """
-        return self._writer().pin(session_id, text, user_id=user_id, id=id, metadata=metadata)
+        self._settle()
+        return self.writes.pin(session_id, text, user_id=user_id, id=id, metadata=metadata)
 
     def unpin(
         self,
@@ -224,7 +220,8 @@ class ContextMemory:
         >>> mem.unpin("diet", user_id="u1")  # doctest: +SKIP
         True
         """
-        return self._writer().unpin(id, session_id=session_id, user_id=user_id)
+        self._settle()
+        return self.writes.unpin(id, session_id=session_id, user_id=user_id)
 
     def add_documents(
         self,
@@ -249,7 +246,8 @@ class ContextMemory:
                 chunking options, or a chunk id already stored with other text. Nothing was
                 written.
         """
-        return self._writer().documents(
+        self._settle()
+        return self.writes.documents(
             documents,
             collection=namespace,
             chunk_tokens=chunk_tokens,
@@ -261,6 +259,7 @@ class ContextMemory:
     # -- reading (ctxbudget.memory.candidates) -----------------------------------------------
     def history(self, session_id: str, *, limit: int | None = None) -> list[Record]:
         """The session's messages in order (the last ``limit`` when given)."""
+        self._settle()
         if limit is not None:
             return self.store.recent(namespace=self.namespace, session_id=session_id, limit=limit)
         return self.store.session_messages(namespace=self.namespace, session_id=session_id)
@@ -343,19 +342,12 @@ class ContextMemory:
         query (best first; scored by relevance x recency x salience). The search pool is a few
         times what ``budget`` can hold, so the cost follows the budget, not the session's length.
 
-        Args:
-            session_id: the conversation.
-            query: the current user message.
-            budget: the tokens the context may use (sizes the search and the recent share).
-            model: the model whose tokenizer counts (default: this memory's model).
-            user_id: the user (default: the one stored with the session's messages).
-            format: the format the context will be rendered in (its markup is counted).
-            documents: search documents (True), none (False), or only these collections.
-            other_sessions: search the user's other sessions (default: the config's setting).
-            search_recent: also search the newest turns (for a caller that holds the history
-                itself, like an agent's state): they come back in ``retrieved`` too when they
-                match, with the same ids as in ``history``.
+        The arguments are `assemble`'s (``budget`` sizes the search and the recent share;
+        ``format`` is the one the context will be rendered in), and ``search_recent``: also
+        search the newest turns (for a caller that holds the history itself, like an agent's
+        state): they come back in ``retrieved`` too when they match, with their ``history`` ids.
         """
+        self._settle()
         return gather(
             self.store,
             self.namespace,
@@ -394,6 +386,7 @@ class ContextMemory:
         salience, best first. ``kinds=None`` searches every kind; ``collections`` narrows
         documents as in `assemble`; ``vector`` is the query's embedding when the caller has it.
         """
+        self._settle()
         return scored_search(
             self.store,
             self.namespace,
@@ -407,70 +400,10 @@ class ContextMemory:
             vector=vector,
         )
 
-    # -- maintenance -----------------------------------------------------------------------
-    def summarize(
-        self,
-        session_id: str,
-        summarizer: Summarizer | None = None,
-        *,
-        keep_recent: int | None = None,
-        stretch: int = 30,
-        max_tokens: int = 150,
-    ) -> list[str]:
-        """Fold old stretches of a session into stored summaries; returns the new summary ids.
-
-        Only whole stretches of ``stretch`` messages older than the newest ``keep_recent`` (the
-        recent window by default) that no summary covers yet are folded, so calling this after
-        every turn summarizes each stretch once.
-        """
-        return summarize_session(
-            self.store,
-            self.namespace,
-            session_id,
-            summarizer or self.summarizer,
-            self.counter,
-            keep=self.config.recent_messages if keep_recent is None else keep_recent,
-            stretch=stretch,
-            max_tokens=max_tokens,
-        )
-
-    def push_task(self, session_id: str, goal: str) -> str:
-        """Start a (sub-)task under the current one; returns its id."""
-        return tasks.push_task(self.store, self.namespace, session_id, goal)
-
-    def pop_task(self, session_id: str, result: str) -> str:
-        """Finish the current task with its result; returns its id."""
-        return tasks.pop_task(self.store, self.namespace, session_id, result)
-
-    def clear(self, session_id: str, *, pins: bool = False) -> int:
-        """Forget a session's conversation: its messages and summaries; returns how many.
-
-        Pinned facts and tasks of the session stay unless ``pins=True`` (then everything of
-        the session goes, as `delete_session`). User-wide pins and documents are never touched.
-        Both adapters clear a session this way (LangChain ``clear()``, LlamaIndex ``reset()``).
-        """
-        return forget.clear_session(
-            self.store, self.namespace, self._indexes, session_id, pins=pins
-        )
-
-    def delete_session(self, session_id: str) -> int:
-        """Delete every record of a session; returns how many were removed."""
-        return forget.delete_session(self.store, self.namespace, self._indexes, session_id)
-
-    def delete_user(self, user_id: str) -> int:
-        """Delete every record of a user; returns how many were removed.
-
-        Their sessions go whole (messages, session pins, tasks, summaries), and so does anything
-        else carrying their user id.
-        """
-        return forget.delete_user(self.store, self.namespace, self._indexes, user_id)
-
-    def stats(self) -> dict[str, Any]:
-        """Counts per kind, sessions and namespaces of the underlying store."""
-        return dict(self.store.stats())
-
     def close(self) -> None:
-        """Release the store's client."""
+        """Store the acknowledged messages, then release the store's client."""
+        if self._behind is not None:
+            self._behind.close()
         self.store.close()
 
     def __enter__(self) -> ContextMemory:

@@ -10,7 +10,7 @@ with a progress bar on long imports). A bad input names its index, and nothing i
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from ctxbudget.memory.inputs import (
     user_metadata,
 )
 from ctxbudget.memory.record_items import with_tokens
+from ctxbudget.memory.write_behind import WriteBehind
 from ctxbudget.store.records import MetadataValue, Record, require_name, same_content, scope_of
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -46,6 +47,7 @@ class Writer:
     namespace: str
     counter: TokenCounter
     config: MemoryConfig
+    behind: WriteBehind | None = None  # messages acknowledged at once, stored in the background
 
     def messages(
         self,
@@ -67,14 +69,27 @@ class Writer:
             msg = f"batch_size must be a positive int, got {batch_size!r}"
             raise StoreInputError(msg)
         require_name("session_id", session_id)
+        given = list(messages)
         records = [
             self.message_record(session_id, index, message, user_id)
-            for index, message in enumerate(messages)
+            for index, message in enumerate(given)
         ]
-        return self.write(records, "message", progress, batch_size)
+        # Ids made here are new by construction: no stored record can conflict with them.
+        made = {
+            r.id
+            for r, m in zip(records, given, strict=True)
+            if not isinstance(m, Mapping) or m.get("id") in (None, "")
+        }
+        return self.write(records, "message", progress, batch_size, made=made)
 
     def write(
-        self, records: list[Record], noun: str, progress: bool | None, batch_size: int = 256
+        self,
+        records: list[Record],
+        noun: str,
+        progress: bool | None,
+        batch_size: int = 256,
+        *,
+        made: set[str] | frozenset[str] = frozenset(),
     ) -> list[str]:
         """Check every record, count tokens once, then store in batches with a progress bar."""
         try:
@@ -83,7 +98,14 @@ class Writer:
             problem = str(exc).replace("record ", noun + " ", 1).removesuffix(_UNWRITTEN)
             msg = problem.replace("in one add()", "in one call") + _UNWRITTEN
             raise StoreInputError(msg) from exc
-        refuse_changes(self.store, self.namespace, records, noun)
+        behind = self.behind if noun == "message" else None
+        refuse_changes(
+            self.store,
+            self.namespace,
+            [r for r in records if r.id not in made],
+            noun,
+            pending=None if self.behind is None else self.behind.pending,
+        )
         counts = self.counter.count_many([r.text for r in records])
         for index, record in enumerate(records):
             records[index] = with_tokens(record, {self.counter.name: counts[index]})
@@ -92,13 +114,18 @@ class Writer:
         for start in range(0, len(records), batch_size):
             chunk = records[start : start + batch_size]
             try:
-                ids.extend(r.id for r in self.store.add(chunk))
+                if behind is None:
+                    ids.extend(r.id for r in self.store.add(chunk))
+                else:
+                    behind.submit(chunk)  # acknowledged: journaled, stored in the background
+                    ids.extend(r.id for r in chunk)
             except StoreError as exc:
                 if not ids:
                     raise
+                done = "stored" if behind is None else "acknowledged"
                 msg = (
                     f"{exc} (for {noun}s {start} to {start + len(chunk) - 1}); the {start} "
-                    f"before were stored (ids {ids[0]!r} to {ids[-1]!r}): add {noun}s {start} "
+                    f"before were {done} (ids {ids[0]!r} to {ids[-1]!r}): add {noun}s {start} "
                     "on again"
                 )
                 raise type(exc)(msg) from exc
@@ -288,16 +315,28 @@ class Writer:
         return self.write(records, "document chunk", progress)
 
 
-def refuse_changes(store: ChromaStore, namespace: str, records: list[Record], noun: str) -> None:
+def refuse_changes(
+    store: ChromaStore,
+    namespace: str,
+    records: list[Record],
+    noun: str,
+    *,
+    pending: Callable[[Record], Record | None] | None = None,
+) -> None:
     """Refuse ids stored with other content before the first batch (not batch by batch).
 
     Only the records' own scopes are read: an id another session or user uses is not a
-    conflict, and nothing about it is revealed.
+    conflict, and nothing about it is revealed. ``pending`` gives the acknowledged record not
+    yet stored under a record's id (write-behind): it is what that id holds.
     """
     by_scope: dict[tuple[str, str], list[str]] = {}
-    for record in records:
-        by_scope.setdefault(scope_of(record), []).append(record.id)
     stored: dict[tuple[tuple[str, str], str], Record] = {}
+    for record in records:
+        waiting = None if pending is None else pending(record)
+        if waiting is not None:
+            stored[(scope_of(record), record.id)] = waiting
+        else:
+            by_scope.setdefault(scope_of(record), []).append(record.id)
     for scope, ids in by_scope.items():
         kind, name = scope
         found = store.get(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.store.client import import_chromadb, valid_collection_name
 from ctxbudget.store.connection import Connection
 from ctxbudget.store.deletes import Deleter
+from ctxbudget.store.journal import JOURNAL_FOLDER, replay
 from ctxbudget.store.layout import LAYOUT_VERSION, Collections, scoped_keys
 from ctxbudget.store.migration import LayoutVersion
 from ctxbudget.store.reads import Reader
@@ -123,6 +124,14 @@ class ChromaStore:
         self._writer = Writer(self._collections, self._vectors, sequences, self._layout)
         self._reader = Reader(self._collections, sequences)
         self._deleter = Deleter(self._collections, sequences)
+        self._on_close: list[Callable[[], None]] = []
+        if self.folder is not None:
+            # What a process that died had acknowledged (ctxbudget.store.journal) is stored first.
+            try:
+                replay(self.folder / JOURNAL_FOLDER / self._name, self.add)
+            except StoreError:
+                self.close()
+                raise
 
     _records = _collection("records")
     _meta = _collection("meta")
@@ -147,8 +156,15 @@ class ChromaStore:
         """The name of the records' collection."""
         return self._name
 
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` first when the store closes (a write-behind stores its queue)."""
+        self._on_close.append(callback)
+
     def close(self) -> None:
         """Release the Chroma client if the store created it (idempotent)."""
+        callbacks, self._on_close = getattr(self, "_on_close", []), []
+        for callback in callbacks:
+            callback()
         self._conn.close()
 
     def __enter__(self) -> ChromaStore:

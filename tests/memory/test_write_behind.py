@@ -1,0 +1,196 @@
+"""Write-behind: acknowledged records are journaled, stored in order, never lost or dropped.
+
+The store is a real Chroma (embedded, then a server); failures are injected around its ``add``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxbudget.errors import StoreError, StoreInputError
+from ctxbudget.memory.write_behind import WriteBehind
+from ctxbudget.store.chroma_store import ChromaStore
+from ctxbudget.store.journal import WriteJournal, read_batches, replay
+from ctxbudget.store.records import Record
+
+
+def message(session: str, number: int, text: str | None = None) -> Record:
+    return Record(
+        id=f"m{number}",
+        kind="message",
+        text=text or f"message {number} of {session}",
+        session_id=session,
+        role="user" if number % 2 == 0 else "assistant",
+    )
+
+
+def stored_texts(store: ChromaStore, session: str) -> list[str]:
+    return [r.text for r in store.session_messages(namespace="default", session_id=session)]
+
+
+class FlakyAdd:
+    """``store.add`` that fails the first ``failures`` calls with ``error``."""
+
+    def __init__(self, store: ChromaStore, failures: int, error: Exception) -> None:
+        self.store, self.failures, self.error, self.calls = store, failures, error, 0
+
+    def __call__(self, records: Sequence[Record]) -> list[Record]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return self.store.add(records)
+
+
+batches = st.lists(
+    st.lists(st.tuples(st.sampled_from(["s1", "s2"]), st.integers(0, 30)), min_size=1, max_size=8),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=batches, batch=st.integers(1, 20))
+def test_every_acknowledged_record_is_stored_once_in_acknowledgement_order(
+    store: ChromaStore, tmp_path: Path, plan: list[list[tuple[str, int]]], batch: int
+) -> None:
+    namespace = f"ns{time.monotonic_ns()}"
+    writer = WriteBehind(store.add, WriteJournal(tmp_path / namespace), batch=batch)
+    expected: dict[str, list[str]] = {"s1": [], "s2": []}
+    for group in plan:
+        records = {}
+        for session, number in group:
+            record = message(session, number)
+            records[(session, number)] = dataclasses.replace(record, namespace=namespace)
+        for (session, _), record in records.items():
+            if record.text not in expected[session]:
+                expected[session].append(record.text)
+        writer.submit(list(records.values()))
+    writer.settle()
+    for session, texts in expected.items():
+        found = store.session_messages(namespace=namespace, session_id=session)
+        assert [r.text for r in found] == texts  # each once, seqs in acknowledgement order
+    writer.close()
+    assert not list((tmp_path / namespace).glob("*.jsonl"))  # nothing left to replay
+
+
+def test_a_failing_store_is_retried_in_order_and_reported_when_late(
+    store: ChromaStore, tmp_path: Path
+) -> None:
+    flaky = FlakyAdd(store, failures=3, error=StoreError("server restarting"))
+    writer = WriteBehind(flaky, WriteJournal(tmp_path / "j"), batch=2, timeout=30)
+    writer.submit([message("s1", 0), message("s1", 1), message("s1", 2)])
+    reported = 0
+    for _ in range(100):  # while the store fails, each read reports it; then it succeeds
+        try:
+            writer.settle()
+            break
+        except StoreError as exc:
+            assert "are not stored yet (the store failed: server restarting)" in str(exc)
+            reported += 1
+            time.sleep(0.05)
+    assert reported >= 1 and flaky.calls == 4
+    assert stored_texts(store, "s1") == [f"message {i} of s1" for i in range(3)]
+    writer.close()
+
+    down = FlakyAdd(store, failures=10**6, error=StoreError("server down"))
+    late = WriteBehind(down, WriteJournal(tmp_path / "k"), timeout=0.5)
+    late.submit([message("s2", 0)])
+    with pytest.raises(StoreError, match=r"1 acknowledged message\(s\) are not stored yet.*down"):
+        late.settle()
+    late.close()
+    # What could not be stored stays in the journal, and the next opener stores it.
+    assert [len(b.records) for p in (tmp_path / "k").glob("*.jsonl") for b in read_batches(p)] == [
+        1
+    ]
+    assert replay(tmp_path / "k", store.add) == 1
+    assert stored_texts(store, "s2") == ["message 0 of s2"]
+    assert not list((tmp_path / "k").iterdir())
+
+
+def test_a_refused_batch_is_reported_once_kept_and_does_not_block_the_others(
+    store: ChromaStore, tmp_path: Path
+) -> None:
+    store.add([message("s1", 0, "the stored wording")])
+    writer = WriteBehind(store.add, WriteJournal(tmp_path / "j"), batch=10)
+    writer.submit([message("s1", 0, "another wording")])  # refused by the store
+    writer.submit([message("s1", 1)])
+    with pytest.raises(StoreError, match=r"could not be stored.*different content.*'m0'"):
+        writer.settle()
+    writer.settle()  # reported once
+    assert stored_texts(store, "s1") == ["the stored wording", "message 1 of s1"]
+    writer.close()
+    kept = [b for p in (tmp_path / "j").glob("*.jsonl") for b in read_batches(p)]
+    assert [r.text for b in kept for r in b.records] == ["another wording"]
+
+
+def test_submit_waits_when_the_queue_is_full(store: ChromaStore, tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def slow(records: Sequence[Record]) -> list[Record]:
+        release.wait(10)
+        return store.add(records)
+
+    writer = WriteBehind(slow, WriteJournal(tmp_path / "j"), batch=4, max_pending=4, timeout=0.3)
+    writer.submit([message("s1", i) for i in range(4)])
+    with pytest.raises(StoreError, match="cannot acknowledge more messages"):
+        writer.submit([message("s1", 4)])
+    release.set()
+    writer.submit([message("s1", 5)])
+    writer.settle()
+    assert len(stored_texts(store, "s1")) == 5  # the refused one was never acknowledged
+    writer.close()
+
+
+def test_a_dead_writers_journal_is_replayed_without_its_finished_or_torn_lines(
+    store: ChromaStore, tmp_path: Path
+) -> None:
+    journal = WriteJournal(tmp_path / "j")
+    journal.append("a", [message("s1", 0)])
+    journal.append("b", [message("s1", 1), message("s1", 2)])
+    journal.append("c", [message("s1", 3)])
+    journal.done(["a"])
+    with journal.path.open("ab") as torn:
+        torn.write(b'{"batch":"d","records":[["cut')  # a crash in the middle of an append
+    assert replay(tmp_path / "j", store.add) == 0  # its writer is alive: not an orphan
+    journal.close(remove=False)  # the writer dies: its lock is released
+    assert replay(tmp_path / "j", store.add) == 3
+    assert stored_texts(store, "s1") == [f"message {i} of s1" for i in (1, 2, 3)]
+    assert not list((tmp_path / "j").iterdir())
+
+
+def test_replay_keeps_a_batch_the_store_refuses_apart(store: ChromaStore, tmp_path: Path) -> None:
+    store.add([message("s1", 0, "stored")])
+    journal = WriteJournal(tmp_path / "j")
+    journal.append("a", [message("s1", 0, "other")])
+    journal.append("b", [message("s1", 1)])
+    journal.close(remove=False)
+    assert replay(tmp_path / "j", store.add) == 1
+    assert [p.suffix for p in (tmp_path / "j").iterdir()] == [".failed"]
+
+
+def test_a_journal_that_cannot_be_created_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(StoreError, match="cannot create the write journal"):
+        WriteJournal(tmp_path / "file" / "j")
+
+
+def test_store_input_errors_are_not_retried(tmp_path: Path, store: ChromaStore) -> None:
+    flaky = FlakyAdd(store, failures=1, error=StoreInputError("bad"))
+    writer = WriteBehind(flaky, WriteJournal(tmp_path / "j"))
+    writer.submit([message("s1", 0)])
+    with pytest.raises(StoreError, match="bad"):
+        writer.settle()
+    assert flaky.calls == 1
+    writer.close()
