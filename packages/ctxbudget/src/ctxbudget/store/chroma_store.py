@@ -51,8 +51,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def _collection(name: str) -> Any:
-    # A store's Chroma collection, kept in its `Collections` (a test's probe swaps one there).
+def _collection(name: str) -> Any:  # kept in `Collections` (a test's probe swaps one there)
     return property(
         lambda store: getattr(store._collections, name),
         lambda store, collection: setattr(store._collections, name, collection),
@@ -76,11 +75,9 @@ class ChromaStore:
         client: a chromadb client to use as is (the store does not close it).
         embedder: an `Embedder`, or anything `as_embedder` accepts.
         collection: the collection name; ``<collection>.meta`` is used too.
-        retry: how calls to a server are retried when it cannot be reached or answers 429,
-            502, 503 or 504, and how a search is retried when it meets a new collection's
-            index still being written (default `RetryPolicy()`: 3 tries within about 2 s;
-            ``RetryPolicy(attempts=1)`` for none). Every call the store makes is safe to repeat
-            (see `ctxbudget.store.retry`). An embedded Chroma is not retried.
+        retry: how server calls are retried (unreachable, 429/502/503/504, a search meeting a
+            new collection's index still being written): `ctxbudget.store.retry`; default
+            `RetryPolicy()`, 3 tries within about 2 s. An embedded Chroma is not retried.
 
     Raises:
         StoreError: Chroma cannot be opened or reached (after the retries, for a server), or
@@ -112,26 +109,21 @@ class ChromaStore:
             chroma, collection, retry, logger, path=path, url=url, client=client
         )
         self._client: Any = self._conn.client
+        self._on_close: list[Callable[[], None]] = []
         try:
             self._collections = Collections(self._conn, self._name)
             self._layout = LayoutVersion(self._collections)
             self._layout.check()
+            self._vectors = Vectors(self._embedder, self._collections)
+            sequences = Sequences(self._collections)
+            self._writer = Writer(self._collections, self._vectors, sequences, self._layout)
+            self._reader = Reader(self._collections, sequences)
+            self._deleter = Deleter(self._collections, sequences)
+            if self.folder is not None:  # what a process that died acknowledged, stored first
+                replay(self.folder / JOURNAL_FOLDER / self._name, self.add)
         except StoreError:
             self.close()
             raise
-        self._vectors = Vectors(self._embedder, self._collections)
-        sequences = Sequences(self._collections)
-        self._writer = Writer(self._collections, self._vectors, sequences, self._layout)
-        self._reader = Reader(self._collections, sequences)
-        self._deleter = Deleter(self._collections, sequences)
-        self._on_close: list[Callable[[], None]] = []
-        if self.folder is not None:
-            # What a process that died had acknowledged (ctxbudget.store.journal) is stored first.
-            try:
-                replay(self.folder / JOURNAL_FOLDER / self._name, self.add)
-            except StoreError:
-                self.close()
-                raise
 
     _records = _collection("records")
     _meta = _collection("meta")
