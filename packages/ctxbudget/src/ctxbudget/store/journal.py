@@ -28,6 +28,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,8 @@ class WriteJournal:
             raise StoreError(msg) from exc
         if fcntl is not None:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
+        # A writer nobody closed still releases its file (and lock) when it is collected.
+        self._release_fd = weakref.finalize(self, os.close, self._fd)
         self._open = 0  # batches appended and not yet marked done
         self._guard = threading.Lock()  # an append never races the truncation in done()
 
@@ -128,7 +131,7 @@ class WriteJournal:
         if remove:
             with contextlib.suppress(OSError):
                 self._path.unlink()
-        os.close(self._fd)  # releases the flock
+        self._release_fd()  # closes the file: releases the flock
         self._fd = -1
 
     def _write(self, line: dict[str, object], action: str) -> None:
