@@ -175,6 +175,7 @@ def ingest(args: argparse.Namespace) -> int:
             records.append(record)
     try:
         memory.writes.write(records, "message", None)
+        memory.flush()  # stored, not only acknowledged, before it says so
     except CtxBudgetError as exc:
         msg = f"{path}: {exc} (nothing of the file was stored)"
         raise UsageError(msg) from exc
