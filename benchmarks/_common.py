@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import platform
 import random
 import statistics
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ctxbudget import ContextItem, Tier
 
@@ -105,3 +111,94 @@ def require_locomo(path: Path) -> Path:
         )
         sys.exit(0)
     return path
+
+
+class HashEmbedder:
+    """A free, deterministic `Embedder`: a unit vector per text, seeded by a hash of the text.
+
+    The same text gives the same vector in every process (unlike Python's salted ``hash``), so
+    stores built by one run can be searched by the next; nothing is found by meaning.
+    """
+
+    def __init__(self, dimension: int = 384) -> None:
+        import numpy
+
+        self._np = numpy
+        self.dimension = dimension
+        self.name = f"bench-hash-{dimension}"
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.embed_query(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+        vector = self._np.random.default_rng(seed).standard_normal(self.dimension)
+        unit: list[float] = (vector / self._np.linalg.norm(vector)).tolist()
+        return unit
+
+
+def where_fields(where: object) -> set[str]:
+    """The metadata fields a Chroma ``where`` filter names (operators such as ``$and`` left out)."""
+    out: set[str] = set()
+    if isinstance(where, dict):
+        for key, value in where.items():
+            if not key.startswith("$"):
+                out.add(key)
+            out |= where_fields(value)
+    elif isinstance(where, list):
+        for part in where:
+            out |= where_fields(part)
+    return out
+
+
+@dataclass
+class ChromaCalls:
+    """Chroma calls by kind (``collection.method[ids|where fields] xN queries``): count and ms."""
+
+    count: dict[str, int] = field(default_factory=dict)
+    ms: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, kind: str, ms: float) -> None:
+        with self.lock:
+            self.count[kind] = self.count.get(kind, 0) + 1
+            self.ms[kind] = self.ms.get(kind, 0.0) + ms
+
+
+COLLECTION_METHODS = ("get", "query", "count", "add", "upsert", "update", "delete", "peek")
+
+
+@contextmanager
+def counting_chroma_calls() -> Iterator[ChromaCalls]:
+    """Count and time every chromadb ``Collection`` call (embedded and HTTP alike) in the block.
+
+    A collection whose name ends in ``.meta`` is reported as ``meta``, any other as ``records``.
+    """
+    from chromadb.api.models.Collection import Collection
+
+    calls = ChromaCalls()
+    originals = {name: getattr(Collection, name) for name in COLLECTION_METHODS}
+
+    def wrap(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                which = "meta" if self.name.endswith(".meta") else "records"
+                how = "ids" if kwargs.get("ids") is not None else ""
+                how += ",".join(sorted(where_fields(kwargs.get("where"))))
+                n = len(kwargs.get("query_embeddings") or ())
+                batch = f" x{n}" if n > 1 else ""
+                calls.add(f"{which}.{name}[{how}]{batch}", (time.perf_counter() - start) * 1e3)
+
+        return timed
+
+    for name, method in originals.items():
+        setattr(Collection, name, wrap(name, method))
+    try:
+        yield calls
+    finally:
+        for name, method in originals.items():
+            setattr(Collection, name, method)
