@@ -1,0 +1,374 @@
+"""Scale: does the cost of one `assemble` depend on its own session, or on everything stored?
+
+One probe user (5 sessions x 200 messages, a few facts planted early in each session) is stored
+alone (the baseline: 1,000 records) and together with thousands of other users (5 sessions x 200
+messages each) in stores of ``--sizes`` records in total. For each store, embedded (a folder) and
+on a ``chroma run`` server (started by this script on 127.0.0.1 on a free port, on the same
+data folder, stopped after), the script times ``ContextMemory.assemble(session, query,
+budget=4096)`` for the probe user's latest session over ``--queries`` distinct queries (facts
+and generic questions): the first call on the freshly opened store is shown apart ("first"),
+then p50 and p95 of the others, the ratio of p50 to the single-user store's p50 on the same
+backend, the build time and ``os.getloadavg()`` at the end of the measurement.
+
+Then, for the single-user store and the largest one, it counts the Chroma calls one assemble
+makes and their time per kind (``collection.method[where fields]``), from the chromadb
+``Collection`` methods wrapped for a few extra assembles (the timed ones are not wrapped).
+
+Embeddings are free and deterministic (a seeded pseudo-random unit vector of 384 dimensions per
+text, from a hash of the text) so only storage and assembly are measured: retrieval finds
+nothing by meaning, only by the words of the session's BM25 index. Stores are written with
+`ChromaStore.add` in batches of ``--batch`` records (with their token counts, as
+``ContextMemory`` stores them), streamed; with ``--cache DIR`` they are kept in DIR/scale-<size>
+and reused when their count is the expected one (building 500,000 records takes minutes).
+
+Run: nice -n 5 .venv/bin/python benchmarks/bench_scale.py --sizes 10000,100000,500000
+     --cache /tmp/scale-cache [--backends embedded,server] [--queries 30] [--batch 5000]
+(1,000,000 works too; a smoke run: --sizes 2000,5000 --backends embedded).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["ANONYMIZED_TELEMETRY"] = "False"
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import chromadb
+from _common import (
+    WORDS,
+    ChromaCalls,
+    HashEmbedder,
+    counting_chroma_calls,
+    machine,
+    pct,
+    sentence,
+)
+
+from ctxbudget.errors import CtxBudgetError
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore, Record
+from ctxbudget.testing import chroma_server
+from ctxbudget.tokens.counter import TokenCounter
+
+BASELINE = 1_000
+SESSIONS = 5
+SESSION_LENGTH = 200
+DIMENSION = 384
+START = 1_700_000_000.0
+COLLECTION = "scale"
+PROBE = 0  # user index of the probe user
+PROBE_SESSION = f"u{PROBE:06d}-s{SESSIONS - 1}"  # the probe user's latest session
+CALL_SAMPLES = 5  # extra assembles with the Chroma calls counted
+
+FACTS = [  # (what the probe user says early in a session, a question asking for it)
+    ("My locker code at the climbing gym is 7391.", "What is my locker code at the gym?"),
+    ("My cat Pimenta takes her thyroid pill at eight.", "When does my cat take her pill?"),
+    ("The wifi password at my aunt's house is heron-42.", "What's the wifi password at my aunt's?"),
+    ("My passport expires in March 2031.", "When does my passport expire?"),
+    ("I'm allergic to penicillin.", "Which antibiotic am I allergic to?"),
+    ("My dentist moved her clinic to Rua das Flores 112.", "Where is my dentist's clinic now?"),
+    ("The spare garage key is under the blue flowerpot.", "Where is the spare garage key?"),
+    ("I drive a green 2012 Volvo estate.", "What car do I drive?"),
+    ("My blood type is O negative.", "What is my blood type?"),
+    ("The insurance claim reference is CLM-20931.", "What's the insurance claim reference?"),
+]
+ASKS = ("What about", "Remind me of", "Any news on", "What did we say about", "Summarize")
+
+
+# -- the data ----------------------------------------------------------------------------------
+def user_sessions(user: int, messages: int) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """A user's sessions as (session id, [(role, text)]): 200 messages each, ``messages`` in all.
+
+    Seeded by the user, so the probe user is the same in every store; the probe user states two
+    facts early in each session (user turns 4 and 10).
+    """
+    rng = random.Random(user)
+    left = messages
+    for s in range(-(-messages // SESSION_LENGTH)):
+        length = min(SESSION_LENGTH, left)
+        left -= length
+        turns = []
+        for i in range(length):
+            role = "user" if i % 2 == 0 else "assistant"
+            if user == PROBE and i in (4, 10):
+                text = FACTS[(2 * s + (i == 10)) % len(FACTS)][0]
+            else:
+                text = " ".join(sentence(rng, 4, 24) for _ in range(rng.randint(1, 2)))
+            turns.append((role, text))
+        yield f"u{user:06d}-s{s}", turns
+
+
+def population(total: int) -> list[tuple[int, int]]:
+    """(user, messages) for a store of ``total`` records: the probe user first, then 1,000 each."""
+    users = [(PROBE, BASELINE)]
+    left = total - BASELINE
+    while left > 0:
+        users.append((len(users), min(SESSIONS * SESSION_LENGTH, left)))
+        left -= users[-1][1]
+    return users
+
+
+def record_batches(total: int, counter: TokenCounter, batch: int) -> Iterator[list[Record]]:
+    """Every record of the store, in batches of about ``batch``, with their token counts."""
+    pending: list[Record] = []
+    for user, messages in population(total):
+        for s, (sid, turns) in enumerate(user_sessions(user, messages)):
+            counts = counter.count_many([text for _, text in turns])
+            for i, ((role, text), tokens) in enumerate(zip(turns, counts, strict=True)):
+                pending.append(
+                    Record(
+                        id=f"m{i:03d}",
+                        kind="message",
+                        text=text,
+                        session_id=sid,
+                        user_id=f"u{user:06d}",
+                        role=role,
+                        timestamp=START + s * 86_400 + 60 * i,
+                        tokens={counter.name: tokens},
+                    )
+                )
+        if len(pending) >= batch:
+            yield pending
+            pending = []
+    if pending:
+        yield pending
+
+
+def queries(n: int, seed: int = 5) -> list[str]:
+    """``n`` distinct queries: the facts' questions, then generic questions over the vocabulary."""
+    rng = random.Random(seed)
+    out = [question for _, question in FACTS][: n // 2]
+    while len(out) < n:
+        query = f"{rng.choice(ASKS)} the {' '.join(rng.sample(WORDS[15:], 3))}?"
+        if query not in out:
+            out.append(query)
+    rng.shuffle(out)
+    return out
+
+
+# -- building (and reusing) a store --------------------------------------------------------------
+def open_store(where: Path | str) -> ChromaStore:
+    if isinstance(where, Path):
+        return ChromaStore(where, embedder=HashEmbedder(DIMENSION), collection=COLLECTION)
+    return ChromaStore(url=where, embedder=HashEmbedder(DIMENSION), collection=COLLECTION)
+
+
+def ensure_built(root: Path, total: int, counter: TokenCounter, batch: int) -> tuple[float, bool]:
+    """Build the store of ``total`` records in ``root / "data"`` unless it is there already.
+
+    Returns the build's seconds (from ``root / "build.json"`` when reused) and whether it was.
+    """
+    info = root / "build.json"
+    if info.is_file():
+        with open_store(root / "data") as store:
+            if store.count() == total:
+                return float(json.loads(info.read_text())["seconds"]), True
+        print(f"  {root}: not the expected {total:,} records, building again", flush=True)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    start = last = time.perf_counter()
+    done = 0
+    with open_store(root / "data") as store:
+        for records in record_batches(total, counter, batch):
+            store.add(records)
+            done += len(records)
+            if time.perf_counter() - last > 30 or done == total:
+                last = time.perf_counter()
+                rate = done / (last - start)
+                print(f"  building {total:,}: {done:,} records, {rate:,.0f}/s", flush=True)
+        count = store.count()
+    seconds = time.perf_counter() - start
+    if count != total:
+        print(f"  WARNING: the store of {total:,} holds {count:,} records", flush=True)
+    info.write_text(json.dumps({"seconds": seconds, "records": total}))
+    return seconds, False
+
+
+# -- measuring ---------------------------------------------------------------------------------
+@dataclass
+class Row:
+    backend: str
+    records: int
+    users: int
+    first: float
+    samples: list[float]
+    build: float
+    cached: bool
+    load: tuple[float, float, float]
+    calls: ChromaCalls
+    assembles_ms: float  # wall time of the CALL_SAMPLES counted assembles
+
+
+def measure(store: ChromaStore, asked: list[str], budget: int) -> tuple[float, list[float]]:
+    memory = ContextMemory(store=store, write_behind=False)
+    start = time.perf_counter()
+    memory.assemble(PROBE_SESSION, asked[0], budget=budget)
+    first = (time.perf_counter() - start) * 1e3
+    samples = []
+    for query in asked[1:]:
+        start = time.perf_counter()
+        memory.assemble(PROBE_SESSION, query, budget=budget)
+        samples.append((time.perf_counter() - start) * 1e3)
+    return first, samples
+
+
+def count_calls(store: ChromaStore, asked: list[str], budget: int) -> tuple[ChromaCalls, float]:
+    memory = ContextMemory(store=store, write_behind=False)
+    memory.assemble(PROBE_SESSION, asked[0], budget=budget)  # its caches warm, as in `measure`
+    with counting_chroma_calls() as calls:
+        start = time.perf_counter()
+        for query in asked[1 : 1 + CALL_SAMPLES]:
+            memory.assemble(PROBE_SESSION, query, budget=budget)
+        wall = (time.perf_counter() - start) * 1e3
+    return calls, wall
+
+
+def run(
+    backend: str, root: Path, total: int, built: tuple[float, bool], args: argparse.Namespace
+) -> Row:
+    asked = queries(args.queries + 1)
+    with located(backend, root) as where:
+        with open_store(where) as store:
+            first, samples = measure(store, asked, args.budget)
+            calls, wall = count_calls(store, asked, args.budget)
+            load = os.getloadavg()
+    users = len(population(total))
+    return Row(backend, total, users, first, samples, *built, load, calls, wall)
+
+
+@contextmanager
+def located(backend: str, root: Path) -> Iterator[Path | str]:
+    """Where the store is: its folder (embedded), or a server started on it for the block."""
+    if backend == "embedded":
+        yield root / "data"
+        return
+    with chroma_server(root) as server:
+        yield server.url
+
+
+# -- printing ----------------------------------------------------------------------------------
+def table(rows: list[Row]) -> str:
+    base = {r.backend: statistics.median(r.samples) for r in rows if r.records == BASELINE}
+    out = [
+        "| backend | records | users | first ms | assemble p50 ms | p95 ms | p50 / 1-user p50 "
+        "| build | load avg (1, 5, 15 min) |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for r in rows:
+        p50 = statistics.median(r.samples)
+        ratio = f"{p50 / base[r.backend]:.2f}" if r.backend in base else "?"
+        rate = f"{r.records / r.build:,.0f} rec/s" if r.build else "?"
+        build = (
+            f"{r.build:,.{0 if r.build >= 100 else 1}f} s ({rate}){' cached' if r.cached else ''}"
+        )
+        load = ", ".join(f"{x:.2f}" for x in r.load)
+        out.append(
+            f"| {r.backend} | {r.records:,} | {r.users:,} | {r.first:.1f} | {p50:.1f} "
+            f"| {pct(r.samples, 0.95):.1f} | {ratio} | {build} | {load} |"
+        )
+    return "\n".join(out)
+
+
+def calls_table(small: Row, large: Row) -> str:
+    n = CALL_SAMPLES
+    kinds = sorted(set(small.calls.count) | set(large.calls.count))
+    heads = [f"{r.records:,} records" for r in (small, large)]
+    out = [
+        f"{large.backend}: Chroma calls per assemble (mean of {n} assembles), by kind",
+        "",
+        f"| call | {heads[0]}: calls | ms/call | {heads[1]}: calls | ms/call |",
+        "|---|--:|--:|--:|--:|",
+    ]
+
+    def cells(r: Row, kind: str) -> str:
+        count = r.calls.count.get(kind, 0)
+        if not count:
+            return "- | -"
+        return f"{count / n:.1f} | {r.calls.ms[kind] / count:.2f}"
+
+    for kind in kinds:
+        out.append(f"| {kind} | {cells(small, kind)} | {cells(large, kind)} |")
+    totals = []
+    for r in (small, large):
+        chroma = sum(r.calls.ms.values()) / n
+        totals.append(
+            (
+                f"{sum(r.calls.count.values()) / n:.1f} | {chroma:.1f} ms",
+                r.assembles_ms / n - chroma,
+            )
+        )
+    out.append(f"| all Chroma calls (calls, ms) | {totals[0][0]} | {totals[1][0]} |")
+    out.append(f"| assemble outside Chroma (ms) | {totals[0][1]:.1f} | | {totals[1][1]:.1f} | |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000,500000", help="total records per store")
+    parser.add_argument("--backends", default="embedded,server")
+    parser.add_argument("--cache", type=Path, help="keep the built stores here and reuse them")
+    parser.add_argument("--queries", type=int, default=30, help="timed assembles per store")
+    parser.add_argument("--batch", type=int, default=5_000, help="records per ChromaStore.add")
+    parser.add_argument("--budget", type=int, default=4096)
+    args = parser.parse_args()
+    sizes = sorted({BASELINE, *(int(s.replace("_", "")) for s in args.sizes.split(","))})
+    if sizes[0] < BASELINE:
+        parser.error(f"every size must be at least {BASELINE:,} (the probe user's records)")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not set(backends) <= {"embedded", "server"} or not backends:
+        parser.error("--backends: embedded, server or both")
+
+    print(f"# bench_scale: {machine()}, chromadb {chromadb.__version__}")
+    print(
+        f"probe: user u{PROBE:06d}, session {PROBE_SESSION} ({SESSIONS} sessions x "
+        f"{SESSION_LENGTH} messages); {args.queries} timed assembles (budget {args.budget}) "
+        f"after a first one; embedder {HashEmbedder(DIMENSION).name}; sizes {sizes}; backends {backends}",
+        flush=True,
+    )
+    cache = args.cache or Path(tempfile.mkdtemp(prefix="ctxbudget-bench-scale-"))
+    counter = TokenCounter.for_model("gpt-4o")
+    rows: list[Row] = []
+    try:
+        for total in sizes:
+            root = cache / f"scale-{total}"
+            built = ensure_built(root, total, counter, args.batch)
+            for backend in backends:
+                try:
+                    r = run(backend, root, total, built, args)
+                except CtxBudgetError as exc:  # a server timing out, say: go on with the rest
+                    print(f"  {backend} {total:,}: FAILED: {exc}", flush=True)
+                    continue
+                rows.append(r)
+                print(
+                    f"  {backend} {total:,}: first {r.first:.1f} ms, p50 "
+                    f"{statistics.median(r.samples):.1f} ms, p95 {pct(r.samples, 0.95):.1f} ms",
+                    flush=True,
+                )
+    finally:
+        if args.cache is None:
+            shutil.rmtree(cache, ignore_errors=True)
+    rows.sort(key=lambda r: (backends.index(r.backend), r.records))
+    print()
+    print(table(rows))
+    for backend in backends:
+        mine = [r for r in rows if r.backend == backend]
+        if len(mine) > 1 and mine[0].records == BASELINE:
+            print()
+            print(calls_table(mine[0], mine[-1]))
+
+
+if __name__ == "__main__":
+    main()
