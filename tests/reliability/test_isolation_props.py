@@ -430,6 +430,8 @@ def final_round(player: Player, probe: list[float], forget: tuple[str, str]) -> 
     short, user = forget
     player.forget(short, user)
     forgotten = [(world.ns(short), user)]
+    for memory in player.memories.values():
+        memory.flush()  # the store itself is read next: what each memory acknowledged, stored
     verify_store(player.store, world, probe, forgotten)
     player.exact_user = True
     for ns_short in NAMESPACES:
