@@ -138,6 +138,7 @@ def test_bad_message_names_its_index_and_nothing_is_written(
     memory: ContextMemory, bad: object, problem: str
 ) -> None:
     memory.add_message("s1", "user", "Already stored.", id="m0", user_id="u1")
+    memory.flush()  # the store itself is read next
     before = memory.store.count(namespace=NS)
 
     messages: list[Any] = [GOOD, bad, ("assistant", "So is this.")]
@@ -145,6 +146,7 @@ def test_bad_message_names_its_index_and_nothing_is_written(
         memory.add_messages("s1", messages, user_id="u1")
 
     assert problem in str(caught.value)
+    memory.flush()
     assert memory.store.count(namespace=NS) == before
     assert [r.id for r in memory.history("s1")] == ["m0"]
 
@@ -379,6 +381,7 @@ def test_summarize_folds_each_old_stretch_once(memory: ContextMemory) -> None:
     made = memory.summarize("s1", keep_recent=10)
     assert made == [internal_id("summary", "0-29"), internal_id("summary", "30-59")]
     assert memory.summarize("s1", keep_recent=10) == []
+    memory.flush()
     assert memory.store.count(namespace=NS) == 72
 
     stored = memory.store.find(namespace=NS, kinds=["summary"], session_id="s1")

@@ -92,6 +92,7 @@ def memory(shared_store: ChromaStore) -> ContextMemory:
 
 
 def snapshot(mem: ContextMemory) -> tuple[int, list[Record]]:
+    mem.flush()  # acknowledged messages, stored: the store itself is read next
     records = mem.store.find(namespace=mem.namespace)
     return mem.store.count(), sorted(records, key=lambda r: (r.kind, r.id))
 

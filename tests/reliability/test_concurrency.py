@@ -88,6 +88,7 @@ def check_sessions(
     assert len(acknowledged) == sum(len(mine) for mine in acks.values())  # ids are unique
     assert acknowledged - set(stored) == set(), "acknowledged messages lost"
     assert set(stored) - acknowledged == set(), "messages nobody wrote"
+    memory.flush()  # the store itself is read next
     assert memory.store.count(namespace=memory.namespace) == total
     return total
 

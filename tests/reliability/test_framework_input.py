@@ -582,6 +582,7 @@ def test_llamaindex_roles_and_tool_calls(context_memory: ContextMemory) -> None:
     ]
     assert got[0].content.startswith("Use metric units.")
     assert returned_tokens(got) == memory.last_context.tokens_used <= 400
+    context_memory.flush()  # the store itself is read next
     stored = context_memory.store.count(namespace=context_memory.namespace)
     for bad, error in [
         (
@@ -602,6 +603,7 @@ def test_llamaindex_roles_and_tool_calls(context_memory: ContextMemory) -> None:
                     ),
                 ]
             )
+        context_memory.flush()
         assert context_memory.store.count(namespace=context_memory.namespace) == stored
 
 
