@@ -1,8 +1,8 @@
 """Scale: does the cost of one `assemble` depend on its own session, or on everything stored?
 
 One probe user (5 sessions x 200 messages, a few facts planted early in each session) is stored
-alone (the baseline: 1,000 records) and together with thousands of other users (5 sessions x 200
-messages each) in stores of ``--sizes`` records in total. For each store, embedded (a folder) and
+alone (the baseline: 1,000 records) and together with thousands of other users (100, 200 or 300
+messages each, in sessions of up to 200) in stores of ``--sizes`` records in total. For each store, embedded (a folder) and
 on a ``chroma run`` server (started by this script on 127.0.0.1 on a free port, on the same
 data folder, stopped after), the script times ``ContextMemory.assemble(session, query,
 budget=4096)`` for the probe user's latest session over ``--queries`` distinct queries (facts
@@ -57,13 +57,15 @@ from _common import (
     sentence,
 )
 
+from ctxbudget.embed.base import Embedder, default_embedder
 from ctxbudget.errors import CtxBudgetError
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.store.chroma_store import ChromaStore, Record
+from ctxbudget.store.chroma_store import LAYOUT_VERSION, ChromaStore, Record
 from ctxbudget.testing import chroma_server
 from ctxbudget.tokens.counter import TokenCounter
 
 BASELINE = 1_000
+OTHER_SIZES = (100, 200, 300)  # messages of each other user
 SESSIONS = 5
 SESSION_LENGTH = 200
 DIMENSION = 384
@@ -112,11 +114,13 @@ def user_sessions(user: int, messages: int) -> Iterator[tuple[str, list[tuple[st
 
 
 def population(total: int) -> list[tuple[int, int]]:
-    """(user, messages) for a store of ``total`` records: the probe user first, then 1,000 each."""
+    """(user, messages) for a store of ``total`` records: the probe user first (1,000), then
+    users of 100, 200 or 300 messages (200 on average: 2,500 users in 500,000 records)."""
+    rng = random.Random(total)
     users = [(PROBE, BASELINE)]
     left = total - BASELINE
     while left > 0:
-        users.append((len(users), min(SESSIONS * SESSION_LENGTH, left)))
+        users.append((len(users), min(rng.choice(OTHER_SIZES), left)))
         left -= users[-1][1]
     return users
 
@@ -160,10 +164,13 @@ def queries(n: int, seed: int = 5) -> list[str]:
 
 
 # -- building (and reusing) a store --------------------------------------------------------------
+EMBEDDER: list[Embedder] = [HashEmbedder(DIMENSION)]  # --embedder default: the default one
+
+
 def open_store(where: Path | str) -> ChromaStore:
     if isinstance(where, Path):
-        return ChromaStore(where, embedder=HashEmbedder(DIMENSION), collection=COLLECTION)
-    return ChromaStore(url=where, embedder=HashEmbedder(DIMENSION), collection=COLLECTION)
+        return ChromaStore(where, embedder=EMBEDDER[0], collection=COLLECTION)
+    return ChromaStore(url=where, embedder=EMBEDDER[0], collection=COLLECTION)
 
 
 def ensure_built(root: Path, total: int, counter: TokenCounter, batch: int) -> tuple[float, bool]:
@@ -172,7 +179,7 @@ def ensure_built(root: Path, total: int, counter: TokenCounter, batch: int) -> t
     Returns the build's seconds (from ``root / "build.json"`` when reused) and whether it was.
     """
     info = root / "build.json"
-    if info.is_file():
+    if info.is_file() and json.loads(info.read_text()).get("layout") == LAYOUT_VERSION:
         with open_store(root / "data") as store:
             if store.count() == total:
                 return float(json.loads(info.read_text())["seconds"]), True
@@ -193,7 +200,7 @@ def ensure_built(root: Path, total: int, counter: TokenCounter, batch: int) -> t
     seconds = time.perf_counter() - start
     if count != total:
         print(f"  WARNING: the store of {total:,} holds {count:,} records", flush=True)
-    info.write_text(json.dumps({"seconds": seconds, "records": total}))
+    info.write_text(json.dumps({"seconds": seconds, "records": total, "layout": LAYOUT_VERSION}))
     return seconds, False
 
 
@@ -323,7 +330,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=30, help="timed assembles per store")
     parser.add_argument("--batch", type=int, default=5_000, help="records per ChromaStore.add")
     parser.add_argument("--budget", type=int, default=4096)
+    parser.add_argument(
+        "--embedder",
+        choices=["hash", "default"],
+        default="hash",
+        help="hash: free vectors (storage and assembly only); default: ctxbudget's default "
+        "embedder (queries embedded on every call, as in production)",
+    )
     args = parser.parse_args()
+    if args.embedder == "default":
+        EMBEDDER[0] = default_embedder()
     sizes = sorted({BASELINE, *(int(s.replace("_", "")) for s in args.sizes.split(","))})
     if sizes[0] < BASELINE:
         parser.error(f"every size must be at least {BASELINE:,} (the probe user's records)")
@@ -335,7 +351,7 @@ def main() -> None:
     print(
         f"probe: user u{PROBE:06d}, session {PROBE_SESSION} ({SESSIONS} sessions x "
         f"{SESSION_LENGTH} messages); {args.queries} timed assembles (budget {args.budget}) "
-        f"after a first one; embedder {HashEmbedder(DIMENSION).name}; sizes {sizes}; backends {backends}",
+        f"after a first one; embedder {EMBEDDER[0].name}; sizes {sizes}; backends {backends}",
         flush=True,
     )
     cache = args.cache or Path(tempfile.mkdtemp(prefix="ctxbudget-bench-scale-"))
@@ -343,7 +359,7 @@ def main() -> None:
     rows: list[Row] = []
     try:
         for total in sizes:
-            root = cache / f"scale-{total}"
+            root = cache / f"scale-{total}{'' if args.embedder == 'hash' else '-default'}"
             built = ensure_built(root, total, counter, args.batch)
             for backend in backends:
                 try:

@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Tier
 from ctxbudget.core.toolcalls import parse_arguments
-from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
+from ctxbudget.errors import InvalidItemError, StoreInputError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.record_items import history_item
-from ctxbudget.store.chroma_store import LAYOUT_VERSION, ChromaStore, Record
+from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.records import scoped_item_id
 
 StoreFactory = Callable[..., ChromaStore]
@@ -301,106 +301,3 @@ def test_bad_tool_calls_are_refused_before_anything_is_written(memory: ContextMe
         with pytest.raises(StoreInputError, match=match):
             memory.add_messages("s1", [ok, bad])
     assert memory.store.count(namespace=memory.namespace) == 0
-
-
-# -- layout migration -------------------------------------------------------------------------
-
-
-def _to_layout1(store: ChromaStore) -> None:
-    """Re-key a store's records as layout 1 wrote them (``[namespace, id]``), no layout entry.
-
-    Straight through chromadb: the records keep their vectors, texts and metadata.
-    """
-    collection, meta = store._records, store._meta  # building an old store on purpose
-    rows = collection.get(include=["embeddings", "documents", "metadatas"])
-    collection.upsert(
-        ids=[json.dumps([m["ns"], m["rid"]], separators=(",", ":")) for m in rows["metadatas"]],
-        embeddings=rows["embeddings"],
-        documents=rows["documents"],
-        metadatas=rows["metadatas"],
-    )
-    collection.delete(ids=rows["ids"])
-    meta.delete(ids=["layout"])
-    assert all(len(json.loads(i)) == 2 for i in collection.get(include=[])["ids"])
-
-
-RECORDS = [
-    Record(
-        id="m0",
-        kind="message",
-        text="hello",
-        session_id="s1",
-        user_id="u1",
-        role="user",
-        timestamp=1.7e9,
-        metadata={"topic": "x"},
-        tokens={"o200k_base": 1},
-    ),
-    Record(id="m1", kind="message", text="", session_id="s1", role="assistant", tool_calls=("c1",)),
-    Record(id="p", kind="pinned", text="a fact", user_id="u1", metadata={"_scope": "user"}),
-    Record(
-        id="d#0",
-        kind="document",
-        text="a doc",
-        namespace="other",
-        metadata={"doc_namespace": "kb", "doc_id": "d"},
-    ),
-    Record(id="sum", kind="summary", text="a summary", session_id="s1", summary_of=("m0",)),
-]
-
-
-def test_a_layout_1_store_is_migrated_on_open_with_nothing_lost(
-    open_store: StoreFactory,
-) -> None:
-    first = open_store()
-    written = first.add(RECORDS)
-    _to_layout1(first)
-    first.close()
-
-    store = open_store()  # migrates
-    assert store._meta.get(ids=["layout"])["metadatas"] == [
-        {"type": "layout", "version": LAYOUT_VERSION}
-    ]
-    assert store.count() == len(RECORDS)
-    got = store.get(["m0", "m1", "sum"], namespace="default", session_id="s1")
-    assert got == [written[0], written[1], written[4]]
-    assert store.get(["p"], namespace="default", user_id="u1") == [written[2]]
-    assert store.get(["d#0"], namespace="other", collection="kb") == [written[3]]
-    assert store.search("hello", namespace="default", k=1)[0].record == written[0]
-    assert store.session_messages(namespace="default", session_id="s1") == written[:2]
-    assert store.add([Record(id="m2", kind="message", text="next", session_id="s1")])[0].seq == 2
-    store.close()
-
-    again = open_store()  # idempotent: nothing left to migrate
-    assert again.count() == len(RECORDS) + 1
-    assert again.get(["m0"], namespace="default", session_id="s1") == [written[0]]
-
-
-def test_an_interrupted_migration_resumes(open_store: StoreFactory) -> None:
-    first = open_store()
-    written = first.add(
-        [Record(id=f"m{i}", kind="message", text=f"text {i}", session_id="s") for i in range(4)]
-    )
-    new_keys = first._records.get(include=["embeddings", "documents", "metadatas"])
-    _to_layout1(first)
-    # Half done: two records re-keyed, their old keys still there, no layout entry yet.
-    first._records.upsert(
-        ids=new_keys["ids"][:2],
-        embeddings=new_keys["embeddings"][:2],
-        documents=new_keys["documents"][:2],
-        metadatas=new_keys["metadatas"][:2],
-    )
-    first.close()
-    store = open_store()
-    assert store.count() == 4
-    assert store.session_messages(namespace="default", session_id="s") == written
-
-
-def test_a_newer_layout_is_refused(open_store: StoreFactory) -> None:
-    first = open_store()
-    first._meta.upsert(
-        ids=["layout"], embeddings=[[1.0]], metadatas=[{"type": "layout", "version": 99}]
-    )
-    first.close()
-    with pytest.raises(StoreError, match="layout 99.*upgrade ctxbudget"):
-        open_store()

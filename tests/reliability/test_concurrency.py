@@ -187,6 +187,16 @@ class InFlight:
         return call
 
 
+class InFlightClient(InFlight):
+    """A chromadb client whose calls, and those of the collections it opens, are counted."""
+
+    def __getattr__(self, name: str) -> Any:
+        call = super().__getattr__(name)
+        if name not in ("get_collection", "get_or_create_collection"):
+            return call
+        return lambda *args, **kwargs: InFlight(call(*args, **kwargs), self._counter, self._guard)
+
+
 def race_first_writes(store: ChromaStore, *, writers: int = 4, readers: int = 3) -> int:
     """Writers add a session's first records while readers search it; returns the searches."""
     colour = store.embedder.embed_query("my favourite colour")
@@ -221,8 +231,9 @@ def test_an_embedded_store_makes_one_chroma_call_at_a_time(
     counter = {"now": 0, "most": 0}
     guard = threading.Lock()
     with ChromaStore(tmp_path / "chroma", embedder=embedder) as store:
-        store._records = InFlight(store._records, counter, guard)  # noqa: SLF001 - the probe
-        store._meta = InFlight(store._meta, counter, guard)  # noqa: SLF001
+        cols = store._collections  # noqa: SLF001 - the probe
+        cols.conn.client = InFlightClient(cols.conn.client, counter, guard)
+        cols.meta = InFlight(cols.meta, counter, guard)
         searches = race_first_writes(store)
     assert counter["most"] == 1, f"{counter['most']} Chroma calls ran at once"
     print(f"{searches} searches alongside 12 writes, one Chroma call at a time")

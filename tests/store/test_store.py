@@ -501,21 +501,28 @@ def test_given_client_is_used_and_not_closed(tmp_path: Path, embedder: LocalEmbe
     try:
         with ChromaStore(client=client, embedder=embedder, collection="mine") as store:
             store.add([pinned("p", "fact")])
-        assert client.get_collection("mine", embedding_function=None).count() == 1
+        names = {c.name for c in client.list_collections()}
+        assert "mine.meta" in names
+        assert sum(client.get_collection(n).count() for n in names if n.startswith("mine.")) > 1
     finally:
         client.close()
 
 
-def test_a_collection_with_another_distance_is_refused(
+def test_a_foreign_collection_with_the_store_name_is_left_alone(
     tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
+    # Layouts 1 and 2 kept records in a collection named as the store; one ctxbudget did not
+    # write is neither migrated nor deleted (and its distance does not matter any more).
     client = chromadb.PersistentClient(
         str(tmp_path / "db"), settings=Settings(anonymized_telemetry=False)
     )
     try:
-        client.create_collection("l2coll", embedding_function=None)
-        with pytest.raises(StoreError, match="cosine"):
-            ChromaStore(client=client, embedder=embedder, collection="l2coll")
+        theirs = client.create_collection("l2coll", embedding_function=None)
+        theirs.add(ids=["x"], embeddings=[[1.0, 0.0]], documents=["not ours"])
+        with ChromaStore(client=client, embedder=embedder, collection="l2coll") as store:
+            store.add([pinned("p", "fact")])
+            assert store.count() == 1
+        assert client.get_collection("l2coll").get()["documents"] == ["not ours"]
     finally:
         client.close()
 

@@ -207,8 +207,10 @@ def gather(
         namespace,
         session_id,
         state.last_seq,
+        state.stamp,
         episode_gap=config.episode_gap,
         counter_name=index_counter,
+        newest=state.newest,
     )
     prime(counter, state.recent)
     search = SearchScope(

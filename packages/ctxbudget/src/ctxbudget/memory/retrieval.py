@@ -1,12 +1,13 @@
 """The search behind `ContextMemory.candidates`: what matches one query, and how much history.
 
 The query and the session's last user turns are embedded (earlier turns from a small cache,
-`QueryVectors`) and each source is searched once for all of them (`ChromaStore.search_many`):
-the session's messages, the user's other sessions, the documents. The session's messages are
-then scored by meaning and by words together (`SessionIndex.relevance`); the recent window gets
-the share of the budget its matches point to (`history_share`, `fit_history`); the rest are
-scored by relevance x recency x salience (`ctxbudget.memory.scoring`). The search pool is a few
-times what the budget can hold, never the whole session.
+`QueryVectors`). The session's messages are searched in memory (`SessionIndex.search`: exact
+cosine over the vectors the index keeps), then scored by meaning and by words together
+(`SessionIndex.relevance`); the user's other sessions and the documents are searched in the
+store, once per source for all queries (`ChromaStore.search_many`). The recent window gets the
+share of the budget its matches point to (`history_share`, `fit_history`); the rest are scored
+by relevance x recency x salience (`ctxbudget.memory.scoring`). The search pool is a few times
+what the budget can hold, never the whole session.
 """
 
 from __future__ import annotations
@@ -110,14 +111,9 @@ def retrieve(
     documents_where = document_filter(search.documents)
     # One Chroma call per source for every query together: a filtered query costs about
     # what its filter costs, whatever the number of vectors.
-    if size:
-        ks = [min(size, pool if n == 0 else config.semantic_k) for n in range(len(queries))]
-        found = store.search_many(
-            embedded, namespace=ns, k=ks, session_id=search.session_id, kinds=["message"]
-        )
-        for query, hits in zip(queries, found, strict=True):
-            query.hits = hits
-            records.update((h.record.id, h.record) for h in hits)
+    if index is not None and size:  # the session's messages: searched in memory
+        for n, (query, vector) in enumerate(zip(queries, embedded, strict=True)):
+            query.hits = index.search(vector, min(size, pool if n == 0 else config.semantic_k))
     searches: list[tuple[Query, list[Hit]]] = []
     if search.other_sessions and search.user is not None:
         found = store.search_many(
@@ -167,13 +163,10 @@ def retrieve(
                 chosen.append(int(p))
                 if len(chosen) >= pool:
                     break
-        missing = [index.ids[p] for p in chosen if index.ids[p] not in records]
-        if missing:
-            found_missing = store.get(missing, namespace=ns, session_id=search.session_id)
-            records.update((r.id, r) for r in found_missing)
         for p in chosen:
-            record = records.get(index.ids[p])
-            if record is None or not record.text.strip():  # deleted; a tool-call-only turn
+            record = index.records[p]
+            records[record.id] = record
+            if not record.text.strip():  # a tool-call-only turn
                 continue
             items.append(_scored(scoring, record, float(relevance[p]), newest, search))
     words = set(lexical_terms(search.query))

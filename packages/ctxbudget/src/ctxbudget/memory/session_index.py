@@ -1,9 +1,11 @@
-"""A session's messages indexed for retrieval: BM25 words, episodes, authors and token sizes.
+"""A session's messages kept in memory for retrieval: records, vectors, BM25 words, episodes.
 
-`SessionIndex` is built on first use of a session and extended as messages arrive; `SessionIndexes`
-keeps those of the sessions a `ContextMemory` used last. `SessionIndex.relevance` mixes dense and
-lexical matches of every query (see `ctxbudget.memory.scoring`); `ctxbudget.memory.retrieval`
-uses it.
+`SessionIndex` is built on first use of a session (one read of its messages with their
+vectors) and extended as messages arrive; `SessionIndexes` keeps those of the sessions a
+`ContextMemory` used last, and reads a session again when its stamp says a message was deleted
+or replaced (by this process or another). `SessionIndex.search` is the session's dense search,
+`SessionIndex.relevance` mixes dense and lexical matches of every query (see
+`ctxbudget.memory.scoring`); `ctxbudget.memory.retrieval` uses both.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,10 +42,19 @@ class Query:
 
 
 class SessionIndex:
-    """A session's messages in order: BM25 over author + text, episodes, authors, token sizes."""
+    """A session's messages in order: records, unit vectors, BM25, episodes, authors, sizes.
 
-    def __init__(self, episode_gap: float, counter_name: str) -> None:
+    ``stamp`` is the store's stamp of the session when the index was read
+    (`SessionView.stamp`): a deleted or replaced message changes its version, and the index is
+    read again.
+    """
+
+    def __init__(self, episode_gap: float, counter_name: str, version: int = 0) -> None:
         self.lexical = LexicalIndex()
+        self.version = version
+        self.records: list[Record] = []
+        self._vectors: list[Any] = []  # float32 unit vectors
+        self._matrix: Any = None
         self.ids: list[str] = []
         self.authors: list[str | None] = []
         self.episodes: list[int] = []
@@ -63,11 +74,16 @@ class SessionIndex:
         """Mean tokens of a message (for sizing searches to the budget)."""
         return self._tokens / len(self.ids) if self.ids else 30.0
 
-    def extend(self, records: Iterable[Record]) -> None:
-        """Index messages newer than the last indexed one, in seq order."""
-        for record in sorted(records, key=lambda r: -1 if r.seq is None else r.seq):
+    def extend(self, found: Iterable[tuple[Record, Sequence[float]]]) -> None:
+        """Index messages (with their vectors) newer than the last indexed one, in seq order."""
+        for record, vector in sorted(found, key=lambda p: -1 if p[0].seq is None else p[0].seq):
             if record.seq is None or record.seq <= self.last_seq or record.id in self.position:
                 continue
+            unit = np.asarray(vector, dtype=np.float32)
+            norm = float(np.linalg.norm(unit))
+            self._vectors.append(unit / norm if norm > 0 else unit)
+            self._matrix = None
+            self.records.append(record)
             name = record.metadata.get("_name")
             # Participants are who speaks: the names of user and assistant messages, not tools.
             author = str(name) if name and record.role in ("user", "assistant") else None
@@ -85,6 +101,26 @@ class SessionIndex:
             self.episodes.append(episode)
             self._tokens += record.tokens.get(self._counter, len(record.text) // 4 + 1)
             self.last_seq = record.seq
+
+    def search(self, vector: Sequence[float], k: int) -> list[Hit]:
+        """The ``k`` messages most similar to ``vector`` (cosine), highest first, ties by id.
+
+        Exact, in memory: what a Chroma search of the session's messages returns, without a
+        call to Chroma.
+        """
+        if not self.records or k <= 0:
+            return []
+        if self._matrix is None:
+            self._matrix = np.vstack(self._vectors)
+        query = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        similarity = self._matrix @ (query / norm if norm > 0 else query)
+        top = np.argsort(-similarity, kind="stable")[: min(k, len(self.records))]
+        hits = [
+            Hit(self.records[int(p)], max(-1.0, min(1.0, float(similarity[int(p)])))) for p in top
+        ]
+        hits.sort(key=lambda h: (-h.similarity, h.record.id))
+        return hits
 
     def named_in(self, query: str) -> set[str]:
         """The session's participants the query names (every word of the name, any case)."""
@@ -146,28 +182,34 @@ class SessionIndexes:
         namespace: str,
         session_id: str,
         last_seq: int | None,
+        stamp: tuple[int, int] | None,
         *,
         episode_gap: float,
         counter_name: str,
+        newest: dict[int, tuple[Record, Any]] | None = None,
     ) -> SessionIndex | None:
-        """The session's index, brought up to its newest message, ``last_seq`` (None: none)."""
+        """The session's index, brought up to its newest message, ``last_seq`` (None: none).
+
+        Kept from earlier calls while the session's ``stamp`` keeps its version (no message was
+        deleted or replaced since); extended with the messages past it, with their vectors:
+        from ``newest`` (what the call read already, by seq) when it holds them all.
+        """
         if last_seq is None:
             return None
+        version = stamp[1] if stamp is not None else 0
         with self._lock:
             index = self._indexes.get(session_id)
-            if index is not None and index.gap != episode_gap:
-                index = None  # the configuration changed: episodes are cut anew
+            if index is not None and (index.gap != episode_gap or index.version != version):
+                index = None  # the configuration changed, or messages were deleted or replaced
             if index is not None and last_seq <= index.last_seq:
                 self._indexes.move_to_end(session_id)
                 return index
             if index is None or last_seq - index.last_seq > 1_000:
-                index = SessionIndex(episode_gap, counter_name)
-                found = store.session_messages(namespace=namespace, session_id=session_id)
+                index = SessionIndex(episode_gap, counter_name, version)
+                found = store.message_vectors(namespace=namespace, session_id=session_id)
             else:
                 seqs = list(range(index.last_seq + 1, last_seq + 1))
-                found = store.find(
-                    namespace=namespace, kinds=["message"], session_id=session_id, seqs=seqs
-                )
+                found = store.message_vectors(namespace=namespace, session_id=session_id, seqs=seqs)
             index.extend(found)
             self._indexes[session_id] = index
             self._indexes.move_to_end(session_id)

@@ -10,7 +10,7 @@ whether the caller stored the question already (LlamaIndex's memory makes it too
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctxbudget.store.records import Record
 
@@ -32,7 +32,11 @@ class SessionState:
 
     Attributes:
         last_seq: the seq of the session's newest stored message (None: no messages); the
-            session's lexical index is brought up to it.
+            session's index is brought up to it.
+        stamp: the store's stamp of the session (`SessionView.stamp`): an index kept from an
+            earlier call with another stamp is read again.
+        newest: the newest messages read, with their vectors, by seq (the session's index
+            takes new messages from here instead of reading them again).
         recent: the recent window (`MemoryConfig.recent_messages`), oldest first, without a
             stored copy of the query (it is rendered as the query).
         skip: the id of that stored copy of the query, if any: never a candidate.
@@ -43,6 +47,8 @@ class SessionState:
     """
 
     last_seq: int | None
+    stamp: tuple[int, int] | None
+    newest: dict[int, tuple[Record, Any]]
     recent: list[Record]
     skip: frozenset[str]
     user_id: str | None
@@ -59,8 +65,15 @@ def read_session(
     user_id: str | None,
     recent_messages: int,
 ) -> SessionState:
-    """The state of ``session_id`` for answering ``query`` (see `SessionState`)."""
-    newest = store.recent(namespace=namespace, session_id=session_id, limit=max(1, recent_messages))
+    """The state of ``session_id`` for answering ``query`` (see `SessionState`).
+
+    One `ChromaStore.session_view` (one or two Chroma calls), and one more read only when the
+    user asked about is not the one whose pins the view holds.
+    """
+    view = store.session_view(
+        namespace=namespace, session_id=session_id, recent=recent_messages, user_id=user_id
+    )
+    newest = view.recent
     last_seq = max((r.seq for r in newest if r.seq is not None), default=None)
     # With no recent window, one message was read only to see whether the index is current.
     recent = newest if recent_messages else []
@@ -69,18 +82,26 @@ def read_session(
         skip = frozenset({recent[-1].id})
         recent = recent[:-1]
     user = user_id or next((r.user_id for r in reversed(recent) if r.user_id), None)
-    pins = session_pins(store, namespace, session_id)
-    if user is not None:
+    pins = list(view.pins)
+    if user is not None and user == view.user_id:
+        pins += view.user_pins
+    elif user is not None:
         pins += store.find(
             namespace=namespace, kinds=["pinned"], user_id=user, where={"_scope": "user"}
         )
     return SessionState(
         last_seq=last_seq,
+        stamp=view.stamp,
+        newest={
+            r.seq: (r, view.vectors[r.id])
+            for r in newest
+            if r.seq is not None and r.id in view.vectors
+        },
         recent=recent,
         skip=skip,
         user_id=user,
         pins=pins,
-        summaries=session_summaries(store, namespace, session_id),
+        summaries=view.summaries,
     )
 
 

@@ -3,10 +3,13 @@
 - `chroma_store`: `ChromaStore`, the one public class; the modules below do its work.
 - `connection`: which Chroma, the store's lock, and how every call is made (retried on a server,
   one at a time on an embedded Chroma).
-- `layout`: the two collections per store and each record's Chroma id (`Collections`: the one
-  place that knows which collection holds what); `migration`: opening an older layout.
+- `layout`: a collection per user (partitions) and the store's ``meta`` (`Collections`: the one
+  place that names and opens collections); `migration`: opening an older layout.
+- `sessions`: session entries (home partition, counter, version stamp) and which partitions a
+  read touches; `keys`: the selective keys reads filter on, so a read costs what its session
+  holds.
 - `sequences`: ``seq`` numbers per session, unique across processes; `vectors`: the embedder
-  and the dimension a collection holds.
+  and the dimension a store holds.
 - `writes`, `search`, `reads`, `deletes`: adding, searching, reading and deleting records.
 - `records`: `Record` and the codec between records and Chroma rows; `validate`, `filters`.
 - `client`: importing Chroma, clients that cannot hang, classifying failed writes.

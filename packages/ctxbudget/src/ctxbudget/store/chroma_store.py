@@ -3,9 +3,10 @@
 The store is the only part of ctxbudget that does I/O; `ChromaStore` is its one public class,
 and each part of its work has a module of its own (`ctxbudget.store` lists them).
 
-Isolation: every read takes a namespace, and namespace, session and user filters are part of
-the ``where`` Chroma evaluates; nothing is filtered after the fact. Every warning of a store
-(retries, migrations, a changed embedder) is logged as ``ctxbudget.store.chroma_store``.
+Isolation and cost: every read takes a namespace and touches only the collections of its
+session, user or namespace (`ctxbudget.store.layout`); in them it filters on keys unique to its
+scope (`ctxbudget.store.keys`) and checks the full filter on each record. Every warning of a
+store (retries, migrations, a changed embedder) is logged as ``ctxbudget.store.chroma_store``.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from ctxbudget.store.deletes import Deleter
 from ctxbudget.store.journal import JOURNAL_FOLDER, replay
 from ctxbudget.store.layout import LAYOUT_VERSION, Collections, scoped_keys
 from ctxbudget.store.migration import LayoutVersion
-from ctxbudget.store.reads import Reader
+from ctxbudget.store.reads import Reader, SessionView
 from ctxbudget.store.records import KINDS, Hit, Kind, MetadataValue, Record, StoreStats
 from ctxbudget.store.retry import RetryPolicy
 from ctxbudget.store.search import search_many
 from ctxbudget.store.sequences import Sequences
+from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.vectors import Vectors
 from ctxbudget.store.writes import Writer, check_batch
 
@@ -45,17 +47,11 @@ __all__ = [
     "MetadataValue",
     "Record",
     "RetryPolicy",
+    "SessionView",
     "StoreStats",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def _collection(name: str) -> Any:  # kept in `Collections` (a test's probe swaps one there)
-    return property(
-        lambda store: getattr(store._collections, name),
-        lambda store, collection: setattr(store._collections, name, collection),
-    )
 
 
 class ChromaStore:
@@ -111,22 +107,20 @@ class ChromaStore:
         self._client: Any = self._conn.client
         self._on_close: list[Callable[[], None]] = []
         try:
-            self._collections = Collections(self._conn, self._name)
-            self._layout = LayoutVersion(self._collections)
+            cols = self._collections = Collections(self._conn, self._name)
+            self._sessions = Sessions(cols)
+            self._layout = LayoutVersion(cols, self._sessions)
             self._layout.check()
-            self._vectors = Vectors(self._embedder, self._collections)
-            sequences = Sequences(self._collections)
-            self._writer = Writer(self._collections, self._vectors, sequences, self._layout)
-            self._reader = Reader(self._collections, sequences)
-            self._deleter = Deleter(self._collections, sequences)
+            self._vectors = Vectors(self._embedder, cols)
+            sequences = Sequences(cols)
+            self._writer = Writer(cols, self._vectors, self._sessions, sequences, self._layout)
+            self._reader = Reader(cols, self._sessions)
+            self._deleter = Deleter(cols, self._sessions)
             if self.folder is not None:  # what a process that died acknowledged, stored first
                 replay(self.folder / JOURNAL_FOLDER / self._name, self.add)
         except StoreError:
             self.close()
             raise
-
-    _records = _collection("records")
-    _meta = _collection("meta")
 
     @property
     def embedder(self) -> Embedder:
@@ -145,7 +139,7 @@ class ChromaStore:
 
     @property
     def collection(self) -> str:
-        """The name of the records' collection."""
+        """The store's name: its collections are named after it (`ctxbudget.store.layout`)."""
         return self._name
 
     def on_close(self, callback: Callable[[], None]) -> None:
@@ -228,6 +222,28 @@ class ChromaStore:
         """Every message of a session, in seq order."""
         return self._reader.session_messages(namespace=namespace, session_id=session_id)
 
+    def message_vectors(
+        self, *, namespace: str, session_id: str, seqs: Sequence[int] | None = None
+    ) -> list[tuple[Record, list[float]]]:
+        """A session's messages (or those at ``seqs``) with their stored vectors, in seq order.
+
+        For callers that keep a session in memory and search it there (`ContextMemory`).
+        """
+        return self._reader.message_vectors(namespace=namespace, session_id=session_id, seqs=seqs)
+
+    def session_view(
+        self, *, namespace: str, session_id: str, recent: int, user_id: str | None = None
+    ) -> SessionView:
+        """What one call needs of a session, in one or two Chroma calls (`SessionView`).
+
+        The last ``recent`` messages (at least the newest), the session's pins and summaries,
+        and the user-wide pins of ``user_id`` (default: the user who started the session), with
+        a stamp that changes whenever a copy of the session kept in memory would be stale.
+        """
+        return self._reader.view(
+            namespace=namespace, session_id=session_id, limit=recent, user_id=user_id
+        )
+
     def find(
         self,
         *,
@@ -240,16 +256,9 @@ class ChromaStore:
     ) -> list[Record]:
         """Records that pass every filter, by metadata alone (no vector search).
 
-        For small sets: a session's pinned facts and summaries, messages at given ``seqs``.
-        Results are sorted by kind, seq and id.
-
-        Args:
-            namespace: the tenant.
-            kinds: only these kinds.
-            session_id: only this session's records.
-            user_id: only this user's records.
-            seqs: only messages at these sequence numbers.
-            where: a filter over the records' user ``metadata`` keys (as in `search`).
+        For small sets: a session's pinned facts and summaries, messages at given ``seqs``;
+        sorted by kind, seq and id. Filters as in `search_many`, and ``seqs``: only messages at
+        these sequence numbers.
         """
         return self._reader.find(
             namespace=namespace,
@@ -283,9 +292,8 @@ class ChromaStore:
         >>> store.get(["m1"], namespace="default", session_id="s1")  # doctest: +SKIP
         [Record(id='m1', kind='message', ...)]
         """
-        keys = scoped_keys("get", ids, namespace, session_id, user_id, collection)
-        found = self._collections.fetch(keys)
-        return [found[k] for k in keys if k in found]
+        scope, keys = scoped_keys("get", ids, namespace, session_id, user_id, collection)
+        return self._reader.get(scope, keys, namespace=namespace)
 
     def search(
         self,
@@ -301,18 +309,10 @@ class ChromaStore:
     ) -> list[Hit]:
         """The ``k`` records most similar to ``query`` that pass every filter.
 
-        Filters are evaluated by Chroma, so a record outside them is never read.
-
-        Args:
-            query: a text (embedded with the store's embedder) or a vector.
-            namespace: the tenant.
-            k: at most this many hits.
-            session_id: only this session's records.
-            user_id: only this user's records.
-            kinds: only these kinds.
-            exclude_session_id: leave out this session (e.g. the one already in the prompt).
-            where: a Chroma filter over the records' user ``metadata`` keys, e.g.
-                ``{"topic": "travel"}`` or ``{"$or": [{"lang": "en"}, {"lang": "pt"}]}``.
+        Filters are evaluated by Chroma, so a record outside them is never read. Arguments as in
+        `search_many`, with one ``query``: a text (embedded with the store's embedder) or a
+        vector; ``where`` is a Chroma filter over the records' user ``metadata`` keys, e.g.
+        ``{"topic": "travel"}`` or ``{"$or": [{"lang": "en"}, {"lang": "pt"}]}``.
 
         Returns:
             Hits by similarity, highest first, ties broken by id.
@@ -361,6 +361,7 @@ class ChromaStore:
         """
         return search_many(
             self._collections,
+            self._sessions,
             self._vectors,
             queries,
             namespace=namespace,
@@ -404,8 +405,8 @@ class ChromaStore:
         Raises:
             StoreInputError: no scope or more than one, a malformed id or an unknown kind.
         """
-        keys = scoped_keys("delete", ids, namespace, session_id, user_id, collection)
-        return self._deleter.delete(keys, kinds=kinds)
+        scope, keys = scoped_keys("delete", ids, namespace, session_id, user_id, collection)
+        return self._deleter.delete(scope, keys, namespace=namespace, kinds=kinds)
 
     def delete_session(self, *, namespace: str, session_id: str) -> int:
         """Delete every record of a session and its counter; returns how many records."""

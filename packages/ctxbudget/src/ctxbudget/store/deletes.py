@@ -1,8 +1,10 @@
 """Deleting records: by id in one scope, a whole session, or everything of a user.
 
-Deletes hold the store's lock like writes do. Session counters survive a `delete` (moved past
-the deleted messages first, so a seq is never given out twice in a session); they go with the
-last records of their session (`delete_session`, `delete_user`).
+Deletes hold the store's lock like writes do, and read only the partitions that can hold what
+they delete. Session entries survive a `delete` (their counter moved past the deleted messages
+first, so a seq is never given out twice in a session, and their version bumped so processes
+keeping the session in memory read it again); they go with the last records of their session
+(`delete_session`, `delete_user`), and a partition left empty by them is deleted.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from collections.abc import Sequence
 
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.filters import all_of
-from ctxbudget.store.layout import Collections
-from ctxbudget.store.records import KINDS, require_name
-from ctxbudget.store.sequences import Sequences
+from ctxbudget.store.keys import matches, where_keys
+from ctxbudget.store.layout import Collections, session_partition, user_partition
+from ctxbudget.store.records import KINDS, Scope, json_key, require_name
+from ctxbudget.store.sessions import Sessions
 
 __all__ = ["Deleter"]
 
@@ -21,12 +24,14 @@ __all__ = ["Deleter"]
 class Deleter:
     """Deletes one store's records (`ChromaStore`'s deleting methods)."""
 
-    def __init__(self, collections: Collections, sequences: Sequences) -> None:
+    def __init__(self, collections: Collections, sessions: Sessions) -> None:
         self._collections = collections
-        self._sequences = sequences
+        self._sessions = sessions
 
-    def delete(self, keys: list[str], *, kinds: Sequence[str] | None = None) -> int:
-        """`ChromaStore.delete` of these Chroma ids (`layout.scoped_keys`); how many existed.
+    def delete(
+        self, scope: Scope, keys: list[str], *, namespace: str, kinds: Sequence[str] | None = None
+    ) -> int:
+        """`ChromaStore.delete` of these Chroma ids in one scope; how many existed.
 
         Raises:
             StoreInputError: an unknown kind.
@@ -38,50 +43,95 @@ class Deleter:
                 msg = f"kinds {sorted(allowed - KINDS)} are unknown; use some of {sorted(KINDS)}"
                 raise StoreInputError(msg)
         cols = self._collections
+        kind, name = scope
         with cols.conn.lock:
-            rows = cols.rows(cols.records, ids=keys, documents=False)
-            if allowed is not None:
-                rows = [row for row in rows if row[2].get("kind") in allowed]
-            self._sequences.remember(rows)
-            cols.delete(cols.records, [key for key, _, _ in rows])
-        return len(rows)
+            partitions = self._sessions.route(
+                namespace,
+                name if kind == "session" else None,
+                name if kind == "user" else None,
+                ["document"] if kind == "collection" else None,
+            )
+            if kind == "user":  # a user's own records (user-wide pins) are in its partition
+                partitions = partitions[:1]
+            deleted = 0
+            for partition in partitions:
+                rows = cols.part_rows(partition, ids=keys, documents=False)
+                if allowed is not None:
+                    rows = [row for row in rows if row[2].get("kind") in allowed]
+                self._sessions.touched(rows, wrote="; nothing was deleted")
+                cols.delete_in(partition, [key for key, _, _ in rows])
+                deleted += len(rows)
+        return deleted
 
     def delete_session(self, *, namespace: str, session_id: str) -> int:
-        """`ChromaStore.delete_session`: every record of a session and its counter."""
-        scope = all_of(
-            [
-                {"ns": require_name("namespace", namespace)},
-                {"sid": require_name("session_id", session_id)},
-            ]
-        )
+        """`ChromaStore.delete_session`: every record of a session and its entries."""
+        ns = require_name("namespace", namespace)
+        sid = require_name("session_id", session_id)
         cols = self._collections
         with cols.conn.lock:
-            keys = cols.ids(cols.records, scope)
-            cols.delete(cols.records, keys)
-            cols.delete(cols.meta, cols.ids(cols.meta, scope))
+            entry = self._sessions.entry(ns, sid)
+            keys: list[str] = []
+            if entry is not None:
+                rows = cols.part_rows(
+                    entry.home, where=where_keys(ns, sid, None, None, None), documents=False
+                )
+                keys = [key for key, _, meta in rows if matches(meta, ns, sid, None, None, None)]
+                cols.delete_in(entry.home, keys)
+                if entry.home == session_partition(cols.name, ns, sid):
+                    cols.drop(entry.home)
+            cols.delete(cols.meta, _session_entries(cols, ns, sid))
         return len(keys)
 
     def delete_user(self, *, namespace: str, user_id: str) -> int:
-        """`ChromaStore.delete_user`: every record of a user, and counters left without records."""
+        """`ChromaStore.delete_user`: every record of a user, and what is left without records.
+
+        Reads the user's partition, the partitions its entry lists as elsewhere and the homes of
+        every session it is a member of; sessions left without records lose their entries, and
+        the user's partition is deleted once it holds no records.
+        """
         ns = require_name("namespace", namespace)
         uid = require_name("user_id", user_id)
         cols = self._collections
+        mine = user_partition(cols.name, ns, uid)
         with cols.conn.lock:
-            rows = cols.rows(
-                cols.records, where=all_of([{"ns": ns}, {"uid": uid}]), documents=False
-            )
             members = cols.rows(
                 cols.meta,
                 where=all_of([{"type": "member"}, {"ns": ns}, {"uid": uid}]),
                 documents=False,
             )
-            sessions = {m["sid"] for _, _, m in rows if "sid" in m}
-            sessions |= {m["sid"] for _, _, m in members}
-            self._sequences.remember(rows)
-            cols.delete(cols.records, [key for key, _, _ in rows])
+            sessions = {str(m["sid"]) for _, _, m in members}
+            homes = {e.home for e in self._sessions.entries((ns, s) for s in sessions).values()}
+            partitions = [mine, *sorted((homes | set(self._sessions.elsewhere(ns, uid))) - {mine})]
+            user_scope = where_keys(ns, None, uid, None, None)
+            deleted = 0
+            for partition in partitions:
+                rows = cols.part_rows(partition, where=user_scope, documents=False)
+                rows = [row for row in rows if matches(row[2], ns, None, uid, None, None)]
+                sessions |= {str(m["sid"]) for _, _, m in rows if "sid" in m}
+                self._sessions.touched(rows, wrote="; nothing was deleted")
+                cols.delete_in(partition, [key for key, _, _ in rows])
+                deleted += len(rows)
             cols.delete(cols.meta, [key for key, _, _ in members])
+            cols.delete(cols.meta, [json_key("user", ns, uid)])
+            entries = self._sessions.entries((ns, s) for s in sessions)
             for sid in sorted(sessions):
-                scope = all_of([{"ns": ns}, {"sid": sid}])
-                if not cols.ids(cols.records, scope, limit=1):
-                    cols.delete(cols.meta, cols.ids(cols.meta, scope))
-        return len(rows)
+                entry = entries.get((ns, sid))
+                session = where_keys(ns, sid, None, None, None)
+                if entry is None or not cols.part_rows(entry.home, where=session, documents=False):
+                    cols.delete(cols.meta, _session_entries(cols, ns, sid))
+                    if entry is not None and entry.home != mine:
+                        self._drop_if_empty(entry.home)
+            self._drop_if_empty(mine)
+        return deleted
+
+    def _drop_if_empty(self, partition: str) -> None:
+        cols = self._collections
+        left = cols.run(partition, lambda c: int(cols.conn.call("count", c.count)))
+        if left == 0 and not partition.startswith(f"{cols.name}.d-"):
+            cols.drop(partition)
+
+
+def _session_entries(cols: Collections, namespace: str, session_id: str) -> list[str]:
+    """The ids of a session's entries in ``meta`` (its counter, members and seq claims)."""
+    rows = cols.rows(cols.meta, where={"sid": session_id}, documents=False)
+    return [key for key, _, meta in rows if meta.get("ns") == namespace]

@@ -8,7 +8,7 @@ from typing import Any
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.records import KINDS, USER_PREFIX, require_name
 
-__all__ = ["all_of", "document_filter", "where_filter"]
+__all__ = ["all_of", "document_filter", "user_where", "where_filter"]
 
 
 def all_of(clauses: list[dict[str, Any]]) -> dict[str, Any]:
@@ -45,6 +45,15 @@ def where_filter(
     if where is not None:
         clauses.append(_user_where(where))
     return clauses
+
+
+def user_where(where: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The caller's filter over user metadata keys, as Chroma evaluates it (None: none).
+
+    Raises:
+        StoreInputError: not a non-empty dict of metadata keys, ``$and`` and ``$or``.
+    """
+    return None if where is None else _user_where(where)
 
 
 def _user_where(where: object) -> dict[str, Any]:

@@ -1,31 +1,43 @@
-"""How a store lays out its data in Chroma: its collections, and the Chroma id of each record.
+"""How a store lays out its data in Chroma: a collection per user, and the store's own entries.
 
-Two collections per store:
+Layout 3 (`LAYOUT_VERSION`) keeps each tenant's records apart, so a call reads only collections
+that hold its own user's or session's data and its cost does not grow with other users' data
+(a filtered Chroma read costs in proportion to the collection it filters):
 
-- ``<collection>`` holds every `Record` (messages, pinned facts, documents, summaries) with its
-  vector (cosine space) and flat metadata: ``ns``, ``rid``, ``kind``, ``sid``, ``uid``, ``role``,
-  ``seq``, ``ts``... Tuples and token counts are JSON strings; user metadata keys get an ``m.``
-  prefix so they never clash with the store's own. The Chroma id is
-  ``[namespace, scope kind, scope name, id]`` as JSON (`store.records.record_key`): ids are
-  unique per namespace and scope (a record's session, else its user, else its document
-  collection), so two sessions, users or namespaces may use the same id and never touch each
-  other's records. `get` and `delete` name the scope of the ids they take (`scoped_keys`).
-- ``<collection>.meta`` holds one entry per session (its last ``seq``, rewritten every few
-  messages, so `recent` reads a ``seq >= last - n`` range instead of scanning the session), one
-  per (session, user) pair (for `list_sessions` and `delete_user`) and one for the store (the
-  embedder's name and dimension), and one for the store layout (``layout``: its version).
+- **Partitions** hold the `Record` s (vector in cosine space, flat metadata: ``ns``, ``rid``,
+  ``kind``, ``sid``, ``uid``, ``role``, ``seq``, ``ts``...; user metadata keys get an ``m.``
+  prefix). There are three kinds, each named ``<collection>.<letter>-<digest>`` from a hash of
+  its namespace and owner, so any user id or session id makes a valid collection name:
+  ``u`` a user's (the user's pins, and the sessions the user started), ``s`` a session's own
+  (a session whose first records had no user), ``d`` a namespace's documents (records with no
+  session and no user: `ContextMemory.add_documents`). A session lives wholly in one partition,
+  its **home**, chosen at its first write and kept in its session entry; a message another user
+  writes into it stays there, and that user's entry lists the home as ``elsewhere``.
+- ``<collection>.meta`` holds the store's entries: one per session (its last ``seq``, its home,
+  its owner and a version bumped whenever a message of it is deleted or replaced, so a process
+  keeping a session in memory knows when to read it again), one per (session, user) pair (for
+  `list_sessions` and `delete_user`), one per user whose messages live in a session of another
+  user, one per partition (for reads of a whole namespace), the embedder's name and dimension,
+  and the layout version.
 
-`Collections` is the one place that opens them and knows which holds what; every other part of
-the store reaches them through it, at the time of each call. Layout versions: 1 keyed records
-``[namespace, id]``; 2 (`LAYOUT_VERSION`, this one) adds the scope. Opening a store of another
-version: `ctxbudget.store.migration`.
+The Chroma id of a record is ``[namespace, scope kind, scope name, id]`` as JSON
+(`store.records.record_key`): ids are unique per namespace and scope. `Collections` is the one
+place that names and opens collections; every other part of the store reaches a partition
+through it. Layout versions: 1 kept every record in ``<collection>`` keyed ``[namespace, id]``;
+2 added the scope; 3 is this one. Opening a store of another version:
+`ctxbudget.store.migration`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
+
+import numpy as np
 
 from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.store.connection import Connection
@@ -33,58 +45,190 @@ from ctxbudget.store.records import (
     Record,
     Scope,
     decode_record,
+    json_key,
     record_key,
     require_name,
     scope_arg,
 )
 
-__all__ = ["LAYOUT_VERSION", "Collections", "Row", "scoped_keys"]
+__all__ = [
+    "LAYOUT_VERSION",
+    "Collections",
+    "Row",
+    "docs_partition",
+    "existing",
+    "missing",
+    "partition_name",
+    "scoped_keys",
+    "session_partition",
+    "user_partition",
+]
 
-LAYOUT_VERSION = 2
+T = TypeVar("T")
+
+LAYOUT_VERSION = 3
 """The store layout this code writes (see the module docstring); older ones are migrated."""
 
 Row = tuple[str, str, dict[str, Any]]
 """A row read from a collection: its Chroma id, its document and its metadata."""
 
+_OPEN_HANDLES = 512  # partition handles kept open per store (least recently used go)
+_DIGEST = 32  # hex digits of a partition's digest: 128 bits
+
+
+def partition_name(store: str, kind: str, namespace: str, owner: str) -> str:
+    """The collection of one partition: ``<store>.<u|s|d>-<digest of namespace and owner>``.
+
+    >>> partition_name("ctxbudget", "user", "default", "u1")[:12]
+    'ctxbudget.u-'
+    """
+    digest = hashlib.sha256(json.dumps([namespace, kind, owner]).encode()).hexdigest()
+    return f"{store}.{kind[0]}-{digest[:_DIGEST]}"
+
+
+def user_partition(store: str, namespace: str, user_id: str) -> str:
+    """The partition of a user: the user's pins and the sessions the user started."""
+    return partition_name(store, "user", namespace, user_id)
+
+
+def session_partition(store: str, namespace: str, session_id: str) -> str:
+    """The partition of a session whose first records had no user."""
+    return partition_name(store, "session", namespace, session_id)
+
+
+def docs_partition(store: str, namespace: str) -> str:
+    """The partition of a namespace's records with no session and no user (documents)."""
+    return partition_name(store, "docs", namespace, "")
+
+
+def missing(exc: BaseException) -> bool:
+    """Whether a Chroma error says the collection does not exist (deleted, or never made)."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    return "notfound" in text or "does not exist" in text or "not found" in text
+
+
+def existing(client: Any, name: str) -> Any | None:
+    """The collection ``name``, or None if there is none (not raised: a common case)."""
+    try:
+        return client.get_collection(name)
+    except Exception as exc:
+        if missing(exc):
+            return None
+        raise
+
 
 class Collections:
-    """The Chroma collections of one store, opened (created if new) on its connection.
+    """The Chroma collections of one store: ``meta`` (opened at once) and the partitions.
 
-    ``records`` holds every record, whatever its namespace, scope or user; ``meta`` holds the
-    store's own entries (session counters, members, the embedder, the layout version). No other
-    part of the store keeps a collection: each reads ``records`` or ``meta`` here when it calls
-    Chroma, so a layout that puts records in several collections changes this class and the
-    places that read ``records``.
+    Partitions are opened on first use and their handles kept (a few hundred, least recently
+    used dropped); a handle whose collection another process deleted is opened again once.
+    Reads never create a partition: reading one that does not exist finds nothing.
 
     Raises:
-        StoreError: Chroma failed, or ``records`` exists with another distance than cosine.
+        StoreError: Chroma failed, or ``name`` is too long to name partitions after it.
     """
 
     def __init__(self, conn: Connection, name: str) -> None:
         self.conn = conn
         self.name = name
-        action = f"open collection {name!r}"
-        self.records: Any = conn.call(
-            action,
-            lambda: conn.client.get_or_create_collection(
-                name, embedding_function=None, metadata={"hnsw:space": "cosine"}
-            ),
-        )
+        longest = len(partition_name(name, "user", "", ""))
+        if longest > 512:
+            msg = f"collection name {name!r} is too long: use at most {512 - longest + len(name)}"
+            raise StoreInputError(msg)
         self.meta: Any = conn.call(
-            action,
+            f"open collection {name!r}",
             lambda: conn.client.get_or_create_collection(
                 f"{name}.meta", embedding_function=None, metadata={"ctxbudget": 1}
             ),
         )
-        self.batch = max(1, int(conn.call(action, conn.client.get_max_batch_size)))
-        space = (self.records.metadata or {}).get("hnsw:space")
-        if space != "cosine":
-            msg = (
-                f"collection {name!r} in {conn.location} uses the {space or 'l2'} distance "
-                "but the store needs cosine; pass another collection name"
-            )
-            raise StoreError(msg)
+        self.batch = max(1, int(conn.call("open", conn.client.get_max_batch_size)))
+        self._handles: OrderedDict[str, Any] = OrderedDict()
+        self.registered: set[str] = set()
+        """Partitions this process has seen registered in ``meta``."""
 
+    # -- partitions ------------------------------------------------------------------------
+    def handle(self, partition: str, *, create: bool) -> Any | None:
+        """The collection of ``partition`` (None: it does not exist and ``create`` is off)."""
+        with self.conn.lock:
+            found = self._handles.get(partition)
+            if found is not None:
+                self._handles.move_to_end(partition)
+                return found
+        client = self.conn.client
+        if create:
+            found = self.conn.call(
+                "open a partition",
+                lambda: client.get_or_create_collection(
+                    partition, embedding_function=None, metadata={"hnsw:space": "cosine"}
+                ),
+            )
+        else:
+            found = self.conn.call("open a partition", partial(existing, client, partition))
+            if found is None:
+                return None
+        with self.conn.lock:
+            self._handles[partition] = found
+            while len(self._handles) > _OPEN_HANDLES:
+                self._handles.popitem(last=False)
+        return found
+
+    def forget(self, partition: str) -> None:
+        """Drop the handle of ``partition`` (its collection was deleted)."""
+        with self.conn.lock:
+            self._handles.pop(partition, None)
+
+    def run(self, partition: str, call: Callable[[Any], T], *, create: bool = False) -> T | None:
+        """``call(collection)`` on ``partition`` (None: no such partition and ``create`` off).
+
+        ``call`` makes its Chroma calls through `Connection.call`. A handle to a collection
+        deleted since it was opened (by `delete_user`, maybe in another process) is dropped and
+        the partition opened again, once.
+        """
+        for attempt in (0, 1):
+            collection = self.handle(partition, create=create)
+            if collection is None:
+                return None
+            try:
+                return call(collection)
+            except StoreError as exc:
+                if attempt or exc.__cause__ is None or not missing(exc.__cause__):
+                    raise
+                self.forget(partition)
+        return None  # pragma: no cover - the loop returns or raises
+
+    def register(self, partitions: dict[str, dict[str, str]]) -> None:
+        """Create these partitions and record them in ``meta`` (name: namespace and owner)."""
+        new = {p: owner for p, owner in partitions.items() if p not in self.registered}
+        if not new:
+            return
+        for partition in new:
+            self.handle(partition, create=True)
+        entries = {json_key("part", p): {"type": "part", "part": p, **o} for p, o in new.items()}
+        self.upsert_meta(entries, action="register partitions", wrote="; nothing was written")
+        self.registered.update(new)
+
+    def partitions(self, namespace: str | None = None) -> list[str]:
+        """The registered partitions of a namespace (None: of every namespace), sorted."""
+        where: dict[str, Any] = {"type": "part"}
+        if namespace is not None:
+            where = {"$and": [where, {"ns": namespace}]}
+        found = sorted({str(m["part"]) for _, _, m in self.rows(self.meta, where=where)})
+        self.registered.update(found)
+        return found
+
+    def drop(self, partition: str) -> None:
+        """Delete a partition's collection and its registry entry (it holds no records now)."""
+        client = self.conn.client
+        try:
+            self.conn.call("delete a partition", partial(client.delete_collection, partition))
+        except StoreError as exc:
+            if exc.__cause__ is None or not missing(exc.__cause__):
+                raise
+        self.forget(partition)
+        self.registered.discard(partition)
+        self.delete(self.meta, [json_key("part", partition)])
+
+    # -- reading and writing ---------------------------------------------------------------
     def rows(
         self,
         collection: Any,
@@ -92,15 +236,52 @@ class Collections:
         ids: Sequence[str] | None = None,
         where: dict[str, Any] | None = None,
         documents: bool = True,
+        embeddings: bool = False,
     ) -> list[Row]:
         """The rows of ``collection`` with these ids and/or passing ``where``."""
-        include = ["metadatas", "documents"] if documents else ["metadatas"]
+        return [
+            (k, d, m) for k, d, m, _ in self._get(collection, ids, where, documents, embeddings)
+        ]
+
+    def part_rows(
+        self,
+        partition: str,
+        *,
+        ids: Sequence[str] | None = None,
+        where: dict[str, Any] | None = None,
+        documents: bool = True,
+    ) -> list[Row]:
+        """`rows` of a partition (none if it does not exist)."""
+        got = self.run(partition, lambda c: self.rows(c, ids=ids, where=where, documents=documents))
+        return got or []
+
+    def part_vectors(
+        self, partition: str, where: dict[str, Any]
+    ) -> list[tuple[str, str, dict[str, Any], Any]]:
+        """The rows of a partition passing ``where``, each with its vector (a float32 array)."""
+        return self.run(partition, lambda c: self._get(c, None, where, True, True)) or []
+
+    def with_vectors(self, partition: str, where: dict[str, Any]) -> list[tuple[Record, Any]]:
+        """The records of a partition passing ``where``, each with its vector (float32)."""
+        got = self.run(partition, lambda c: self._get(c, None, where, True, True))
+        return [(decode_record(doc, meta), vector) for _, doc, meta, vector in got or []]
+
+    def _get(
+        self,
+        collection: Any,
+        ids: Sequence[str] | None,
+        where: dict[str, Any] | None,
+        documents: bool,
+        embeddings: bool,
+    ) -> list[tuple[str, str, dict[str, Any], Any]]:
+        include = ["metadatas"] + (["documents"] if documents else [])
+        include += ["embeddings"] if embeddings else []
         chunks: Iterable[Sequence[str] | None] = (
             [None]
             if ids is None
             else (ids[i : i + self.batch] for i in range(0, len(ids), self.batch))
         )
-        rows: list[Row] = []
+        out: list[tuple[str, str, dict[str, Any], Any]] = []
         for chunk in chunks:
             if chunk is not None and not chunk:
                 continue
@@ -113,25 +294,30 @@ class Collections:
                     include=include,
                 ),
             )
-            docs = got.get("documents") or [""] * len(got["ids"])
-            metas = got.get("metadatas") or [{}] * len(got["ids"])
-            rows.extend(zip(got["ids"], docs, (dict(m or {}) for m in metas), strict=True))
-        return rows
+            n = len(got["ids"])
+            docs = got.get("documents") or [""] * n
+            metas = got.get("metadatas") or [{}] * n
+            found = got.get("embeddings")
+            vectors: Any = [None] * n if found is None else np.asarray(found, dtype=np.float32)
+            out.extend(zip(got["ids"], docs, (dict(m or {}) for m in metas), vectors, strict=True))
+        return out
 
     def ids(self, collection: Any, where: dict[str, Any], *, limit: int | None = None) -> list[str]:
         """The ids of the rows of ``collection`` that pass ``where`` (at most ``limit``)."""
         got = self.conn.call("read", lambda: collection.get(where=where, include=[], limit=limit))
         return list(got["ids"])
 
-    def records_where(self, where: dict[str, Any]) -> list[Record]:
-        """The records that pass ``where``."""
-        return [decode_record(doc, meta) for _, doc, meta in self.rows(self.records, where=where)]
+    def records_where(self, partition: str, where: dict[str, Any]) -> list[Record]:
+        """The records of a partition that pass ``where``."""
+        rows = self.part_rows(partition, where=where)
+        return [decode_record(doc, meta) for _, doc, meta in rows]
 
-    def fetch(self, keys: Sequence[str]) -> dict[str, Record]:
-        """The stored records with these Chroma ids, by id (unknown ids left out)."""
-        return {
-            key: decode_record(doc, meta) for key, doc, meta in self.rows(self.records, ids=keys)
-        }
+    def fetch(self, partition: str, keys: Sequence[str]) -> dict[str, Record]:
+        """The stored records of a partition with these Chroma ids, by id (unknown ids left out)."""
+        if not keys:
+            return {}
+        rows = self.part_rows(partition, ids=keys)
+        return {key: decode_record(doc, meta) for key, doc, meta in rows}
 
     def delete(self, collection: Any, keys: Sequence[str]) -> None:
         """Delete these ids from ``collection``."""
@@ -142,6 +328,11 @@ class Collections:
                 partial(collection.delete, ids=chunk),
                 wrote="; some records may already be deleted: delete them again",
             )
+
+    def delete_in(self, partition: str, keys: Sequence[str]) -> None:
+        """Delete these ids from a partition (nothing if it does not exist)."""
+        if keys:
+            self.run(partition, lambda c: self.delete(c, keys))
 
     def upsert_meta(
         self,
@@ -173,8 +364,8 @@ def scoped_keys(
     session_id: str | None,
     user_id: str | None,
     collection: str | None,
-) -> list[str]:
-    """The Chroma ids of the records ``what`` (`get`, `delete`) names: ids in one scope.
+) -> tuple[Scope, list[str]]:
+    """The scope ``what`` (`get`, `delete`) names and the Chroma ids of its ids in it.
 
     Raises:
         StoreInputError: no scope or more than one, ``ids`` a str, or a malformed id.
@@ -185,4 +376,4 @@ def scoped_keys(
         msg = f"ids must be a list of ids, got the str {ids!r}; pass [{ids!r}]"
         raise StoreInputError(msg)
     wanted = list(dict.fromkeys(require_name("id", i) for i in ids))
-    return [record_key(namespace, scope, i) for i in wanted]
+    return scope, [record_key(namespace, scope, i) for i in wanted]

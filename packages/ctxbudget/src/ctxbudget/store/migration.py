@@ -14,23 +14,31 @@ store never writes to it.
 
 from __future__ import annotations
 
+import itertools
 import json
+from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from ctxbudget.errors import StoreError
-from ctxbudget.store.layout import LAYOUT_VERSION, Collections
-from ctxbudget.store.records import record_key, stored_scope
+from ctxbudget.store.keys import key_fields
+from ctxbudget.store.layout import LAYOUT_VERSION, Collections, existing
+from ctxbudget.store.records import Record, decode_record, record_key, scope_of, stored_scope
+from ctxbudget.store.sessions import Session, Sessions, partition_owner
 
 __all__ = ["LayoutVersion", "layout1_key"]
 
 _LAYOUT_ID = "layout"
+_PAGE = 10_000  # metadata rows read at a time
+_UNSURE = "; the migration is idempotent: open the store again to finish it"
 
 
 class LayoutVersion:
     """The layout version of one store's collections: checked on open, recorded once."""
 
-    def __init__(self, collections: Collections) -> None:
+    def __init__(self, collections: Collections, sessions: Sessions) -> None:
         self._collections = collections
+        self._sessions = sessions
         self.pending = False
         """Whether the version is still to be recorded (a new store: with its first write)."""
 
@@ -54,10 +62,17 @@ class LayoutVersion:
                     f"{LAYOUT_VERSION}: upgrade ctxbudget"
                 )
                 raise StoreError(msg)
-            if version is None and not cols.conn.call("count records", cols.records.count):
-                self.pending = True  # a new store: recorded with its first write
-                return
-            _migrate_to_scoped_ids(cols)
+            # Layouts 1 and 2 kept records in a collection named as the store; it is ours to
+            # migrate only if this store wrote to it (its embedder entry), else it is left alone.
+            ours = version is not None or bool(cols.rows(cols.meta, ids=["store"], documents=False))
+            legacy = _legacy(cols) if ours else None
+            if legacy is None:
+                if version is None:
+                    self.pending = True  # a new store: recorded with its first write
+                    return
+            else:
+                _migrate_to_scoped_ids(cols, legacy)
+                _migrate_to_partitions(cols, self._sessions, legacy)
             self.record()
 
     def record(self) -> None:
@@ -69,30 +84,29 @@ class LayoutVersion:
         self.pending = False
 
 
-def _migrate_to_scoped_ids(cols: Collections) -> None:
+def _legacy(cols: Collections) -> Any | None:
+    """The single records collection of layouts 1 and 2 (None: there is none)."""
+    return cols.conn.call("open collection", partial(existing, cols.conn.client, cols.name))
+
+
+def _migrate_to_scoped_ids(cols: Collections, legacy: Any) -> None:
     """Layout 1 -> 2: re-key every ``[namespace, id]`` record under its scoped key."""
     conn = cols.conn
-    every = conn.call("read", lambda: cols.records.get(include=[]))
+    every = conn.call("read", lambda: legacy.get(include=[]))
     old = [key for key in every["ids"] if layout1_key(key)]
     if not old:
         return
     conn.logger.warning(
-        "migrating %d records of collection %r in %s to store layout %d (scoped ids)",
+        "migrating %d records of collection %r in %s to store layout 2 (scoped ids)",
         len(old),
         cols.name,
         conn.location,
-        LAYOUT_VERSION,
     )
-    unsure = "; the migration is idempotent: open the store again to finish it"
     for start in range(0, len(old), cols.batch):
         chunk = old[start : start + cols.batch]
         got = conn.call(
             "read records to migrate",
-            partial(
-                cols.records.get,
-                ids=chunk,
-                include=["embeddings", "documents", "metadatas"],
-            ),
+            partial(legacy.get, ids=chunk, include=["embeddings", "documents", "metadatas"]),
         )
         metas = [dict(m or {}) for m in got["metadatas"]]
         keys = [record_key(str(m["ns"]), stored_scope(m), str(m["rid"])) for m in metas]
@@ -101,21 +115,116 @@ def _migrate_to_scoped_ids(cols: Collections) -> None:
         conn.call(
             "migrate records",
             partial(
-                cols.records.upsert,
-                ids=keys,
-                embeddings=vectors,
-                documents=documents,
-                metadatas=metas,
+                legacy.upsert, ids=keys, embeddings=vectors, documents=documents, metadatas=metas
             ),
-            wrote=unsure,
-            unsure=unsure,
+            wrote=_UNSURE,
+            unsure=_UNSURE,
         )
         conn.call(
             "migrate records",
-            partial(cols.records.delete, ids=list(got["ids"])),
-            wrote=unsure,
-            unsure=unsure,
+            partial(legacy.delete, ids=list(got["ids"])),
+            wrote=_UNSURE,
+            unsure=_UNSURE,
         )
+
+
+def _migrate_to_partitions(cols: Collections, sessions: Sessions, legacy: Any) -> None:
+    """Layout 2 -> 3: move every record into its partition, then delete the old collection.
+
+    Each session's home is chosen first (its first user's partition, by seq) and kept in its
+    entry, so a migration that resumes puts the rest of a session where its first part went.
+    """
+    conn = cols.conn
+    metas: list[dict[str, Any]] = []
+    for start in itertools.count(0, _PAGE):
+        got = conn.call(
+            "read", partial(legacy.get, include=["metadatas"], limit=_PAGE, offset=start)
+        )
+        metas += [dict(m or {}) for m in got["metadatas"]]
+        if len(got["ids"]) < _PAGE:
+            break
+    if metas:
+        conn.logger.warning(
+            "migrating %d records of collection %r in %s to store layout %d (a collection per "
+            "user); the migration is idempotent and resumes if interrupted",
+            len(metas),
+            cols.name,
+            conn.location,
+            LAYOUT_VERSION,
+        )
+    firsts: dict[Session, tuple[tuple[int, int, str], str | None]] = {}
+    for meta in metas:
+        if "sid" not in meta:
+            continue
+        session = (str(meta["ns"]), str(meta["sid"]))
+        uid = str(meta["uid"]) if "uid" in meta else None
+        # The first record with a user decides the home: messages by seq, then the others.
+        rank = (0 if uid is not None else 1, int(meta.get("seq", 1 << 60)), str(meta["rid"]))
+        if session not in firsts or rank < firsts[session][0]:
+            firsts[session] = (rank, uid)
+    counters = {
+        (str(m["ns"]), str(m["sid"])): int(m.get("last", -1))
+        for _, _, m in cols.rows(cols.meta, where={"type": "session"}, documents=False)
+    }
+    entries = sessions.entries(firsts)  # homes chosen by an interrupted migration stay
+    new = sessions.new_entries({s: uid for s, (_, uid) in firsts.items() if s not in entries})
+    new = {s: replace(e, last=counters.get(s, -1)) for s, e in new.items()}
+    sessions.save(new, wrote=_UNSURE)
+    entries.update(new)
+    while True:
+        got = conn.call(
+            "read records to migrate",
+            partial(legacy.get, include=["embeddings", "documents", "metadatas"], limit=cols.batch),
+        )
+        if not got["ids"]:
+            break
+        records = [
+            decode_record(d or "", dict(m or {}))
+            for d, m in zip(got["documents"], got["metadatas"], strict=True)
+        ]
+        parts = [sessions.partition_of(r, entries) for r in records]
+        cols.register(
+            {
+                p: partition_owner(r)
+                for r, p in zip(records, parts, strict=True)
+                if r.session_id is None
+            }
+        )
+        for partition in dict.fromkeys(parts):
+            chosen = [n for n, p in enumerate(parts) if p == partition]
+            data = {
+                "ids": [got["ids"][n] for n in chosen],
+                "embeddings": [[float(x) for x in got["embeddings"][n]] for n in chosen],
+                "documents": [got["documents"][n] or "" for n in chosen],
+                "metadatas": [_with_keys(got["metadatas"][n], records[n]) for n in chosen],
+            }
+            cols.run(partition, partial(_upsert, cols, data), create=True)
+        sessions.note_members(zip(records, parts, strict=True))
+        conn.call(
+            "migrate records",
+            partial(legacy.delete, ids=list(got["ids"])),
+            wrote=_UNSURE,
+            unsure=_UNSURE,
+        )
+    conn.call("delete the old collection", partial(conn.client.delete_collection, cols.name))
+
+
+def _upsert(cols: Collections, data: dict[str, Any], collection: Any) -> None:
+    partial_upsert = partial(collection.upsert, **data)
+    cols.conn.call("migrate records", partial_upsert, wrote=_UNSURE, unsure=_UNSURE)
+
+
+def _with_keys(meta: dict[str, Any] | None, record: Record) -> dict[str, Any]:
+    """Layout 2 metadata with the selective keys of layout 3 (`ctxbudget.store.keys`)."""
+    keys = key_fields(
+        record.namespace,
+        scope_of(record),
+        record.kind,
+        record.session_id,
+        record.user_id,
+        record.seq,
+    )
+    return {**dict(meta or {}), **keys}
 
 
 def layout1_key(key: str) -> bool:

@@ -1,29 +1,71 @@
 """Reading records by metadata (no vector search): a session's messages, filters, counts.
 
 Every read takes a namespace, and its filters are part of the ``where`` Chroma evaluates.
-`recent` reads a ``seq`` range from the session's counter (`ctxbudget.store.sequences`), not
-the whole session.
+Each read touches only the partitions its filters route to (`Sessions.route`): a session's
+home, a user's partitions, a namespace's documents. `recent` reads a ``seq`` range from the
+session's counter (`ctxbudget.store.sessions`), not the whole session.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ctxbudget.store.filters import all_of, where_filter
-from ctxbudget.store.layout import Collections
-from ctxbudget.store.records import Record, StoreStats, require_count, require_name
-from ctxbudget.store.sequences import Sequences, session_where
+from ctxbudget.store.filters import all_of, user_where, where_filter
+from ctxbudget.store.keys import address, matches, seq_keys, where_keys
+from ctxbudget.store.layout import Collections, docs_partition, user_partition
+from ctxbudget.store.records import (
+    Record,
+    Scope,
+    StoreStats,
+    decode_record,
+    require_count,
+    require_name,
+)
+from ctxbudget.store.sequences import AHEAD, is_message_of, messages_from, session_where
+from ctxbudget.store.sessions import SessionEntry, Sessions
 
-__all__ = ["Reader"]
+__all__ = ["Reader", "SessionView"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """What one call needs of a session, read in one or two Chroma calls (`Reader.view`).
+
+    Attributes:
+        stamp: changes whenever the session's stored messages change in a way a copy kept in
+            memory would miss (a new counter, a deleted or replaced message); None: the session
+            has no records.
+        recent: its last messages (at least the newest one), oldest first.
+        pins: its pinned records (facts and tasks), sorted by seq and id.
+        summaries: its summaries, sorted by seq and id.
+        user_id: the user whose user-wide pins ``user_pins`` are (the one asked, else the
+            session's owner; None: no user).
+        user_pins: that user's user-wide pins, sorted by id.
+        vectors: the stored vectors of ``recent`` by message id (float32 arrays), so a copy of
+            the session kept in memory takes its new messages from the view.
+    """
+
+    stamp: tuple[int, int] | None
+    recent: list[Record]
+    pins: list[Record]
+    summaries: list[Record]
+    user_id: str | None
+    user_pins: list[Record]
+    vectors: dict[str, Any]
+
+
+def _sorted(records: list[Record]) -> list[Record]:
+    return sorted(records, key=lambda r: (r.kind, -1 if r.seq is None else r.seq, r.id))
 
 
 class Reader:
     """Reads one store's records and sessions by metadata (`ChromaStore`'s reading methods)."""
 
-    def __init__(self, collections: Collections, sequences: Sequences) -> None:
+    def __init__(self, collections: Collections, sessions: Sessions) -> None:
         self._collections = collections
-        self._sequences = sequences
+        self._sessions = sessions
 
     def recent(
         self, *, namespace: str, session_id: str, limit: int, before_seq: int | None = None
@@ -36,30 +78,152 @@ class Reader:
             require_count("before_seq", before_seq)
         if limit == 0:
             return []
-        if before_seq is None:
-            session = (namespace, session_id)
-            end = self._sequences.counters([session]).get(session, -1) + 1
-            upper: list[dict[str, Any]] = []
+        entry = self._sessions.entry(namespace, session_id)
+        if entry is None:
+            return []
+        return self.window(namespace, session_id, entry, limit, before_seq)[0]
+
+    def view(
+        self, *, namespace: str, session_id: str, limit: int, user_id: str | None
+    ) -> SessionView:
+        """`ChromaStore.session_view`: a session's window, pins, summaries and user pins."""
+        ns = require_name("namespace", namespace)
+        sid = require_name("session_id", session_id)
+        require_count("limit", limit)
+        if user_id is not None:
+            require_name("user_id", user_id)
+        entry = self._sessions.entry(ns, sid)
+        if entry is None:
+            theirs = [] if user_id is None else self._user_pins(ns, user_id)
+            return SessionView(None, [], [], [], user_id, theirs, {})
+        user = user_id or entry.owner or None
+        keys = [address(ns, ("session", sid), k) for k in ("pinned", "summary")]
+        together = user is not None and entry.home == user_partition(
+            self._collections.name, ns, user
+        )
+        if together and user is not None:  # the user's pins are in the same collection
+            keys.append(address(ns, ("user", user), "pinned"))
+        extra: dict[str, Any] = {"at": {"$in": keys}}
+        window, rest, vectors = self.window(ns, sid, entry, max(1, limit), extra=extra)
+        rest = [r for r in rest if r.namespace == ns]
+        mine = [r for r in rest if r.session_id == sid and r.kind in ("pinned", "summary")]
+        if together:
+            user_pins = [
+                r
+                for r in rest
+                if r.session_id is None
+                and r.user_id == user
+                and r.kind == "pinned"
+                and r.metadata.get("_scope") == "user"
+            ]
+        elif user is not None:
+            user_pins = self._user_pins(ns, user)
         else:
-            end = before_seq
-            upper = [{"seq": {"$lt": before_seq}}]
+            user_pins = []
+        last = max([entry.last, *(r.seq for r in window if r.seq is not None)])
+        return SessionView(
+            stamp=(last, entry.version),
+            recent=window,
+            pins=_sorted([r for r in mine if r.kind == "pinned"]),
+            summaries=_sorted([r for r in mine if r.kind == "summary"]),
+            user_id=user,
+            user_pins=_sorted(user_pins),
+            vectors=vectors,
+        )
+
+    def _user_pins(self, namespace: str, user_id: str) -> list[Record]:
+        return self.find(
+            namespace=namespace, kinds=["pinned"], user_id=user_id, where={"_scope": "user"}
+        )
+
+    def window(
+        self,
+        namespace: str,
+        session_id: str,
+        entry: SessionEntry,
+        limit: int,
+        before_seq: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> tuple[list[Record], list[Record], dict[str, Any]]:
+        """A session's last ``limit`` messages, the records passing ``extra``, and their vectors.
+
+        The vectors are those of the messages, by id. All come from one read of the session's
+        home (``extra``: e.g. its pins and summaries), by the keys of the seqs wanted
+        (`ctxbudget.store.keys`); more only if seqs have gaps.
+        """
+        cols = self._collections
+        end = entry.last + 1 if before_seq is None else before_seq
         low = max(0, end - limit)
-        while True:
-            where = session_where(namespace, session_id, {"seq": {"$gte": low}}, *upper)
-            found = self._collections.records_where(where)
-            if len(found) >= limit or low == 0:
-                break
-            # Fewer than asked: seqs have gaps (deleted messages); widen the range.
-            low = max(0, end - 2 * (end - low))
-        found.sort(key=lambda r: r.seq or 0)
-        return found[-limit:]
+        top = end + AHEAD if before_seq is None else end
+        rows = messages_from(cols, entry.home, namespace, session_id, low, top, True, extra)
+        window: dict[str, tuple[Record, Any]] = {}
+        rest: list[Record] = []
+        for _, doc, meta, vector in rows:
+            record = decode_record(doc, meta)
+            if is_message_of(meta, namespace, session_id) and (
+                before_seq is None or int(meta["seq"]) < before_seq
+            ):
+                window[record.id] = (record, vector)
+            elif record.kind != "message" or record.session_id != session_id:
+                rest.append(record)
+        while len(window) < limit and low > 0:
+            # Fewer than asked: seqs have gaps (deleted messages); read further back.
+            high, low = low, max(0, end - 2 * (end - low))
+            more = messages_from(cols, entry.home, namespace, session_id, low, high, True)
+            window.update(
+                (str(meta["rid"]), (decode_record(doc, meta), vector))
+                for _, doc, meta, vector in more
+                if is_message_of(meta, namespace, session_id) and int(meta["seq"]) < high
+            )
+        ordered = sorted(window.values(), key=lambda pair: pair[0].seq or 0)[-limit:]
+        return [r for r, _ in ordered], rest, {r.id: v for r, v in ordered}
+
+    def get(self, scope: Scope, keys: list[str], *, namespace: str) -> list[Record]:
+        """`ChromaStore.get`: the records with these Chroma ids in one scope, in that order."""
+        kind, name = scope
+        partition: str | None
+        if kind == "session":
+            entry = self._sessions.entry(namespace, name)
+            partition = None if entry is None else entry.home
+        elif kind == "user":
+            partition = user_partition(self._collections.name, namespace, name)
+        else:
+            partition = docs_partition(self._collections.name, namespace)
+        found = {} if partition is None else self._collections.fetch(partition, keys)
+        return [found[k] for k in keys if k in found]
 
     def session_messages(self, *, namespace: str, session_id: str) -> list[Record]:
         """`ChromaStore.session_messages`: every message of a session, in seq order."""
         require_name("namespace", namespace)
         require_name("session_id", session_id)
-        found = self._collections.records_where(session_where(namespace, session_id))
+        entry = self._sessions.entry(namespace, session_id)
+        if entry is None:
+            return []
+        found = self._collections.records_where(entry.home, session_where(namespace, session_id))
+        found = [r for r in found if r.namespace == namespace and r.session_id == session_id]
         return sorted(found, key=lambda r: r.seq or 0)
+
+    def message_vectors(
+        self, *, namespace: str, session_id: str, seqs: Sequence[int] | None = None
+    ) -> list[tuple[Record, list[float]]]:
+        """`ChromaStore.message_vectors`: a session's messages with their vectors, by seq."""
+        require_name("namespace", namespace)
+        require_name("session_id", session_id)
+        entry = self._sessions.entry(namespace, session_id)
+        if entry is None:
+            return []
+        where = session_where(namespace, session_id)
+        if seqs is not None:
+            numbers = sorted({require_count("seq", n) for n in seqs})
+            if not numbers:
+                return []
+            where = {"sk": {"$in": seq_keys(namespace, session_id, numbers)}}
+        found = [
+            (r, v)
+            for r, v in self._collections.with_vectors(entry.home, where)
+            if r.namespace == namespace and r.session_id == session_id and r.kind == "message"
+        ]
+        return sorted(found, key=lambda pair: pair[0].seq or 0)
 
     def find(
         self,
@@ -75,12 +239,27 @@ class Reader:
         clauses = where_filter(namespace, session_id, user_id, None, kinds, where)
         if clauses is None:
             return []
+        numbers = None
         if seqs is not None:
             numbers = sorted({require_count("seq", n) for n in seqs})
             if not numbers:
                 return []
-            clauses.append({"seq": {"$in": numbers}})
-        found = self._collections.records_where(all_of(clauses))
+        extra = user_where(where)
+        chosen: dict[str, Any] | None
+        if numbers is not None and session_id is not None:
+            keys = {"sk": {"$in": seq_keys(namespace, session_id, numbers)}}
+            chosen = keys if extra is None else {"$and": [keys, extra]}
+        else:
+            chosen = where_keys(namespace, session_id, user_id, None, kinds, extra)
+        found: list[Record] = []
+        for partition in self._sessions.route(namespace, session_id, user_id, kinds):
+            rows = self._collections.part_rows(partition, where=chosen)
+            found += [
+                decode_record(doc, meta)
+                for _, doc, meta in rows
+                if matches(meta, namespace, session_id, user_id, None, kinds)
+                and (numbers is None or meta.get("seq") in numbers)
+            ]
         found.sort(key=lambda r: (r.kind, -1 if r.seq is None else r.seq, r.id))
         return found
 
@@ -97,10 +276,13 @@ class Reader:
 
     def count(self, *, namespace: str | None = None) -> int:
         """`ChromaStore.count`: the records of one namespace, or of all."""
+        if namespace is not None:
+            require_name("namespace", namespace)
         cols = self._collections
-        if namespace is None:
-            return int(cols.conn.call("count", cols.records.count))
-        return len(cols.ids(cols.records, {"ns": require_name("namespace", namespace)}))
+        total = 0
+        for partition in cols.partitions(namespace):
+            total += cols.run(partition, lambda c: int(cols.conn.call("count", c.count))) or 0
+        return total
 
     def stats(self, *, embedder: str) -> StoreStats:
         """`ChromaStore.stats`: counts per kind, namespaces and sessions (reads every record)."""
@@ -108,7 +290,11 @@ class Reader:
         namespaces: set[str] = set()
         sessions: set[tuple[str, str]] = set()
         cols = self._collections
-        rows = cols.rows(cols.records, documents=False)
+        rows = [
+            row
+            for partition in cols.partitions()
+            for row in cols.part_rows(partition, documents=False)
+        ]
         for _, _, meta in rows:
             by_kind[meta["kind"]] = by_kind.get(meta["kind"], 0) + 1
             namespaces.add(meta["ns"])

@@ -24,6 +24,7 @@ from typing import Any, Literal, TypedDict
 
 from ctxbudget.core.ids import internal_id
 from ctxbudget.errors import StoreInputError
+from ctxbudget.store.keys import key_fields
 
 __all__ = [
     "Hit",
@@ -259,7 +260,10 @@ def embedding_text(record: Record) -> str:
 
 
 def encode_record(record: Record, embedder: str) -> dict[str, Any]:
-    """The Chroma metadata of a record written with the embedder named `embedder`."""
+    """The Chroma metadata of a record written with the embedder named `embedder`.
+
+    With the record's selective keys (`ctxbudget.store.keys`), which reads filter on.
+    """
     meta: dict[str, Any] = {
         "ns": record.namespace,
         "rid": record.id,
@@ -283,6 +287,12 @@ def encode_record(record: Record, embedder: str) -> dict[str, Any]:
     if record.tokens:
         meta["tokens"] = json.dumps(record.tokens, sort_keys=True)
     meta.update({USER_PREFIX + k: v for k, v in record.metadata.items()})
+    scope = scope_of(record)
+    meta.update(
+        key_fields(
+            record.namespace, scope, record.kind, record.session_id, record.user_id, record.seq
+        )
+    )
     return meta
 
 

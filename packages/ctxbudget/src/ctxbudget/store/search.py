@@ -1,7 +1,8 @@
 """Vector search: the records most similar to one or several queries, under filters.
 
-Filters (namespace, session, user, kinds, the caller's metadata ``where``) are part of the query
-Chroma evaluates, so a record outside them is never read. Several queries under the same
+A search queries only the partitions its filters route to (`Sessions.route`), and the filters
+(namespace, session, user, kinds, the caller's metadata ``where``) are part of the query Chroma
+evaluates, so a record outside them is never read. Several queries under the same
 filters go to Chroma in one call. On a server, a search is a read, so it is retried when it
 meets a new collection's index still being written (`search_transient`).
 """
@@ -9,14 +10,17 @@ meets a new collection's index still being written (`search_transient`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.client import index_not_ready
-from ctxbudget.store.filters import all_of, where_filter
+from ctxbudget.store.filters import user_where, where_filter
+from ctxbudget.store.keys import matches, where_keys
 from ctxbudget.store.layout import Collections
 from ctxbudget.store.records import Hit, decode_record, require_count
 from ctxbudget.store.retry import is_transient
+from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.vectors import Vectors
 
 __all__ = ["search_many", "search_transient"]
@@ -29,6 +33,7 @@ def search_transient(exc: BaseException) -> bool:
 
 def search_many(
     collections: Collections,
+    sessions: Sessions,
     vectors_of: Vectors,
     queries: Sequence[str | Sequence[float]],
     *,
@@ -69,12 +74,42 @@ def search_many(
             )
             raise StoreInputError(msg)
 
-    def run_query() -> Any:
+    partitions = sessions.route(namespace, session_id, user_id, kinds)
+    chosen = where_keys(
+        namespace, session_id, user_id, exclude_session_id, kinds, user_where(where)
+    )
+    merged: list[list[Hit]] = [[] for _ in queries]
+    for partition in partitions:
+        found = _query(collections, partition, vectors, max(ks), chosen, where)
+        for number, hits in enumerate(found):
+            merged[number] += [
+                hit
+                for hit, meta in hits
+                if matches(meta, namespace, session_id, user_id, exclude_session_id, kinds)
+            ]
+    results: list[list[Hit]] = []
+    for best, limit in zip(merged, ks, strict=True):
+        best.sort(key=lambda h: (-h.similarity, h.record.id))
+        results.append(best[:limit])
+    return results
+
+
+def _query(
+    collections: Collections,
+    partition: str,
+    vectors: list[list[float]],
+    k: int,
+    chosen: dict[str, Any] | None,
+    where: dict[str, Any] | None,
+) -> list[list[tuple[Hit, dict[str, Any]]]]:
+    """The hits of each vector in one partition (none if it does not exist)."""
+
+    def run_query(collection: Any) -> Any:
         try:
-            return collections.records.query(
+            return collection.query(
                 query_embeddings=vectors,
-                n_results=max(ks),
-                where=all_of(clauses),
+                n_results=k,
+                where=chosen,
                 include=["documents", "metadatas", "distances"],
             )
         except ValueError as exc:  # chromadb checks filters before sending them
@@ -83,11 +118,22 @@ def search_many(
 
     # A server answers a search racing a new collection's first writes with "index not ready"
     # (see client.index_not_ready): a read, so safe to try again once the write is done.
-    got = collections.conn.call("search", run_query, transient=search_transient)
-    results: list[list[Hit]] = []
-    for number, limit in enumerate(ks):
-        hits = [
-            Hit(decode_record(doc, dict(meta or {})), max(-1.0, min(1.0, 1.0 - float(distance))))
+    got = collections.run(
+        partition,
+        lambda c: collections.conn.call(
+            "search", partial(run_query, c), transient=search_transient
+        ),
+    )
+    if got is None:
+        return [[] for _ in vectors]
+    return [
+        [
+            (
+                Hit(
+                    decode_record(doc, dict(meta or {})), max(-1.0, min(1.0, 1.0 - float(distance)))
+                ),
+                dict(meta or {}),
+            )
             for doc, meta, distance in zip(
                 got["documents"][number],
                 got["metadatas"][number],
@@ -95,6 +141,5 @@ def search_many(
                 strict=True,
             )
         ]
-        hits.sort(key=lambda h: (-h.similarity, h.record.id))
-        results.append(hits[:limit])
-    return results
+        for number in range(len(vectors))
+    ]

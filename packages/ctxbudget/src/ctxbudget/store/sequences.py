@@ -10,59 +10,111 @@ processes; they stay dense unless a write fails after its claim, and the order b
 processes is the order of their claims. The records are the truth; the session counter is only
 a starting point, and a deleted message's seq is not given out again.
 
-The session counters live in ``<collection>.meta`` (`ctxbudget.store.layout`), with the
-(session, user) pairs written alongside them.
+The session counters are part of the session entries in ``<collection>.meta``
+(`ctxbudget.store.sessions`); the messages are read in the session's home partition.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 from ctxbudget.errors import StoreError
-from ctxbudget.store.filters import all_of
-from ctxbudget.store.layout import Collections, Row
-from ctxbudget.store.records import Record, json_key
+from ctxbudget.store.keys import address, seq_keys
+from ctxbudget.store.layout import Collections
+from ctxbudget.store.records import json_key
+from ctxbudget.store.sessions import SessionEntry
 
-__all__ = ["Sequences", "session_where"]
+__all__ = [
+    "AHEAD",
+    "COUNTER_LAG",
+    "Sequences",
+    "is_message_of",
+    "messages_from",
+    "session_where",
+]
 
 _CLAIM_ROUNDS = 100
 # A session's stored last seq may trail the truth by this much (a write saved per message); the
 # range read in `recent` has no upper bound and `last_seq` looks past it, so both stay exact.
-_COUNTER_LAG = 16
+COUNTER_LAG = 16
 
 
-def session_where(namespace: str, session_id: str, *extra: dict[str, Any]) -> dict[str, Any]:
-    """The ``where`` of a session's messages, with ``extra`` clauses (a seq range)."""
-    return all_of([{"ns": namespace}, {"sid": session_id}, {"kind": "message"}, *extra])
+AHEAD = 64
+"""Seqs read at a time past a session's counter (see `messages_from`)."""
+
+
+def session_where(namespace: str, session_id: str) -> dict[str, Any]:
+    """The ``where`` of a session's messages, on its selective key (`ctxbudget.store.keys`)."""
+    return {"at": address(namespace, ("session", session_id), "message")}
+
+
+def is_message_of(meta: dict[str, Any], namespace: str, session_id: str) -> bool:
+    """Whether a row's metadata is a message of this session."""
+    return (
+        meta.get("kind") == "message"
+        and meta.get("ns") == namespace
+        and meta.get("sid") == session_id
+        and "seq" in meta
+    )
+
+
+def messages_from(
+    cols: Collections,
+    partition: str,
+    namespace: str,
+    session_id: str,
+    start: int,
+    top: int,
+    vectors: bool,
+    extra: dict[str, Any] | None = None,
+) -> list[tuple[str, str, dict[str, Any], Any]]:
+    """The rows of a session's messages with seq ``start`` and up, and of ``extra`` (once).
+
+    Reads seqs ``start``..``top`` - 1 by their keys (`keys.seq_keys`), then `AHEAD` more at a
+    time while the newest block read is more than half full: messages past a counter are
+    numbered densely, so a block less than half full ends them. Rows are (Chroma id, text,
+    metadata, vector: a float32 array if ``vectors``, else None).
+    """
+    rows: list[tuple[str, str, dict[str, Any], Any]] = []
+    low = start
+    while True:
+        where: dict[str, Any] = {"sk": {"$in": seq_keys(namespace, session_id, range(low, top))}}
+        if extra is not None and not rows:
+            where = {"$or": [where, extra]}
+        if vectors:
+            got = cols.part_vectors(partition, where)
+        else:
+            got = [(k, d, m, None) for k, d, m in cols.part_rows(partition, where=where)]
+        rows += got
+        seqs = [int(m["seq"]) for _, _, m, _ in got if is_message_of(m, namespace, session_id)]
+        if not seqs or max(seqs) < top - AHEAD // 2:
+            return rows
+        low, top = top, top + AHEAD
 
 
 class Sequences:
-    """Numbering one store's messages, and the session counters and members that go with it."""
+    """Numbering one store's messages, in the home partition of each session."""
 
     def __init__(self, collections: Collections) -> None:
         self._collections = collections
 
-    def counters(self, sessions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        """The stored last seq of these (namespace, session) pairs (those that have one)."""
-        cols = self._collections
-        ids = [json_key("session", ns, sid) for ns, sid in sessions]
-        rows = cols.rows(cols.meta, ids=ids, documents=False)
-        return {(m["ns"], m["sid"]): int(m["last"]) for _, _, m in rows}
-
-    def last_seq(self, namespace: str, session_id: str, counter: int) -> int:
+    def last_seq(self, namespace: str, session_id: str, entry: SessionEntry) -> int:
         """The highest seq given out in a session, from its counter and the messages past it."""
         # The counter is a hint; messages past it (a failed counter write, another process) win.
-        cols = self._collections
-        where = session_where(namespace, session_id, {"seq": {"$gt": counter}})
-        rows = cols.rows(cols.records, where=where, documents=False)
-        return max([counter, *(int(m["seq"]) for _, _, m in rows)])
+        start = entry.last + 1
+        rows = messages_from(
+            self._collections, entry.home, namespace, session_id, start, start + AHEAD, False
+        )
+        return max([entry.last, *(int(m["seq"]) for _, _, m, _ in rows)])
 
-    def take(self, namespace: str, session_id: str, counter: int, count: int) -> Sequence[int]:
-        """The next ``count`` seqs of a session with this counter (claimed, on a server)."""
-        start = self.last_seq(namespace, session_id, counter) + 1
+    def take(
+        self, namespace: str, session_id: str, entry: SessionEntry, count: int
+    ) -> Sequence[int]:
+        """The next ``count`` seqs of a session (claimed, on a server)."""
+        start = self.last_seq(namespace, session_id, entry) + 1
         if self._collections.conn.shared:
             return self._claim(namespace, session_id, start, count)
         return range(start, start + count)
@@ -97,56 +149,3 @@ class Sequences:
             "rounds: other processes keep writing to it; retry the add"
         )
         raise StoreError(msg)
-
-    def update(
-        self, pending: list[str], results: dict[str, Record], counters: dict[tuple[str, str], int]
-    ) -> None:
-        """After a write: move the counters of its sessions on, record new (session, user) pairs.
-
-        A counter is rewritten only when it trails by `_COUNTER_LAG` or more (or is new).
-        """
-        cols = self._collections
-        lasts: dict[tuple[str, str], int] = {}
-        members: dict[str, dict[str, Any]] = {}
-        for key in pending:
-            record = results[key]
-            if record.session_id is None:
-                continue
-            session = (record.namespace, record.session_id)
-            last = max(lasts.get(session, -1), counters.get(session, -1))
-            if record.kind == "message" and record.seq is not None:
-                last = max(last, record.seq)
-            lasts[session] = last
-            if record.user_id is not None:
-                member = {"type": "member", "ns": session[0], "sid": session[1]}
-                member["uid"] = record.user_id
-                members[json_key("member", *session, record.user_id)] = member
-        entries = {
-            json_key("session", *session): {"type": "session", "ns": ns, "sid": sid, "last": last}
-            for session, last in lasts.items()
-            if session not in counters or last - counters[session] >= _COUNTER_LAG
-            for ns, sid in [session]
-        }
-        if members:
-            known = {k for k, _, _ in cols.rows(cols.meta, ids=list(members), documents=False)}
-            entries.update({k: v for k, v in members.items() if k not in known})
-        if entries:
-            cols.upsert_meta(entries, wrote="; the records were written")
-
-    def remember(self, rows: list[Row]) -> None:
-        """Before these record rows are deleted: move their sessions' counters past them."""
-        # The counter may trail the newest messages; before they go, move it past them so a
-        # deleted message's seq is never handed out again in that session.
-        highest: dict[tuple[str, str], int] = {}
-        for _, _, meta in rows:
-            if meta.get("kind") == "message" and "sid" in meta and "seq" in meta:
-                session = (str(meta["ns"]), str(meta["sid"]))
-                highest[session] = max(highest.get(session, -1), int(meta["seq"]))
-        counters = self.counters(highest)
-        entries = {
-            json_key("session", ns, sid): {"type": "session", "ns": ns, "sid": sid, "last": last}
-            for (ns, sid), last in highest.items()
-            if last > counters.get((ns, sid), -1)
-        }
-        if entries:
-            self._collections.upsert_meta(entries, wrote="; nothing was deleted")

@@ -13,12 +13,14 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
+from typing import Any
 
 from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.store.layout import Collections
 from ctxbudget.store.migration import LayoutVersion
 from ctxbudget.store.records import Record, encode_record, record_key, same_content, scope_of
-from ctxbudget.store.sequences import Sequences
+from ctxbudget.store.sequences import COUNTER_LAG, Sequences
+from ctxbudget.store.sessions import Session, SessionEntry, Sessions, partition_owner
 from ctxbudget.store.validate import bad_record, check_record
 from ctxbudget.store.vectors import Vectors
 
@@ -63,11 +65,13 @@ class Writer:
         self,
         collections: Collections,
         vectors: Vectors,
+        sessions: Sessions,
         sequences: Sequences,
         layout: LayoutVersion,
     ) -> None:
         self._collections = collections
         self._vectors = vectors
+        self._sessions = sessions
         self._sequences = sequences
         self._layout = layout
 
@@ -75,13 +79,20 @@ class Writer:
         """Store a checked, non-empty batch; see `ChromaStore.add`."""
         cols, vectors_of = self._collections, self._vectors
         keys = [record_key(r.namespace, scope_of(r), r.id) for r in batch]
+        firsts: dict[Session, str | None] = {}
+        for record in batch:
+            if record.session_id is not None:
+                session = (record.namespace, record.session_id)
+                if firsts.get(session) is None:
+                    firsts[session] = record.user_id
         # Embedding is the slow part: do it before taking the lock, then plan again under it.
         vectors: dict[str, list[float]] = {}
         with unwritten():
-            vectors_of.embed_needed(batch, keys, cols.fetch(keys), vectors, replace=replace)
+            stored = self._stored(batch, keys, self._sessions.entries(firsts))
+            vectors_of.embed_needed(batch, keys, stored, vectors, replace=replace)
         with cols.conn.lock:
             with unwritten():
-                stored = cols.fetch(keys)
+                stored = self._stored(batch, keys, self._sessions.entries(firsts))
                 actions = _plan(batch, keys, stored, replace=replace)
                 vectors_of.embed_needed(batch, keys, stored, vectors, replace=replace)
                 dimensions = {len(v) for v in vectors.values()}
@@ -95,7 +106,23 @@ class Writer:
                     vectors_of.check_dimension(dimensions.pop())
                 if self._layout.pending:
                     self._layout.record()
-            return self._write(batch, keys, stored, actions, vectors)
+                entries = self._sessions.open(firsts)
+            return self._write(batch, keys, stored, actions, vectors, entries)
+
+    def _stored(
+        self, batch: list[Record], keys: list[str], entries: dict[Session, SessionEntry]
+    ) -> dict[str, Record]:
+        """The stored records with these keys (a new session's records: none yet)."""
+        by_partition: dict[str, list[str]] = {}
+        for record, key in zip(batch, keys, strict=True):
+            if record.session_id is None or (record.namespace, record.session_id) in entries:
+                by_partition.setdefault(self._sessions.partition_of(record, entries), []).append(
+                    key
+                )
+        stored: dict[str, Record] = {}
+        for partition, wanted in by_partition.items():
+            stored.update(self._collections.fetch(partition, wanted))
+        return stored
 
     def _write(
         self,
@@ -104,10 +131,13 @@ class Writer:
         stored: dict[str, Record],
         actions: list[str],
         vectors: dict[str, list[float]],
+        entries: dict[Session, SessionEntry],
     ) -> list[Record]:
         results: dict[str, Record] = {}
         pending: list[str] = []
-        numbering: dict[tuple[str, str], list[str]] = {}
+        partitions: dict[str, str] = {}
+        numbering: dict[Session, list[str]] = {}
+        replaced: list[tuple[str, str, dict[str, object]]] = []
         for record, key, action in zip(batch, keys, actions, strict=True):
             old = stored.get(key)
             if action == "same" and old is not None:
@@ -123,34 +153,68 @@ class Writer:
                     seq = old.seq
                 else:
                     numbering.setdefault((record.namespace, record.session_id), []).append(key)
+            if old is not None and old.kind == "message" and old.session_id is not None:
+                replaced.append((key, "", {"ns": old.namespace, "sid": old.session_id}))
             results[key] = dataclasses.replace(record, seq=seq)
+            partitions[key] = self._sessions.partition_of(record, entries)
             pending.append(key)
         if not pending:
             return [results[key] for key in keys]
-        sessions = {
-            (r.namespace, r.session_id) for k in pending if (r := results[k]).session_id is not None
-        }
         with unwritten():
-            counters = self._sequences.counters(sessions)
             for (ns, sid), session_keys in sorted(numbering.items()):
-                counter = counters.get((ns, sid), -1)
-                seqs = self._sequences.take(ns, sid, counter, len(session_keys))
+                seqs = self._sequences.take(ns, sid, entries[(ns, sid)], len(session_keys))
                 for seq, key in zip(seqs, session_keys, strict=True):
                     results[key] = dataclasses.replace(results[key], seq=seq)
-        self._upsert_records(pending, results, vectors)
-        self._sequences.update(pending, results, counters)
+            others = {
+                partitions[k]: partition_owner(results[k])
+                for k in pending
+                if results[k].session_id is None
+            }
+            self._collections.register(others)
+        if replaced:  # a process keeping the session in memory reads it again
+            self._sessions.touched(replaced, wrote="; nothing was written")
+        self._upsert_records(pending, results, vectors, partitions)
+        lasts: dict[Session, int] = {}
+        for key in pending:
+            record = results[key]
+            if (
+                record.kind == "message"
+                and record.session_id is not None
+                and record.seq is not None
+            ):
+                session = (record.namespace, record.session_id)
+                lasts[session] = max(lasts.get(session, -1), record.seq)
+        moved = {
+            session: dataclasses.replace(entry, last=last)
+            for session, last in lasts.items()
+            if (entry := entries[session]).last < 0 or last - entry.last >= COUNTER_LAG
+        }
+        self._sessions.save(moved, wrote="; the records were written")
+        self._sessions.note_members((results[k], partitions[k]) for k in pending)
         return [results[key] for key in keys]
 
     def _upsert_records(
-        self, pending: list[str], results: dict[str, Record], vectors: dict[str, list[float]]
+        self,
+        pending: list[str],
+        results: dict[str, Record],
+        vectors: dict[str, list[float]],
+        partitions: dict[str, str],
     ) -> None:
         cols = self._collections
         name = self._vectors.embedder.name
         total = len(pending)
-        for start in range(0, total, cols.batch):
-            chunk = pending[start : start + cols.batch]
+        order = sorted(pending, key=lambda k: partitions[k])  # a partition's records together
+        chunks = [
+            (partition, chunk[start : start + cols.batch])
+            for partition in dict.fromkeys(partitions[k] for k in order)
+            for chunk in [[k for k in order if partitions[k] == partition]]
+            for start in range(0, len(chunk), cols.batch)
+        ]
+        written: list[str] = []
+        for partition, chunk in chunks:
+            start = len(written)
             if start:
-                done = _some([results[k].id for k in pending[:start]])
+                done = _some([results[k].id for k in written])
                 before = f"; {start} of the {total} records were written ({done})"
                 wrote = f"{before}, the others not: add() them all again (it is idempotent)"
                 unsure = (
@@ -163,18 +227,22 @@ class Writer:
                     f"; Chroma may have stored some of these {total} records before failing "
                     "(they can show up once it recovers): add() them again (it is idempotent)"
                 )
-            cols.conn.call(
-                "write records",
-                partial(
-                    cols.records.upsert,
-                    ids=chunk,
-                    embeddings=[vectors[k] for k in chunk],
-                    documents=[results[k].text for k in chunk],
-                    metadatas=[encode_record(results[k], name) for k in chunk],
-                ),
+            upsert = partial(
+                _upsert,
+                cols,
+                ids=chunk,
+                embeddings=[vectors[k] for k in chunk],
+                documents=[results[k].text for k in chunk],
+                metadatas=[encode_record(results[k], name) for k in chunk],
                 wrote=wrote,
                 unsure=unsure,
             )
+            cols.run(partition, upsert, create=True)
+            written += chunk
+
+
+def _upsert(cols: Collections, collection: Any, *, wrote: str, unsure: str, **data: Any) -> None:
+    cols.conn.call("write records", partial(collection.upsert, **data), wrote=wrote, unsure=unsure)
 
 
 def _plan(

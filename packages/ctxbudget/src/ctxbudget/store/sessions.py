@@ -1,0 +1,238 @@
+"""Sessions and users in ``<collection>.meta``: where each session's records live, and its stamp.
+
+Each session has one entry (`SessionEntry`): its last ``seq`` (a starting point for numbering,
+rewritten every few messages), its **home** partition (`ctxbudget.store.layout`), its owner and
+a version bumped whenever one of its messages is deleted or replaced. The entry is created with
+the session's first write, with Chroma's ``add`` (which keeps the first write of an id), so two
+processes starting one session on a server agree on its home. Alongside: one entry per
+(session, user) pair, and one per user with messages in a session of another user's partition
+(its ``elsewhere`` partitions).
+
+`Sessions.route` is the one rule of which partitions a read touches: a session's home, a user's
+partition and elsewhere ones, a namespace's documents, or (a read of a whole namespace) every
+partition of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from ctxbudget.store.layout import (
+    Collections,
+    docs_partition,
+    session_partition,
+    user_partition,
+)
+from ctxbudget.store.records import Record, json_key
+
+__all__ = ["Session", "SessionEntry", "Sessions", "partition_owner", "session_key"]
+
+Session = tuple[str, str]
+"""A session: (namespace, session id)."""
+
+
+def session_key(namespace: str, session_id: str) -> str:
+    """The id of a session's entry in ``meta``."""
+    return json_key("session", namespace, session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    """A session's entry: last seq (a hint), home partition, owner ("": none) and version."""
+
+    last: int
+    home: str
+    owner: str
+    version: int
+
+    def metadata(self, namespace: str, session_id: str) -> dict[str, Any]:
+        """The entry as ``meta`` stores it."""
+        return {
+            "type": "session",
+            "ns": namespace,
+            "sid": session_id,
+            "last": self.last,
+            "home": self.home,
+            "owner": self.owner,
+            "ver": self.version,
+        }
+
+
+def _entry(meta: dict[str, Any]) -> SessionEntry:
+    return SessionEntry(
+        int(meta.get("last", -1)),
+        str(meta["home"]),
+        str(meta.get("owner", "")),
+        int(meta.get("ver", 0)),
+    )
+
+
+class Sessions:
+    """The session, member, user and partition entries of one store."""
+
+    def __init__(self, collections: Collections) -> None:
+        self._collections = collections
+
+    # -- reading ---------------------------------------------------------------------------
+    def entries(self, sessions: Iterable[Session]) -> dict[Session, SessionEntry]:
+        """The entries of these sessions (those that have one)."""
+        cols = self._collections
+        ids = [session_key(ns, sid) for ns, sid in dict.fromkeys(sessions)]
+        rows = cols.rows(cols.meta, ids=ids, documents=False) if ids else []
+        return {(m["ns"], m["sid"]): _entry(m) for _, _, m in rows if "home" in m}
+
+    def entry(self, namespace: str, session_id: str) -> SessionEntry | None:
+        """The entry of one session (None: it has none: no record was ever written to it)."""
+        return self.entries([(namespace, session_id)]).get((namespace, session_id))
+
+    def elsewhere(self, namespace: str, user_id: str) -> list[str]:
+        """The partitions of other owners that hold messages of this user."""
+        cols = self._collections
+        rows = cols.rows(cols.meta, ids=[json_key("user", namespace, user_id)], documents=False)
+        return sorted(json.loads(str(rows[0][2].get("elsewhere", "[]")))) if rows else []
+
+    def route(
+        self,
+        namespace: str,
+        session_id: str | None,
+        user_id: str | None,
+        kinds: Sequence[str] | None,
+    ) -> list[str]:
+        """The partitions a read with these filters touches (see the module docstring).
+
+        A read of a whole namespace touches every partition of it, except one of documents
+        alone (``kinds=["document"]``), which reads the namespace's documents.
+        """
+        name = self._collections.name
+        if session_id is not None:
+            entry = self.entry(namespace, session_id)
+            return [] if entry is None else [entry.home]
+        if user_id is not None:
+            return [user_partition(name, namespace, user_id), *self.elsewhere(namespace, user_id)]
+        if kinds is not None and set(kinds) <= {"document"}:
+            return [docs_partition(name, namespace)]
+        return self._collections.partitions(namespace)
+
+    # -- writing ---------------------------------------------------------------------------
+    def open(self, firsts: dict[Session, str | None]) -> dict[Session, SessionEntry]:
+        """The entries of these sessions, created for new ones (home: their first user's).
+
+        ``firsts`` gives each session the user of its first record in the write (None: no
+        user, so the session gets a partition of its own).
+        """
+        known = self.entries(firsts)
+        new = {s: user for s, user in firsts.items() if s not in known}
+        if not new:
+            return known
+        cols = self._collections
+        made = self.new_entries(new)
+        entries = {session_key(*s): e.metadata(*s) for s, e in made.items()}
+        keys = list(entries)
+        # add() keeps an id's first write: on a shared server, the first process to start the
+        # session chooses its home, and every process reads that choice back.
+        for start in range(0, len(keys), cols.batch):
+            chunk = keys[start : start + cols.batch]
+            cols.conn.call(
+                "start sessions",
+                partial(
+                    cols.meta.add,
+                    ids=chunk,
+                    embeddings=[[1.0]] * len(chunk),
+                    metadatas=[entries[k] for k in chunk],
+                ),
+                wrote="; nothing was written",
+            )
+        return {**known, **self.entries(new)}
+
+    def new_entries(self, firsts: dict[Session, str | None]) -> dict[Session, SessionEntry]:
+        """Entries for new sessions, their homes created and registered.
+
+        A session's home is the partition of its first user, else a partition of its own.
+        """
+        name = self._collections.name
+        made: dict[Session, SessionEntry] = {}
+        parts: dict[str, dict[str, str]] = {}
+        for (ns, sid), user in firsts.items():
+            if user is None:
+                home = session_partition(name, ns, sid)
+                parts[home] = {"ns": ns, "kind": "session", "owner": sid}
+            else:
+                home = user_partition(name, ns, user)
+                parts[home] = {"ns": ns, "kind": "user", "owner": user}
+            made[(ns, sid)] = SessionEntry(-1, home, user or "", 0)
+        self._collections.register(parts)
+        return made
+
+    def partition_of(self, record: Record, entries: dict[Session, SessionEntry]) -> str:
+        """The partition a record is written to (its session's home, its user's, documents)."""
+        name = self._collections.name
+        if record.session_id is not None:
+            return entries[(record.namespace, record.session_id)].home
+        if record.user_id is not None:
+            return user_partition(name, record.namespace, record.user_id)
+        return docs_partition(name, record.namespace)
+
+    def save(self, entries: dict[Session, SessionEntry], *, wrote: str) -> None:
+        """Write these session entries."""
+        if entries:
+            self._collections.upsert_meta(
+                {session_key(*s): e.metadata(*s) for s, e in entries.items()}, wrote=wrote
+            )
+
+    def note_members(self, records: Iterable[tuple[Record, str]]) -> None:
+        """After a write of (record, partition): new (session, user) pairs, elsewhere partitions."""
+        cols = self._collections
+        members: dict[str, dict[str, Any]] = {}
+        away: dict[tuple[str, str], set[str]] = {}
+        for record, partition in records:
+            if record.user_id is None:
+                continue
+            ns, uid = record.namespace, record.user_id
+            if record.session_id is not None:
+                member = {"type": "member", "ns": ns, "sid": record.session_id, "uid": uid}
+                members[json_key("member", ns, record.session_id, uid)] = member
+            if partition != user_partition(cols.name, ns, uid):
+                away.setdefault((ns, uid), set()).add(partition)
+        if not members and not away:
+            return
+        users = {json_key("user", ns, uid): (ns, uid) for ns, uid in away}
+        rows = cols.rows(cols.meta, ids=[*members, *users], documents=False)
+        stored = {key: meta for key, _, meta in rows}
+        entries = {k: v for k, v in members.items() if k not in stored}
+        for key, (ns, uid) in users.items():
+            had = set(json.loads(str(stored.get(key, {}).get("elsewhere", "[]"))))
+            if not away[(ns, uid)] <= had:
+                everywhere = json.dumps(sorted(had | away[(ns, uid)]))
+                entries[key] = {"type": "user", "ns": ns, "uid": uid, "elsewhere": everywhere}
+        if entries:
+            cols.upsert_meta(entries, wrote="; the records were written")
+
+    def touched(self, rows: list[tuple[str, str, dict[str, Any]]], *, wrote: str) -> None:
+        """Before these rows are deleted or replaced: bump their sessions' versions.
+
+        Deleted messages also move their session's counter past them, so a deleted message's
+        seq is never given out again in that session.
+        """
+        highest: dict[Session, int] = {}
+        for _, _, meta in rows:
+            if "sid" in meta:
+                session = (str(meta["ns"]), str(meta["sid"]))
+                seq = int(meta["seq"]) if meta.get("kind") == "message" and "seq" in meta else -1
+                highest[session] = max(highest.get(session, -1), seq)
+        entries = self.entries(highest)
+        changed = {
+            s: replace(e, last=max(e.last, highest[s]), version=e.version + 1)
+            for s, e in entries.items()
+        }
+        self.save(changed, wrote=wrote)
+
+
+def partition_owner(record: Record) -> dict[str, str]:
+    """How the partition of a record with no session is registered: its namespace and owner."""
+    if record.user_id is not None:
+        return {"ns": record.namespace, "kind": "user", "owner": record.user_id}
+    return {"ns": record.namespace, "kind": "docs", "owner": ""}
