@@ -194,3 +194,38 @@ def test_store_input_errors_are_not_retried(tmp_path: Path, store: ChromaStore) 
         writer.settle()
     assert flaky.calls == 1
     writer.close()
+
+
+def test_candidates_for_a_caller_holding_the_history_do_not_wait_for_the_store(
+    tmp_path: Path, store: ChromaStore
+) -> None:
+    # The LangChain middleware holds the newest messages in the agent's state: its candidates
+    # need not wait until they are stored (`wait=False`); every other read does wait.
+    from ctxbudget.memory.context import ContextMemory
+
+    memory = ContextMemory(store=store, write_behind=tmp_path / "journal")
+    memory.add_messages("s", [{"role": "user", "text": "my locker code is 4471"}])
+    memory.flush()
+    release = threading.Event()
+    behind = memory._behind
+    assert behind is not None
+    add = behind._add
+
+    def slow(records: Sequence[Record]) -> list[Record]:
+        release.wait(10)
+        return add(records)
+
+    behind._add = slow
+    try:
+        memory.add_message("s", "user", "and the bike lock is 9907")
+        started = time.perf_counter()
+        found = memory.candidates("s", "what is my locker code?", wait=False, search_recent=True)
+        assert time.perf_counter() - started < 5
+        texts = [i.text for i in (*found.history, *found.retrieved)]
+        assert any("4471" in t for t in texts)
+        assert not any("9907" in t for t in texts)  # not stored yet: the caller holds it
+    finally:
+        release.set()
+    found = memory.candidates("s", "what is the bike lock?")  # waits
+    assert any("9907" in i.text for i in found.history)
+    memory.close()

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -145,7 +146,7 @@ def test_assemble_touches_only_its_users_collections_on_selective_keys(
 def test_a_session_lives_in_one_home_and_each_users_records_are_found_and_deleted(
     open_store: StoreFactory, first_user: str | None, writers: list[str | None]
 ) -> None:
-    store = open_store(collection=f"h{abs(hash((first_user, tuple(writers)))) % 10**9}")
+    store = open_store(collection=f"h{uuid.uuid4().hex[:16]}")  # a fresh store per example
     try:
         users = [first_user, *writers]
         for n, user in enumerate(users):

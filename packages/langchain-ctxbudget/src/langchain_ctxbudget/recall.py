@@ -78,7 +78,8 @@ def recall(
     found = recalled.get(cache_key)
     if found is None:
         # The candidates ContextMemory would offer, bounded by this call's budget; the newest
-        # stored turns are searched too (here the state is the history).
+        # stored turns are searched too (here the state is the history). The messages just
+        # added are in the state: no need to wait until they are stored.
         found = memory.candidates(
             session,
             query,
@@ -86,6 +87,7 @@ def recall(
             user_id=user,
             documents=documents,
             search_recent=True,
+            wait=False,
         )
         recalled.put(cache_key, found)
     return found.added_to(in_state)

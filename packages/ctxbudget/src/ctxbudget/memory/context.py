@@ -333,6 +333,7 @@ class ContextMemory(SessionUpkeep):
         documents: bool | str | Sequence[str] = True,
         other_sessions: bool | None = None,
         search_recent: bool = False,
+        wait: bool = True,
     ) -> Candidates:
         """The scored candidates for ``query`` in ``session_id``, bounded by ``budget``.
 
@@ -345,9 +346,14 @@ class ContextMemory(SessionUpkeep):
         The arguments are `assemble`'s (``budget`` sizes the search and the recent share;
         ``format`` is the one the context will be rendered in), and ``search_recent``: also
         search the newest turns (for a caller that holds the history itself, like an agent's
-        state): they come back in ``retrieved`` too when they match, with their ``history`` ids.
+        state): they come back in ``retrieved`` too when they match, with their ``history`` ids;
+        and ``wait``: False for such a caller, which needs not wait for the messages it just
+        added to be stored (a failure of earlier writes is still raised).
         """
-        self._settle()
+        if wait:
+            self._settle()
+        elif self._behind is not None:
+            self._behind.check()
         return gather(
             self.store,
             self.namespace,

@@ -165,6 +165,15 @@ class WriteBehind:
                 self._cond.wait(left)
             self._raise_failure()
 
+    def check(self) -> None:
+        """Raise a failure of the background writer not reported yet, without waiting.
+
+        Raises:
+            StoreError: a batch failed (it stays journaled and is retried) or was refused.
+        """
+        with self._cond:
+            self._raise_failure()
+
     def close(self) -> None:
         """Store what is queued (for at most ``timeout``), stop the thread, release the journal.
 
