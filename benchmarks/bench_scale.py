@@ -1,29 +1,33 @@
 """Scale: does the cost of one `assemble` depend on its own session, or on everything stored?
 
 One probe user (5 sessions x 200 messages, a few facts planted early in each session) is stored
-alone (the baseline: 1,000 records) and together with thousands of other users (100, 200 or 300
-messages each, in sessions of up to 200) in stores of ``--sizes`` records in total. For each store, embedded (a folder) and
-on a ``chroma run`` server (started by this script on 127.0.0.1 on a free port, on the same
-data folder, stopped after), the script times ``ContextMemory.assemble(session, query,
-budget=4096)`` for the probe user's latest session over ``--queries`` distinct queries (facts
-and generic questions): the first call on the freshly opened store is shown apart ("first"),
-then p50 and p95 of the others, the ratio of p50 to the single-user store's p50 on the same
-backend, the build time and ``os.getloadavg()`` at the end of the measurement.
+alone (the baseline: 1,000 records) and together with thousands of other users (100, 200 or
+300 messages each, in sessions of up to 200) in stores of ``--sizes`` records in total. For
+each backend, embedded (a folder per store) and ``chroma run`` servers (started by this script
+on 127.0.0.1 on free ports, one per store folder, stopped after), every store is opened at once
+and the script times ``ContextMemory.assemble(session, query, budget=4096)`` for the probe
+user's latest session over ``--queries`` distinct queries (facts and generic questions),
+interleaved: query by query, each store in turn, so the machine's load weighs on every size
+alike. The first call on each freshly opened store is shown apart ("first"), then p50 and p95
+of the others, the ratio of p50 to the single-user store's p50 on the same backend, the build
+time and ``os.getloadavg()`` at the end of the measurement.
 
 Then, for the single-user store and the largest one, it counts the Chroma calls one assemble
 makes and their time per kind (``collection.method[where fields]``), from the chromadb
 ``Collection`` methods wrapped for a few extra assembles (the timed ones are not wrapped).
 
-Embeddings are free and deterministic (a seeded pseudo-random unit vector of 384 dimensions per
-text, from a hash of the text) so only storage and assembly are measured: retrieval finds
-nothing by meaning, only by the words of the session's BM25 index. Stores are written with
-`ChromaStore.add` in batches of ``--batch`` records (with their token counts, as
-``ContextMemory`` stores them), streamed; with ``--cache DIR`` they are kept in DIR/scale-<size>
-and reused when their count is the expected one (building 500,000 records takes minutes).
+With ``--embedder hash`` (the default), embeddings are free and deterministic (a seeded
+pseudo-random unit vector of 384 dimensions per text) so only storage and assembly are
+measured: retrieval finds nothing by meaning, only by the words of the session's BM25 index.
+``--embedder default`` uses ctxbudget's default embedder (each query embedded on every call).
+Stores are written with `ChromaStore.add` in batches of ``--batch`` records (with their token
+counts, as ``ContextMemory`` stores them), streamed; with ``--cache DIR`` they are kept in
+DIR/scale-<size> and reused (building 500,000 records takes about 40 minutes).
 
 Run: nice -n 5 .venv/bin/python benchmarks/bench_scale.py --sizes 10000,100000,500000
      --cache /tmp/scale-cache [--backends embedded,server] [--queries 30] [--batch 5000]
-(1,000,000 works too; a smoke run: --sizes 2000,5000 --backends embedded).
+     [--embedder hash|default]
+(a smoke run: --sizes 2000,5000 --backends embedded).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,11 +183,13 @@ def ensure_built(root: Path, total: int, counter: TokenCounter, batch: int) -> t
     Returns the build's seconds (from ``root / "build.json"`` when reused) and whether it was.
     """
     info = root / "build.json"
-    if info.is_file() and json.loads(info.read_text()).get("layout") == LAYOUT_VERSION:
-        with open_store(root / "data") as store:
-            if store.count() == total:
-                return float(json.loads(info.read_text())["seconds"]), True
-        print(f"  {root}: not the expected {total:,} records, building again", flush=True)
+    if info.is_file():
+        built = json.loads(info.read_text())
+        # Written once the build finished and counted; counting again would open every user's
+        # collection (minutes at 500k records), so it is trusted.
+        if built.get("layout") == LAYOUT_VERSION and built.get("records") == total:
+            return float(built["seconds"]), True
+        print(f"  {root}: another layout or size, building again", flush=True)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     start = last = time.perf_counter()
@@ -219,41 +225,62 @@ class Row:
     assembles_ms: float  # wall time of the CALL_SAMPLES counted assembles
 
 
-def measure(store: ChromaStore, asked: list[str], budget: int) -> tuple[float, list[float]]:
-    memory = ContextMemory(store=store, write_behind=False)
-    start = time.perf_counter()
-    memory.assemble(PROBE_SESSION, asked[0], budget=budget)
-    first = (time.perf_counter() - start) * 1e3
-    samples = []
-    for query in asked[1:]:
-        start = time.perf_counter()
-        memory.assemble(PROBE_SESSION, query, budget=budget)
-        samples.append((time.perf_counter() - start) * 1e3)
-    return first, samples
+def run_backend(
+    backend: str,
+    roots: dict[int, Path],
+    builds: dict[int, tuple[float, bool]],
+    args: argparse.Namespace,
+) -> list[Row]:
+    """Every store of one backend open at once, the timed assembles interleaved across them.
+
+    Query by query, each store answers in turn, so a change of the machine's load during the
+    run weighs on every size alike and the ratios compare like with like.
+    """
+    asked = queries(args.queries + 1)
+    with ExitStack() as stack:
+        memories: dict[int, ContextMemory] = {}
+        for total, root in roots.items():
+            store = stack.enter_context(open_store(stack.enter_context(located(backend, root))))
+            memories[total] = ContextMemory(store=store, write_behind=False)
+        first: dict[int, float] = {}
+        for total, memory in memories.items():
+            start = time.perf_counter()
+            memory.assemble(PROBE_SESSION, asked[0], budget=args.budget)
+            first[total] = (time.perf_counter() - start) * 1e3
+        samples: dict[int, list[float]] = {total: [] for total in memories}
+        for query in asked[1:]:
+            for total, memory in memories.items():
+                start = time.perf_counter()
+                memory.assemble(PROBE_SESSION, query, budget=args.budget)
+                samples[total].append((time.perf_counter() - start) * 1e3)
+        load = os.getloadavg()
+        rows = []
+        for total, memory in memories.items():
+            calls, wall = count_calls(memory, asked, args.budget)
+            users = len(population(total))
+            rows.append(
+                Row(
+                    backend,
+                    total,
+                    users,
+                    first[total],
+                    samples[total],
+                    *builds[total],
+                    load,
+                    calls,
+                    wall,
+                )
+            )
+    return rows
 
 
-def count_calls(store: ChromaStore, asked: list[str], budget: int) -> tuple[ChromaCalls, float]:
-    memory = ContextMemory(store=store, write_behind=False)
-    memory.assemble(PROBE_SESSION, asked[0], budget=budget)  # its caches warm, as in `measure`
+def count_calls(memory: ContextMemory, asked: list[str], budget: int) -> tuple[ChromaCalls, float]:
     with counting_chroma_calls() as calls:
         start = time.perf_counter()
         for query in asked[1 : 1 + CALL_SAMPLES]:
             memory.assemble(PROBE_SESSION, query, budget=budget)
         wall = (time.perf_counter() - start) * 1e3
     return calls, wall
-
-
-def run(
-    backend: str, root: Path, total: int, built: tuple[float, bool], args: argparse.Namespace
-) -> Row:
-    asked = queries(args.queries + 1)
-    with located(backend, root) as where:
-        with open_store(where) as store:
-            first, samples = measure(store, asked, args.budget)
-            calls, wall = count_calls(store, asked, args.budget)
-            load = os.getloadavg()
-    users = len(population(total))
-    return Row(backend, total, users, first, samples, *built, load, calls, wall)
 
 
 @contextmanager
@@ -358,18 +385,22 @@ def main() -> None:
     counter = TokenCounter.for_model("gpt-4o")
     rows: list[Row] = []
     try:
+        roots: dict[int, Path] = {}
+        builds: dict[int, tuple[float, bool]] = {}
         for total in sizes:
-            root = cache / f"scale-{total}{'' if args.embedder == 'hash' else '-default'}"
-            built = ensure_built(root, total, counter, args.batch)
-            for backend in backends:
-                try:
-                    r = run(backend, root, total, built, args)
-                except CtxBudgetError as exc:  # a server timing out, say: go on with the rest
-                    print(f"  {backend} {total:,}: FAILED: {exc}", flush=True)
-                    continue
-                rows.append(r)
+            suffix = "" if args.embedder == "hash" else "-default"
+            roots[total] = cache / f"scale-{total}{suffix}"
+            builds[total] = ensure_built(roots[total], total, counter, args.batch)
+        for backend in backends:
+            try:
+                done = run_backend(backend, roots, builds, args)
+            except CtxBudgetError as exc:  # a server timing out, say: go on with the rest
+                print(f"  {backend}: FAILED: {exc}", flush=True)
+                continue
+            rows += done
+            for r in done:
                 print(
-                    f"  {backend} {total:,}: first {r.first:.1f} ms, p50 "
+                    f"  {backend} {r.records:,}: first {r.first:.1f} ms, p50 "
                     f"{statistics.median(r.samples):.1f} ms, p95 {pct(r.samples, 0.95):.1f} ms",
                     flush=True,
                 )

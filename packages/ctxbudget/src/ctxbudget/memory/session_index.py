@@ -209,7 +209,12 @@ class SessionIndexes:
                 found = store.message_vectors(namespace=namespace, session_id=session_id)
             else:
                 seqs = list(range(index.last_seq + 1, last_seq + 1))
-                found = store.message_vectors(namespace=namespace, session_id=session_id, seqs=seqs)
+                if newest is not None and all(seq in newest for seq in seqs):
+                    found = [newest[seq] for seq in seqs]
+                else:
+                    found = store.message_vectors(
+                        namespace=namespace, session_id=session_id, seqs=seqs
+                    )
             index.extend(found)
             self._indexes[session_id] = index
             self._indexes.move_to_end(session_id)
