@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxbudget.errors import StoreInputError
-from ctxbudget.store.filters import all_of
 from ctxbudget.store.keys import matches, where_keys
 from ctxbudget.store.layout import Collections, session_partition, user_partition
 from ctxbudget.store.records import KINDS, Scope, json_key, require_name
@@ -94,11 +93,12 @@ class Deleter:
         cols = self._collections
         mine = user_partition(cols.name, ns, uid)
         with cols.conn.lock:
-            members = cols.rows(
-                cols.meta,
-                where=all_of([{"type": "member"}, {"ns": ns}, {"uid": uid}]),
-                documents=False,
-            )
+            # Only the selective clause goes to Chroma (see ctxbudget.store.keys); the rest here.
+            members = [
+                row
+                for row in cols.rows(cols.meta, where={"uid": uid}, documents=False)
+                if row[2].get("type") == "member" and row[2].get("ns") == ns
+            ]
             sessions = {str(m["sid"]) for _, _, m in members}
             homes = {e.home for e in self._sessions.entries((ns, s) for s in sessions).values()}
             partitions = [mine, *sorted((homes | set(self._sessions.elsewhere(ns, uid))) - {mine})]

@@ -209,12 +209,10 @@ class Collections:
 
     def partitions(self, namespace: str | None = None) -> list[str]:
         """The registered partitions of a namespace (None: of every namespace), sorted."""
-        where: dict[str, Any] = {"type": "part"}
-        if namespace is not None:
-            where = {"$and": [where, {"ns": namespace}]}
-        found = sorted({str(m["part"]) for _, _, m in self.rows(self.meta, where=where)})
-        self.registered.update(found)
-        return found
+        rows = self.rows(self.meta, where={"type": "part"}, documents=False)
+        every = {str(m["part"]) for _, _, m in rows}
+        self.registered.update(every)
+        return sorted(str(m["part"]) for _, _, m in rows if namespace in (None, m.get("ns")))
 
     def drop(self, partition: str) -> None:
         """Delete a partition's collection and its registry entry (it holds no records now)."""
@@ -301,11 +299,6 @@ class Collections:
             vectors: Any = [None] * n if found is None else np.asarray(found, dtype=np.float32)
             out.extend(zip(got["ids"], docs, (dict(m or {}) for m in metas), vectors, strict=True))
         return out
-
-    def ids(self, collection: Any, where: dict[str, Any], *, limit: int | None = None) -> list[str]:
-        """The ids of the rows of ``collection`` that pass ``where`` (at most ``limit``)."""
-        got = self.conn.call("read", lambda: collection.get(where=where, include=[], limit=limit))
-        return list(got["ids"])
 
     def records_where(self, partition: str, where: dict[str, Any]) -> list[Record]:
         """The records of a partition that pass ``where``."""

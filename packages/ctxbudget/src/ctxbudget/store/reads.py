@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbudget.store.filters import all_of, user_where, where_filter
+from ctxbudget.store.filters import user_where, where_filter
 from ctxbudget.store.keys import address, matches, seq_keys, where_keys
 from ctxbudget.store.layout import Collections, docs_partition, user_partition
 from ctxbudget.store.records import (
@@ -265,14 +265,20 @@ class Reader:
 
     def list_sessions(self, *, namespace: str, user_id: str | None = None) -> list[str]:
         """`ChromaStore.list_sessions`: from the session and member entries of ``meta``."""
-        where: list[dict[str, Any]] = [{"ns": require_name("namespace", namespace)}]
+        ns = require_name("namespace", namespace)
+        # Chroma evaluates each clause against the whole store (ctxbudget.store.keys): ask only
+        # for what few entries match, and check the namespace here.
         if user_id is None:
-            where.append({"type": "session"})
+            where: dict[str, Any] = {"type": "session"}
+            kind = "session"
         else:
-            where += [{"type": "member"}, {"uid": require_name("user_id", user_id)}]
+            where = {"uid": require_name("user_id", user_id)}
+            kind = "member"
         cols = self._collections
-        rows = cols.rows(cols.meta, where=all_of(where), documents=False)
-        return sorted({str(meta["sid"]) for _, _, meta in rows})
+        rows = cols.rows(cols.meta, where=where, documents=False)
+        return sorted(
+            {str(m["sid"]) for _, _, m in rows if m.get("type") == kind and m.get("ns") == ns}
+        )
 
     def count(self, *, namespace: str | None = None) -> int:
         """`ChromaStore.count`: the records of one namespace, or of all."""
