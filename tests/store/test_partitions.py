@@ -227,3 +227,22 @@ def test_a_partition_deleted_by_another_store_is_opened_again(open_store: StoreF
     again = one.add([Record(id="m1", kind="message", text="again", session_id="s", user_id="u")])
     assert again[0].seq is not None
     assert [r.id for r in other.session_messages(namespace=NS, session_id="s")] == ["m1"]
+
+
+def test_a_write_that_replaces_and_moves_the_counter_keeps_the_version_bump(
+    open_store: StoreFactory,
+) -> None:
+    store = open_store()
+    first = [Record(id=f"m{i}", kind="message", text=f"m{i}", session_id="s") for i in range(3)]
+    store.add(first)
+    before = store._sessions.entry(NS, "s")
+    assert before is not None
+    changed = Record(id="m0", kind="message", text="m0, edited", session_id="s")
+    more = [Record(id=f"n{i}", kind="message", text=f"n{i}", session_id="s") for i in range(40)]
+    store.add([changed, *more], replace=True)
+    after = store._sessions.entry(NS, "s")
+    assert after is not None
+    assert after.version == before.version + 1  # not undone by the counter's own write
+    assert after.last >= 40  # the counter moved too
+    view = store.session_view(namespace=NS, session_id="s", recent=5)
+    assert view.stamp == (42, after.version)

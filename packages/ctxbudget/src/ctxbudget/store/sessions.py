@@ -176,11 +176,34 @@ class Sessions:
             return user_partition(name, record.namespace, record.user_id)
         return docs_partition(name, record.namespace)
 
-    def save(self, entries: dict[Session, SessionEntry], *, wrote: str) -> None:
-        """Write these session entries."""
-        if entries:
-            self._collections.upsert_meta(
+    def save(
+        self, entries: dict[Session, SessionEntry], *, wrote: str, fields: tuple[str, ...] = ()
+    ) -> None:
+        """Write these session entries: whole, or only ``fields`` of existing ones.
+
+        Writing only the fields that changed (``("last",)`` for a counter) leaves the others as
+        they are, so a counter moved by one process never undoes another's version bump; an
+        entry deleted meanwhile stays deleted.
+        """
+        if not entries:
+            return
+        cols = self._collections
+        if not fields:
+            cols.upsert_meta(
                 {session_key(*s): e.metadata(*s) for s, e in entries.items()}, wrote=wrote
+            )
+            return
+        keys = [session_key(*s) for s in entries]
+        values = [{f: e.metadata(*s)[f] for f in fields} for s, e in entries.items()]
+        for start in range(0, len(keys), cols.batch):
+            cols.conn.call(
+                "write session counters",
+                partial(
+                    cols.meta.update,
+                    ids=keys[start : start + cols.batch],
+                    metadatas=values[start : start + cols.batch],
+                ),
+                wrote=wrote,
             )
 
     def note_members(self, records: Iterable[tuple[Record, str]]) -> None:
@@ -228,7 +251,7 @@ class Sessions:
             s: replace(e, last=max(e.last, highest[s]), version=e.version + 1)
             for s, e in entries.items()
         }
-        self.save(changed, wrote=wrote)
+        self.save(changed, wrote=wrote, fields=("last", "ver"))
 
 
 def partition_owner(record: Record) -> dict[str, str]:

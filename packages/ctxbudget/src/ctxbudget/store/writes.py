@@ -189,7 +189,7 @@ class Writer:
             for session, last in lasts.items()
             if (entry := entries[session]).last < 0 or last - entry.last >= COUNTER_LAG
         }
-        self._sessions.save(moved, wrote="; the records were written")
+        self._sessions.save(moved, wrote="; the records were written", fields=("last",))
         self._sessions.note_members((results[k], partitions[k]) for k in pending)
         return [results[key] for key in keys]
 
