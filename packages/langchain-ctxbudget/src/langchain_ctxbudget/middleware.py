@@ -257,7 +257,6 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         added: Additions | None = None
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
-            store_messages(self.memory, self._stored, messages, keys, ids)
             added = recall(
                 self.memory,
                 self._recalled,
@@ -269,6 +268,10 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 self.documents,
             )
             items.extend(added.extras)
+            # Stored after the gathering, which does not need them (they are in the state):
+            # the background writer then stores them while this call packs and the model
+            # answers, not while the call reads the session.
+            store_messages(self.memory, self._stored, messages, keys, ids)
 
         ctx = self._assemble(counter, items, budget, bool(request.tools))
         if added is not None and added.copies:

@@ -70,32 +70,47 @@ def store_messages(
     fresh = [pairs[i] for i in known.unknown(scope, keys)]
     if not fresh:
         return
-    stored = {
-        r.id: r
-        for r in memory.store.get(
-            [k for _, k in fresh], namespace=memory.namespace, session_id=session
-        )
-    }
     now = time.time()
     payloads: list[dict[str, Any]] = []
     for message, k in fresh:
         payload = to_record_payload(message, id=k, timestamp=now)
-        if payload is None:
-            continue
-        record = stored.get(k)
-        if record is None:
+        if payload is not None:
             payloads.append(payload)
+    if payloads:
+        try:
+            # The usual case in one call: the memory checks the ids against what the session
+            # holds (the same message stored before is not stored twice).
+            memory.add_messages(session, payloads, user_id=user, progress=False)
+        except StoreInputError:
+            _store_unchanged(memory, session, user, payloads)
+    known.add(scope, [k for _, k in fresh])
+
+
+def _store_unchanged(
+    memory: ContextMemory, session: str, user: str | None, payloads: list[dict[str, Any]]
+) -> None:
+    """Store the payloads whose key the session does not hold with other content."""
+    stored = {
+        r.id: r
+        for r in memory.store.get(
+            [p["id"] for p in payloads], namespace=memory.namespace, session_id=session
+        )
+    }
+    kept: list[dict[str, Any]] = []
+    for payload in payloads:
+        record = stored.get(payload["id"])
+        if record is None:
+            kept.append(payload)
         elif (record.role, record.text) != (payload["role"], payload["text"]):
             logger.warning(
                 "ctxbudget memory keeps the first message stored as %r in %r; the %s "
                 "message now under that id is not stored (give messages unique ids)",
-                k,
+                payload["id"],
                 session,
-                message.type,
+                payload["role"],
             )
-    if payloads:
-        add_payloads(memory, session, user, payloads)
-    known.add(scope, [k for _, k in fresh])
+    if kept:
+        add_payloads(memory, session, user, kept)
 
 
 def add_payloads(

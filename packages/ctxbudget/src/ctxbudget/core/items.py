@@ -126,16 +126,16 @@ class ContextItem:
         if isinstance(self.tier, bool) or not isinstance(self.tier, int):
             msg = f"ContextItem {self.id!r}: tier must be a Tier or an int, got {self.tier!r}"
             raise InvalidItemError(msg)
-        if isinstance(self.score, bool) or not isinstance(self.score, int | float):
+        if isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
             msg = f"ContextItem {self.id!r}: score must be a number, got {self.score!r}"
             raise InvalidItemError(msg)
-        if math.isnan(self.score) or math.isinf(self.score):
+        if not math.isfinite(self.score):
             msg = f"ContextItem {self.id!r}: score must be finite, got {self.score!r}"
             raise InvalidItemError(msg)
         timestamp: object = self.timestamp
         if timestamp is not None and (
             isinstance(timestamp, bool)
-            or not isinstance(timestamp, int | float)
+            or not isinstance(timestamp, (int, float))
             or not math.isfinite(timestamp)
         ):
             msg = (
@@ -178,8 +178,24 @@ class ContextItem:
         return self.shrink is Shrink.NEVER or self.tier in NEVER_PRUNED_TIERS
 
 
+_OPTIONAL_STR = frozenset({str, type(None)})
+
+
 def _check_fields(item: ContextItem) -> None:
     """The optional fields: ids and names are str, vectors numbers, metadata a mapping."""
+    if (  # the usual case, at a fraction of the cost of the checks below
+        type(item.cluster_id) in _OPTIONAL_STR
+        and type(item.source) in _OPTIONAL_STR
+        and type(item.tool_call_id) in _OPTIONAL_STR
+        and type(item.name) in _OPTIONAL_STR
+        and type(item.metadata) is dict
+        and item.embedding is None
+        and type(item.summary_of) is tuple
+        and type(item.tool_calls) is tuple
+        and (not item.summary_of or all(type(v) is str for v in item.summary_of))
+        and (not item.tool_calls or all(type(v) is str for v in item.tool_calls))
+    ):
+        return
     for name in ("cluster_id", "source", "tool_call_id", "name"):
         value = getattr(item, name)
         if value is not None and not isinstance(value, str):
@@ -195,7 +211,7 @@ def _check_fields(item: ContextItem) -> None:
             msg = f"ContextItem {item.id!r}: {name} must be a list of str ids, got {ids!r:.80}"
             raise InvalidItemError(msg)
         object.__setattr__(item, name, ids)
-    if not isinstance(item.metadata, Mapping):
+    if type(item.metadata) is not dict and not isinstance(item.metadata, Mapping):
         msg = f"ContextItem {item.id!r}: metadata must be a mapping, got {item.metadata!r:.80}"
         raise InvalidItemError(msg)
     vector: object = item.embedding

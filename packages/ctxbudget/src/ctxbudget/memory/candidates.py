@@ -201,6 +201,7 @@ def gather(
         query=query,
         user_id=user_id,
         recent_messages=config.recent_messages,
+        held=indexes.held(session_id, config.episode_gap),
     )
     index = indexes.current(
         store,

@@ -78,7 +78,8 @@ def with_tokens(record: Record, tokens: dict[str, int]) -> Record:
 
 def prime(counter: TokenCounter, records: Sequence[Record]) -> None:
     """Put stored token counts into the counter's cache: nothing is re-tokenized on read."""
-    known = [(r.text, r.tokens[counter.name]) for r in records if counter.name in r.tokens]
+    name = counter.name
+    known = [(r.text, r.tokens[name]) for r in records if name in r.tokens]
     if known:
         counter.remember(known)
 
@@ -106,12 +107,12 @@ def history_item(record: Record) -> ContextItem:
 def retrieved_item(record: Record, score: float, session_id: str | None) -> ContextItem:
     name = record.metadata.get("_name")
     own = session_id is not None and record.session_id == session_id
-    scope = scope_of(record)
-    covers = (
-        record.summary_of if own else tuple(scoped_item_id(scope, i) for i in record.summary_of)
-    )
+    covers = record.summary_of
+    if covers and not own:
+        scope = scope_of(record)
+        covers = tuple(scoped_item_id(scope, i) for i in covers)
     return ContextItem(
-        item_id(record, session_id),
+        record.id if own else item_id(record, session_id),
         record.text,
         tier=Tier.SUMMARY if record.kind == "summary" else Tier.RETRIEVED,
         score=score,

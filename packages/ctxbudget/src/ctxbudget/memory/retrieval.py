@@ -56,7 +56,11 @@ class SearchScope:
 
 
 class QueryVectors:
-    """Vectors of earlier user turns, kept for multi-query search (they recur), thread-safe."""
+    """Vectors of recent queries and user turns, kept for multi-query search, thread-safe.
+
+    They recur: a question is an earlier turn of the next calls, and a turn's tool calls ask
+    again.
+    """
 
     def __init__(self) -> None:
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
@@ -66,14 +70,13 @@ class QueryVectors:
         """Vectors of the queries; earlier turns come from the cache."""
         cache = self._cache
         with self._lock:
-            known = {q.text: cache[q.text] for q in queries if q.own_id and q.text in cache}
+            known = {q.text: cache[q.text] for q in queries if q.text in cache}
         todo = list(dict.fromkeys(q.text for q in queries if q.text not in known))
         known.update(zip(todo, embedder.embed_documents(todo), strict=True))
         with self._lock:
             for q in queries:
-                if q.own_id is not None:
-                    cache[q.text] = known[q.text]
-                    cache.move_to_end(q.text)
+                cache[q.text] = known[q.text]
+                cache.move_to_end(q.text)
             while len(cache) > _CACHED_VECTORS:
                 cache.popitem(last=False)
         return [known[q.text] for q in queries]
@@ -113,7 +116,7 @@ def retrieve(
     # what its filter costs, whatever the number of vectors.
     if index is not None and size:  # the session's messages: searched in memory
         for n, (query, vector) in enumerate(zip(queries, embedded, strict=True)):
-            query.hits = index.search(vector, min(size, pool if n == 0 else config.semantic_k))
+            query.found = index.nearest(vector, min(size, pool if n == 0 else config.semantic_k))
     searches: list[tuple[Query, list[Hit]]] = []
     if search.other_sessions and search.user is not None:
         found = store.search_many(

@@ -38,6 +38,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +56,7 @@ __all__ = [
 ]
 
 Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
@@ -97,8 +99,29 @@ def lexical_terms(text: str) -> list[str]:
     return [_stem(w) for w in (m.casefold() for m in _WORD.findall(text)) if w not in _STOP]
 
 
+class _Column:
+    """A growable numpy array (amortized O(1) append)."""
+
+    __slots__ = ("data", "size")
+
+    def __init__(self, dtype: type) -> None:
+        self.data: npt.NDArray[Any] = np.zeros(8, dtype=dtype)
+        self.size = 0
+
+    def append(self, value: float) -> None:
+        if self.size == len(self.data):
+            self.data = np.resize(self.data, 2 * len(self.data))
+        self.data[self.size] = value
+        self.size += 1
+
+    def view(self) -> npt.NDArray[Any]:
+        return self.data[: self.size]
+
+
 class LexicalIndex:
     """Okapi BM25 over a growing list of texts (documents are only ever appended).
+
+    Postings are numpy arrays, so scoring a query costs a few array operations per term.
 
     >>> index = LexicalIndex()
     >>> index.add("I adopted a beagle last spring")
@@ -112,42 +135,55 @@ class LexicalIndex:
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1 = k1
         self.b = b
-        self._postings: dict[str, list[tuple[int, int]]] = {}
-        self._lengths: list[int] = []
+        # term -> positions of the texts holding it, and how often each holds it
+        self._postings: dict[str, tuple[_Column, _Column]] = {}
+        self._lengths = _Column(np.float64)
         self._total = 0
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return self._lengths.size
 
     def add(self, text: str) -> int:
         """Index one more text; returns its position."""
-        position = len(self._lengths)
+        position = self._lengths.size
         terms = lexical_terms(text)
         counts: dict[str, int] = {}
         for term in terms:
             counts[term] = counts.get(term, 0) + 1
         for term, count in counts.items():
-            self._postings.setdefault(term, []).append((position, count))
+            postings = self._postings.get(term)
+            if postings is None:
+                postings = self._postings[term] = (_Column(np.int64), _Column(np.float64))
+            postings[0].append(position)
+            postings[1].append(count)
         self._lengths.append(len(terms))
         self._total += len(terms)
         return position
 
-    def scores(self, terms: Iterable[str]) -> dict[int, float]:
-        """BM25 of every indexed text that holds at least one of ``terms`` (by position)."""
-        n = len(self._lengths)
+    def array(self, terms: Iterable[str]) -> Floats:
+        """BM25 of every indexed text, by position (0 where none of ``terms`` occurs)."""
+        n = self._lengths.size
+        out: Floats = np.zeros(n)
         if not n:
-            return {}
+            return out
         average = max(self._total / n, 1.0)
-        out: dict[int, float] = {}
+        norms: Floats | None = None
         for term in set(terms):
             postings = self._postings.get(term)
-            if not postings:
+            if postings is None:
                 continue
-            idf = math.log(1.0 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            for position, tf in postings:
-                norm = self.k1 * (1.0 - self.b + self.b * self._lengths[position] / average)
-                out[position] = out.get(position, 0.0) + idf * tf * (self.k1 + 1.0) / (tf + norm)
+            if norms is None:
+                norms = self.k1 * (1.0 - self.b + self.b * self._lengths.view() / average)
+            positions, tf = postings[0].view(), postings[1].view()
+            df = len(positions)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            out[positions] += idf * tf * (self.k1 + 1.0) / (tf + norms[positions])
         return out
+
+    def scores(self, terms: Iterable[str]) -> dict[int, float]:
+        """BM25 of every indexed text that holds at least one of ``terms`` (by position)."""
+        found = self.array(terms)
+        return {int(p): float(found[p]) for p in np.flatnonzero(found)}
 
 
 @dataclass(frozen=True, slots=True)

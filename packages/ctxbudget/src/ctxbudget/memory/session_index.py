@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctxbudget.memory.scoring import Floats, LexicalIndex, Scoring, lexical_terms
+from ctxbudget.memory.scoring import Floats, Ints, LexicalIndex, Scoring, lexical_terms
 from ctxbudget.store.records import Hit, Record
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ class Query:
     text: str  # embedded for the dense search
     terms: list[str]  # matched by the lexical index
     own_id: str | None  # an earlier turn does not match itself
-    hits: list[Hit] = field(default_factory=list)
+    found: tuple[Ints, Floats] = field(default_factory=lambda: (np.zeros(0, np.int64), np.zeros(0)))
+    """The session's messages it matches (`SessionIndex.nearest`): positions, similarities."""
 
 
 class SessionIndex:
@@ -53,8 +54,7 @@ class SessionIndex:
         self.lexical = LexicalIndex()
         self.version = version
         self.records: list[Record] = []
-        self._vectors: list[Any] = []  # float32 unit vectors
-        self._matrix: Any = None
+        self._rows: Any = None  # float32 unit vectors, one row per record (and spare rows)
         self.ids: list[str] = []
         self.authors: list[str | None] = []
         self.episodes: list[int] = []
@@ -81,8 +81,7 @@ class SessionIndex:
                 continue
             unit = np.asarray(vector, dtype=np.float32)
             norm = float(np.linalg.norm(unit))
-            self._vectors.append(unit / norm if norm > 0 else unit)
-            self._matrix = None
+            self._add_row(unit / norm if norm > 0 else unit)
             self.records.append(record)
             name = record.metadata.get("_name")
             # Participants are who speaks: the names of user and assistant messages, not tools.
@@ -102,23 +101,35 @@ class SessionIndex:
             self._tokens += record.tokens.get(self._counter, len(record.text) // 4 + 1)
             self.last_seq = record.seq
 
-    def search(self, vector: Sequence[float], k: int) -> list[Hit]:
-        """The ``k`` messages most similar to ``vector`` (cosine), highest first, ties by id.
+    def _add_row(self, unit: Any) -> None:
+        """Append a vector to the rows (growing them by half when full)."""
+        count = len(self.records)
+        if self._rows is None:
+            self._rows = np.zeros((max(64, count + 1), len(unit)), dtype=np.float32)
+        elif count == len(self._rows):
+            grown = np.zeros((count + count // 2 + 1, self._rows.shape[1]), dtype=np.float32)
+            grown[:count] = self._rows
+            self._rows = grown
+        self._rows[count] = unit
+
+    def nearest(self, vector: Sequence[float], k: int) -> tuple[Ints, Floats]:
+        """Positions of the ``k`` messages most similar to ``vector`` and their cosine.
 
         Exact, in memory: what a Chroma search of the session's messages returns, without a
-        call to Chroma.
+        call to Chroma. Highest first; of equal similarities, the earlier message.
         """
         if not self.records or k <= 0:
-            return []
-        if self._matrix is None:
-            self._matrix = np.vstack(self._vectors)
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
         query = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(query))
-        similarity = self._matrix @ (query / norm if norm > 0 else query)
+        similarity = self._rows[: len(self.records)] @ (query / norm if norm > 0 else query)
         top = np.argsort(-similarity, kind="stable")[: min(k, len(self.records))]
-        hits = [
-            Hit(self.records[int(p)], max(-1.0, min(1.0, float(similarity[int(p)])))) for p in top
-        ]
+        return top, np.clip(similarity[top].astype(np.float64), -1.0, 1.0)
+
+    def search(self, vector: Sequence[float], k: int) -> list[Hit]:
+        """The ``k`` messages most similar to ``vector`` (cosine), highest first, ties by id."""
+        top, similarity = self.nearest(vector, k)
+        hits = [Hit(self.records[int(p)], float(s)) for p, s in zip(top, similarity, strict=True)]
         hits.sort(key=lambda h: (-h.similarity, h.record.id))
         return hits
 
@@ -141,23 +152,16 @@ class SessionIndex:
         span = (0.0, 0.0)
         for number, query in enumerate(queries):
             dense: Floats = np.zeros(size)
-            found = [
-                (self.position[h.record.id], h.similarity)
-                for h in query.hits
-                if h.record.id in self.position  # a message newer than the index: next time
-            ]
-            if found:
-                low, high = span_of(s for _, s in found)
+            positions, similarity = query.found
+            if len(positions):
+                low, high = float(similarity.min()), float(similarity.max())
                 if number == 0:
                     span = (low, high)
-                for position, similarity in found:
-                    dense[position] = (similarity - low) / (high - low) if high > low else 1.0
-            lexical: Floats = np.zeros(size)
-            bm25 = self.lexical.scores(query.terms)
-            if bm25:
-                top = max(bm25.values())
-                for position, value in bm25.items():
-                    lexical[position] = value / top if top > 0 else 0.0
+                dense[positions] = (similarity - low) / (high - low) if high > low else 1.0
+            lexical = self.lexical.array(query.terms)
+            top = float(lexical.max()) if size else 0.0
+            if top > 0:
+                lexical = lexical / top
             mixed = (1.0 - scoring.lexical_weight) * dense + scoring.lexical_weight * lexical
             own = self.position.get(query.own_id) if query.own_id else None
             if own is not None:
@@ -175,6 +179,12 @@ class SessionIndexes:
     def __init__(self) -> None:
         self._indexes: OrderedDict[str, SessionIndex] = OrderedDict()
         self._lock = threading.Lock()
+
+    def held(self, session_id: str, episode_gap: float) -> SessionIndex | None:
+        """The index kept of ``session_id`` (as it is, maybe behind), if any."""
+        with self._lock:
+            index = self._indexes.get(session_id)
+        return index if index is not None and index.gap == episode_gap else None
 
     def current(
         self,

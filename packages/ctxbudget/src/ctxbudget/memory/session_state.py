@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ctxbudget.store.records import Record
 
 if TYPE_CHECKING:
+    from ctxbudget.memory.session_index import SessionIndex
     from ctxbudget.store.chroma_store import ChromaStore
 
 __all__ = [
@@ -64,19 +65,31 @@ def read_session(
     query: str,
     user_id: str | None,
     recent_messages: int,
+    held: SessionIndex | None = None,
 ) -> SessionState:
     """The state of ``session_id`` for answering ``query`` (see `SessionState`).
 
     One `ChromaStore.session_view` (one or two Chroma calls), and one more read only when the
-    user asked about is not the one whose pins the view holds.
+    user asked about is not the one whose pins the view holds. ``held``: the session's index
+    kept in memory; while it is current, only the messages after it are read.
     """
     view = store.session_view(
-        namespace=namespace, session_id=session_id, recent=recent_messages, user_id=user_id
+        namespace=namespace,
+        session_id=session_id,
+        recent=recent_messages,
+        user_id=user_id,
+        held=None if held is None or not len(held) else (held.last_seq, held.version),
     )
     newest = view.recent
-    last_seq = max((r.seq for r in newest if r.seq is not None), default=None)
+    window = newest
+    if held is not None and view.since is not None:
+        # The copy has every message up to view.since: the window's older part comes from it.
+        size = max(1, recent_messages)
+        older = [r for r in held.records[-size:] if r.seq is not None and r.seq <= view.since]
+        window = (older + newest)[-size:]
+    last_seq = max((r.seq for r in window if r.seq is not None), default=None)
     # With no recent window, one message was read only to see whether the index is current.
-    recent = newest if recent_messages else []
+    recent = window if recent_messages else []
     skip: frozenset[str] = frozenset()
     if recent and is_stored_query(recent[-1], query):
         skip = frozenset({recent[-1].id})

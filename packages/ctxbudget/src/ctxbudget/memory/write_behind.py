@@ -22,6 +22,10 @@ What callers can rely on:
   `StoreError` naming the error if it has not succeeded within ``timeout``. A batch the store
   refuses for good (`StoreInputError`, e.g. an id another process stored meanwhile with other
   content) stays in the journal and the next call of the memory raises the error, once.
+- **One store call for a burst.** The writer lingers ``linger`` seconds (50 ms) after a batch
+  arrives, so the messages of one turn (the question, then the answer and tool results) are
+  stored together, after the call that acknowledged them, rather than while it still reads
+  and packs. Anyone waiting for the queue (`settle`, `close`, a full queue) ends the linger.
 - **Bounded memory.** At most ``max_pending`` records wait; a caller that writes faster than the
   model embeds waits too (``add_messages`` of a large import runs at the embedding speed).
 """
@@ -75,6 +79,7 @@ class WriteBehind:
         batch: at most this many records per store call.
         max_pending: at most this many records wait at once; `submit` waits beyond.
         timeout: how long `settle` and a waiting `submit` wait for a failing store.
+        linger: seconds to wait after a batch arrives for more to store with it.
     """
 
     def __init__(
@@ -85,12 +90,16 @@ class WriteBehind:
         batch: int = 256,
         max_pending: int = 1024,
         timeout: float = 30.0,
+        linger: float = 0.05,
     ) -> None:
         self._add = add
         self._journal = journal
         self._batch = batch
         self._max_pending = max_pending
         self._timeout = timeout
+        self._linger = linger
+        self._first = 0.0  # when the oldest batch of the queue arrived
+        self._hurry = 0  # callers waiting for the queue to empty: no lingering
         self._queue: deque[JournalBatch] = deque()
         self._inflight: list[JournalBatch] = []
         self._pending: dict[str, Record] = {}  # record key -> record, queued or in flight
@@ -132,6 +141,8 @@ class WriteBehind:
                     raise self._late(action)
                 self._cond.wait(left)
             self._journal.append(batch.id, batch.records)
+            if not self._queue:
+                self._first = time.monotonic()
             self._queue.append(batch)
             self._waiting += len(batch.records)
             for record in batch.records:
@@ -157,12 +168,17 @@ class WriteBehind:
         """
         with self._cond:
             deadline = time.monotonic() + self._timeout
-            while self._waiting:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._retrying is not None:
-                    action = "store acknowledged messages"
-                    raise self._late(action)
-                self._cond.wait(left)
+            self._hurry += 1
+            self._cond.notify_all()
+            try:
+                while self._waiting:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._retrying is not None:
+                        action = "store acknowledged messages"
+                        raise self._late(action)
+                    self._cond.wait(left)
+            finally:
+                self._hurry -= 1
             self._raise_failure()
 
     def check(self) -> None:
@@ -185,6 +201,8 @@ class WriteBehind:
             if self._stopping:
                 return
             deadline = time.monotonic() + self._timeout
+            self._hurry += 1
+            self._cond.notify_all()
             while self._waiting and self._retrying is None and time.monotonic() < deadline:
                 self._cond.wait(deadline - time.monotonic())
             self._stopping = True
@@ -213,6 +231,10 @@ class WriteBehind:
                     self._thread = None
                     return
                 if not self._inflight:
+                    left = self._lingering()
+                    if left > 0:
+                        self._cond.wait(left)
+                        continue
                     self._inflight = self._take()
                 work = list(self._inflight)
             try:
@@ -228,6 +250,12 @@ class WriteBehind:
                 continue
             wait = 0.05
 
+    def _lingering(self) -> float:
+        """Seconds to wait for more batches before storing the queue (0 or less: none)."""
+        if self._hurry or self._waiting >= min(self._batch, self._max_pending):
+            return 0.0
+        return self._first + self._linger - time.monotonic()
+
     def _take(self) -> list[JournalBatch]:
         taken: list[JournalBatch] = []
         count = 0
@@ -236,6 +264,7 @@ class WriteBehind:
             count += len(taken[-1].records)
         if not taken:
             taken.append(self._queue.popleft())  # one batch larger than a store call
+        self._first = 0.0  # what is left has waited already: it goes next
         return taken
 
     def _store(self, group: list[JournalBatch]) -> None:

@@ -204,9 +204,7 @@ class ChromaStore:
     def recent(
         self, *, namespace: str, session_id: str, limit: int, before_seq: int | None = None
     ) -> list[Record]:
-        """The last ``limit`` messages of a session, oldest first.
-
-        Reads a ``seq`` range from the session's last seq, not the whole session.
+        """The last ``limit`` messages of a session, oldest first (by their seqs, not a scan).
 
         Args:
             namespace: the tenant.
@@ -225,23 +223,27 @@ class ChromaStore:
     def message_vectors(
         self, *, namespace: str, session_id: str, seqs: Sequence[int] | None = None
     ) -> list[tuple[Record, list[float]]]:
-        """A session's messages (or those at ``seqs``) with their stored vectors, in seq order.
-
-        For callers that keep a session in memory and search it there (`ContextMemory`).
-        """
+        """A session's messages (or those at ``seqs``) with their vectors, for a copy in memory."""
         return self._reader.message_vectors(namespace=namespace, session_id=session_id, seqs=seqs)
 
     def session_view(
-        self, *, namespace: str, session_id: str, recent: int, user_id: str | None = None
+        self,
+        *,
+        namespace: str,
+        session_id: str,
+        recent: int,
+        user_id: str | None = None,
+        held: tuple[int, int] | None = None,
     ) -> SessionView:
         """What one call needs of a session, in one or two Chroma calls (`SessionView`).
 
         The last ``recent`` messages (at least the newest), the session's pins and summaries,
         and the user-wide pins of ``user_id`` (default: the user who started the session), with
         a stamp that changes whenever a copy of the session kept in memory would be stale.
+        ``held``: the stamp of such a copy; if still current, only newer messages are read.
         """
         return self._reader.view(
-            namespace=namespace, session_id=session_id, limit=recent, user_id=user_id
+            namespace=namespace, session_id=session_id, limit=recent, user_id=user_id, held=held
         )
 
     def find(
@@ -340,10 +342,7 @@ class ChromaStore:
         exclude_session_id: str | None = None,
         where: dict[str, Any] | None = None,
     ) -> list[list[Hit]]:
-        """`search` for several queries under the same filters, in one call to Chroma.
-
-        Each filtered query costs Chroma about as much as the filter itself, so a caller with
-        several phrasings of one question (multi-query retrieval) saves most of the time.
+        """`search` for several queries under the same filters: one Chroma call per collection.
 
         Args:
             queries: texts (embedded with the store's embedder) or vectors.

@@ -45,6 +45,8 @@ class SessionView:
         user_pins: that user's user-wide pins, sorted by id.
         vectors: the stored vectors of ``recent`` by message id (float32 arrays), so a copy of
             the session kept in memory takes its new messages from the view.
+        since: None, or the last seq of the copy the caller holds (``held``), which is
+            current: then ``recent`` holds only the messages after it.
     """
 
     stamp: tuple[int, int] | None
@@ -54,6 +56,7 @@ class SessionView:
     user_id: str | None
     user_pins: list[Record]
     vectors: dict[str, Any]
+    since: int | None = None
 
 
 def _sorted(records: list[Record]) -> list[Record]:
@@ -84,7 +87,13 @@ class Reader:
         return self.window(namespace, session_id, entry, limit, before_seq)[0]
 
     def view(
-        self, *, namespace: str, session_id: str, limit: int, user_id: str | None
+        self,
+        *,
+        namespace: str,
+        session_id: str,
+        limit: int,
+        user_id: str | None,
+        held: tuple[int, int] | None = None,
     ) -> SessionView:
         """`ChromaStore.session_view`: a session's window, pins, summaries and user pins."""
         ns = require_name("namespace", namespace)
@@ -104,7 +113,12 @@ class Reader:
         if together and user is not None:  # the user's pins are in the same collection
             keys.append(address(ns, ("user", user), "pinned"))
         extra: dict[str, Any] = {"at": {"$in": keys}}
-        window, rest, vectors = self.window(ns, sid, entry, max(1, limit), extra=extra)
+        # A copy held in memory with the current version has every message up to its last.
+        # (Not on a server: another process may still write a message with a lower seq.)
+        since = None
+        if held is not None and held[1] == entry.version and not self._collections.conn.shared:
+            since = held[0]
+        window, rest, vectors = self.window(ns, sid, entry, max(1, limit), extra=extra, after=since)
         rest = [r for r in rest if r.namespace == ns]
         mine = [r for r in rest if r.session_id == sid and r.kind in ("pinned", "summary")]
         if together:
@@ -120,7 +134,7 @@ class Reader:
             user_pins = self._user_pins(ns, user)
         else:
             user_pins = []
-        last = max([entry.last, *(r.seq for r in window if r.seq is not None)])
+        last = max([entry.last, since or 0, *(r.seq for r in window if r.seq is not None)])
         return SessionView(
             stamp=(last, entry.version),
             recent=window,
@@ -129,6 +143,7 @@ class Reader:
             user_id=user,
             user_pins=_sorted(user_pins),
             vectors=vectors,
+            since=since,
         )
 
     def _user_pins(self, namespace: str, user_id: str) -> list[Record]:
@@ -144,17 +159,20 @@ class Reader:
         limit: int,
         before_seq: int | None = None,
         extra: dict[str, Any] | None = None,
+        after: int | None = None,
     ) -> tuple[list[Record], list[Record], dict[str, Any]]:
         """A session's last ``limit`` messages, the records passing ``extra``, and their vectors.
 
         The vectors are those of the messages, by id. All come from one read of the session's
         home (``extra``: e.g. its pins and summaries), by the keys of the seqs wanted
-        (`ctxbudget.store.keys`); more only if seqs have gaps.
+        (`ctxbudget.store.keys`); more only if seqs have gaps. ``after``: only messages with a
+        greater seq.
         """
         cols = self._collections
         end = entry.last + 1 if before_seq is None else before_seq
-        low = max(0, end - limit)
-        top = end + AHEAD if before_seq is None else end
+        first = 0 if after is None else after + 1
+        low = max(first, end - limit)
+        top = max(end, low) + AHEAD if before_seq is None else end
         rows = messages_from(cols, entry.home, namespace, session_id, low, top, True, extra)
         window: dict[str, tuple[Record, Any]] = {}
         rest: list[Record] = []
@@ -166,9 +184,9 @@ class Reader:
                 window[record.id] = (record, vector)
             elif record.kind != "message" or record.session_id != session_id:
                 rest.append(record)
-        while len(window) < limit and low > 0:
+        while len(window) < limit and low > first:
             # Fewer than asked: seqs have gaps (deleted messages); read further back.
-            high, low = low, max(0, end - 2 * (end - low))
+            high, low = low, max(first, end - 2 * (end - low))
             more = messages_from(cols, entry.home, namespace, session_id, low, high, True)
             window.update(
                 (str(meta["rid"]), (decode_record(doc, meta), vector))

@@ -42,8 +42,9 @@ _CLAIM_ROUNDS = 100
 COUNTER_LAG = 16
 
 
-AHEAD = 64
-"""Seqs read at a time past a session's counter (see `messages_from`)."""
+AHEAD = 2 * COUNTER_LAG
+"""Seqs read at a time past a session's counter (see `messages_from`): one read, unless the
+counter trails by more than it may (writers of several processes on a server)."""
 
 
 def session_where(namespace: str, session_id: str) -> dict[str, Any]:
