@@ -87,7 +87,7 @@ def ingested(tmp_path: Path, store: str, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def stats(capsys: pytest.CaptureFixture[str], store: str) -> dict[str, Any]:
-    code, out, _ = run(capsys, "--path", store, "stats")
+    code, out, _ = run(capsys, "--path", store, "stats", "--json")
     assert code == 0
     result: dict[str, Any] = json.loads(out)
     return result
@@ -190,7 +190,7 @@ def test_assemble_prints_the_context(capsys: pytest.CaptureFixture[str], ingeste
     assert out.rstrip("\n").endswith(QUERY)
 
 
-def test_assemble_json_is_the_messages_within_the_budget(
+def test_assemble_json_holds_the_messages_within_the_budget(
     capsys: pytest.CaptureFixture[str], ingested: str
 ) -> None:
     code, out, _ = run(
@@ -208,12 +208,15 @@ def test_assemble_json_is_the_messages_within_the_budget(
         "--json",
     )
     assert code == 0
-    messages = json.loads(out)
+    document = json.loads(out)
+    messages = document["messages"]
+    assert document["text"] is None  # the messages format: the messages are the output
     assert messages[0]["role"] == "system"
     assert messages[0]["content"].startswith("Be brief.")
     assert messages[-1] == {"role": "user", "content": QUERY}
     assert {"role": "user", "content": "My cat is named Miso."} in messages
-    assert TokenCounter.for_model("gpt-4o").count_messages(messages) <= 120
+    assert TokenCounter.for_model("gpt-4o").count_messages(messages) == document["tokens_used"]
+    assert document["tokens_used"] <= document["tokens_available"] == 120
 
 
 def test_explain_shows_the_tiers(capsys: pytest.CaptureFixture[str], ingested: str) -> None:
@@ -222,7 +225,7 @@ def test_explain_shows_the_tiers(capsys: pytest.CaptureFixture[str], ingested: s
     )
     assert code == 0
     first = out.splitlines()[0]
-    used = re.match(r"context: (\d+) of 300 tokens \(window 300 - reserve 0 - safety 0\)", first)
+    used = re.match(r"context: (\d+) of 300 tokens \(budget 300\)", first)
     assert used is not None, first
     assert int(used.group(1)) <= 300
     assert re.search(r"^tier\s+offered\s+kept\s+cut\s+tokens\s+solver$", out, re.M)
@@ -253,8 +256,11 @@ def test_explain_json_reports_the_budget(capsys: pytest.CaptureFixture[str], ing
     assert report["format"] == "compact"
     assert (report["window"], report["reserve"], report["tokens_available"]) == (250, 50, 200)
     assert report["tokens_used"] <= 200
-    assert {"m1", "m2"} <= set(report["included"])
-    assert report["included"][-1] == "ctxbudget:query"
+    included = {entry["id"]: entry for entry in report["included"]}
+    assert {"m1", "m2"} <= set(included)
+    assert (included["m1"]["tier"], included["m2"]["tier"]) == ("RECENT", "RECENT")
+    assert report["included"][-1]["id"] == "ctxbudget:query"
+    assert sum(entry["tokens"] for entry in report["included"]) <= report["tokens_used"]
     assert (report["tiers"]["QUERY"]["offered"], report["tiers"]["QUERY"]["kept"]) == (1, 1)
 
 

@@ -16,6 +16,7 @@ import pytest
 import tiktoken
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -24,7 +25,7 @@ from langchain_core.messages import (
     ToolMessage,
     trim_messages,
 )
-from langchain_core.messages.utils import convert_to_openai_messages
+from langchain_core.messages.utils import convert_to_openai_messages, count_tokens_approximately
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
 
@@ -313,6 +314,36 @@ def test_token_counter_can_be_a_counter_a_model_name_or_approximate() -> None:
     assert budget_messages(messages, max_tokens=60, token_counter="approximate") in ([], messages)
     # cl100k_base (gpt-4) counts the same text differently from o200k_base.
     assert budget_messages(messages, max_tokens=60, model="gpt-4") == messages
+
+
+class NamedFakeChatModel(GenericFakeChatModel):
+    """LangChain's fake chat model, naming its model as provider integrations do."""
+
+    model_name: str = "gpt-4o"
+
+
+@given(
+    name=st.sampled_from(["gpt-4o", "openai:gpt-4o", "gpt-4o-2024-08-06", "azure_openai:gpt-4o"]),
+    words=st.integers(1, 120),
+)
+def test_a_chat_model_or_a_provider_prefixed_name_counts_as_the_model(
+    name: str, words: int
+) -> None:
+    messages = [HumanMessage("hello " * words)]
+    exact = budget_messages(messages, max_tokens=60, model="gpt-4o")
+    llm = NamedFakeChatModel(messages=iter([]), model_name=name)
+    assert budget_messages(messages, max_tokens=60, model=name) == exact
+    assert budget_messages(messages, max_tokens=60, model=llm) == exact
+    assert budget_messages(messages, max_tokens=60, token_counter=llm) == exact
+
+
+def test_an_unknown_chat_model_and_langchains_approximate_counter_count_approximately() -> None:
+    messages = [HumanMessage("hello " * 50)]
+    local = NamedFakeChatModel(messages=iter([]), model_name="phi3:mini")
+    approximate = budget_messages(messages, max_tokens=60, token_counter="approximate")
+    assert budget_messages(messages, max_tokens=60, model=local) == approximate
+    by_function = budget_messages(messages, max_tokens=60, token_counter=count_tokens_approximately)
+    assert by_function == approximate
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ def test_public_names_are_pinned() -> None:
     assert sorted(langchain_ctxbudget.__all__) == sorted(
         [
             "DEFAULT_SUMMARY_PROMPT",
+            "CallContext",
             "ChatModelSummarizer",
             "CtxBudgetChatMessageHistory",
             "CtxBudgetCompressor",

@@ -97,6 +97,57 @@ def test_model_and_window_are_read_from_the_chat_model() -> None:
         agent.invoke({"messages": [HumanMessage("hello")]})
 
 
+class LocalFakeModel(RecordingChatModel):
+    """A model ctxbudget does not know, with a LangChain model profile."""
+
+    model_name: str = "phi3:mini"
+
+
+class ChatOllama(RecordingChatModel):
+    """Stands in for langchain_ollama.ChatOllama: its window is its num_ctx."""
+
+    model: str = "llama3.1:8b"
+    num_ctx: int | None = None
+
+
+@pytest.mark.parametrize("name", ["openai:gpt-4o", "azure_openai:gpt-4o", "gpt-4o-2024-08-06"])
+def test_a_model_named_as_create_agent_names_it(name: str) -> None:
+    model = RecordingChatModel(messages=iter(["hi"]))
+    middleware = CtxBudgetMiddleware(model=name, reserve=1000)
+    assert middleware._budget == Budget.for_model("gpt-4o", reserve=1000)
+    create_agent(model, middleware=[middleware]).invoke({"messages": [HumanMessage("hello")]})
+    assert model.calls[0][0][-1].content == "hello"
+
+
+def test_an_unknown_model_gets_its_window_from_the_options_or_its_profile() -> None:
+    local = LocalFakeModel(messages=iter(["hi", "hi", "hi"]))
+    history = [HumanMessage("word " * 300, id="old"), AIMessage("ok", id="a"), HumanMessage("hi")]
+    for middleware in (
+        CtxBudgetMiddleware(budget=200),  # the window given, the model from the request
+        CtxBudgetMiddleware(model=local, budget=200),  # the chat model itself as model=
+    ):
+        create_agent(local, middleware=[middleware]).invoke({"messages": history})
+        assert [m.id for m in local.calls[-1][0]][-1:] == [history[-1].id]
+        assert "old" not in [m.id for m in local.calls[-1][0]]  # 300 words do not fit in 200
+    profiled = LocalFakeModel(messages=iter(["hi"]), profile={"max_input_tokens": 200})
+    create_agent(profiled, middleware=[CtxBudgetMiddleware()]).invoke({"messages": history})
+    assert "old" not in [m.id for m in profiled.calls[-1][0]]
+    with pytest.raises(UnknownModelError, match="phi3:mini"):
+        unknown = LocalFakeModel(messages=iter(["hi"]))
+        create_agent(unknown, middleware=[CtxBudgetMiddleware()]).invoke({"messages": history})
+
+
+def test_an_ollama_model_is_budgeted_to_its_num_ctx_never_the_model_card() -> None:
+    history = [HumanMessage("word " * 300, id="old"), AIMessage("ok", id="a"), HumanMessage("hi")]
+    served = ChatOllama(messages=iter(["hi"]), num_ctx=200)
+    create_agent(served, middleware=[CtxBudgetMiddleware()]).invoke({"messages": history})
+    assert "old" not in [m.id for m in served.calls[-1][0]]
+    with pytest.raises(ValueError, match="num_ctx"):  # 131,072 would be cut silently by Ollama
+        create_agent(ChatOllama(messages=iter(["hi"])), middleware=[CtxBudgetMiddleware()]).invoke(
+            {"messages": history}
+        )
+
+
 def test_a_request_that_cannot_fit_raises_with_the_numbers() -> None:
     model = RecordingChatModel(messages=iter(["hi"]))
     tight = CtxBudgetMiddleware(model="gpt-4o", budget=120, pinned=["A long fact. " * 40])

@@ -15,12 +15,14 @@ def test_public_names_are_pinned() -> None:
     assert sorted(llama_index.ctxbudget.__all__) == sorted(
         [
             "DEFAULT_SUMMARY_PROMPT",
+            "ContextAssembledEvent",
             "CtxBudgetEmbedding",
             "CtxBudgetMemory",
             "CtxBudgetNodePostprocessor",
             "CtxBudgetRetriever",
             "LLMSummarizer",
             "block_tier",
+            "set_tier",
         ]
     )
     for name in llama_index.ctxbudget.__all__:

@@ -191,6 +191,65 @@ def test_a_session_pin_and_a_user_pin_with_one_id_both_arrive(memory: ContextMem
     assert "session fact" in ctx.render() and "user fact" in ctx.render()
 
 
+# -- the same fact said twice ------------------------------------------------------------------
+
+
+@SLOW
+@given(
+    facts=st.lists(
+        st.sampled_from(["Maya is vegetarian", "maya is  vegetarian", "Likes tea"]),
+        min_size=1,
+        max_size=6,
+    ),
+    user_wide=st.booleans(),
+)
+def test_a_fact_pinned_again_is_one_pin_and_is_sent_once(
+    store: ChromaStore, facts: list[str], user_wide: bool
+) -> None:
+    mem = fresh_namespace(store)
+    mem.add_messages("s1", [("user", "hi")], user_id="u1")
+    owner: dict[str, Any] = {"user_id": "u1"} if user_wide else {"session_id": "s1"}
+    ids = [mem.pin(text=fact, **owner) for fact in facts]
+    assert len(set(ids)) == len(set(facts))  # one pin per distinct text, the same id again
+    kind = {"user_id": "u1"} if user_wide else {"session_id": "s1"}
+    stored = store.find(namespace=mem.namespace, kinds=["pinned"], **kind)
+    assert sorted(r.text for r in stored) == sorted(set(facts))
+    # The README run twice: the app pins its facts again and passes them as never-pruned
+    # items too; each text (as compared for duplicates: case and spacing aside) is sent once.
+    extra = [
+        ContextItem(f"app:{i}", fact, tier=Tier.PINNED, shrink="never")
+        for i, fact in enumerate(facts)
+    ]
+    ctx = mem.assemble("s1", "What should I cook?", budget=2048, extra=extra)
+    rendered = " ".join(ctx.render().split()).casefold()
+    for text in {" ".join(f.split()).casefold() for f in facts}:
+        assert rendered.count(text) == 1
+    reasons = {p.item.id: p.reason.value for p in ctx.pruned}
+    assert set(ctx.included_ids).isdisjoint(reasons)
+    assert all(reasons[i] == "duplicate" for i in reasons if i.startswith("app:"))
+
+
+def test_a_pin_said_again_with_other_metadata_keeps_one_pin_with_the_new(
+    memory: ContextMemory,
+) -> None:
+    first = memory.pin("s1", "Maya is vegetarian", metadata={"source": "form"})
+    again = memory.pin("s1", "Maya is vegetarian", metadata={"source": "chat"})
+    assert first == again
+    stored = memory.store.find(namespace=memory.namespace, kinds=["pinned"], session_id="s1")
+    assert [r.metadata.get("source") for r in stored] == ["chat"]
+    with pytest.raises(StoreInputError, match="other text|different content"):
+        memory.pin("s1", "Maya eats fish", id=first)  # an explicit id keeps its text
+
+
+def test_the_system_prompt_and_the_query_are_sent_even_when_a_pin_says_the_same(
+    memory: ContextMemory,
+) -> None:
+    memory.pin("s1", "Be kind.")
+    memory.pin("s1", "What is my locker?")
+    ctx = memory.assemble("s1", "What is my locker?", budget=2048, system="Be kind.")
+    assert {internal_id("system"), internal_id("query")} <= set(ctx.included_ids)
+
+
 def test_a_message_with_the_id_query_is_not_dropped(memory: ContextMemory) -> None:
     memory.add_messages(
         "s1",

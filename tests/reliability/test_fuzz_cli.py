@@ -227,8 +227,11 @@ def test_assemble_and_explain_answer_or_fail_in_one_line(
     code, out, err = cli.run(*argv, *(x for option in options for x in option))
     event(f"exit {code}")
     check_outcome(code, out, err)
-    if code == 0 and "--json" in argv and command == "assemble":
-        assert isinstance(json.loads(out), list)
+    if code == 0 and any(option == ["--json"] for option in options):
+        document = json.loads(out)  # one JSON document, nothing else on stdout
+        assert document["tokens_used"] <= document["tokens_available"]
+        if command == "assemble":
+            assert isinstance(document["messages"], list)
     assert cli.snapshot() == before
 
 

@@ -6,7 +6,10 @@ import dataclasses
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from ctxbudget.core.budget import Budget
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError, UnknownModelError
 from ctxbudget.tokens import models
 from ctxbudget.tokens.counter import TokenCounter
@@ -203,3 +206,46 @@ def test_known_models_is_sorted_and_has_aliases() -> None:
     names = known_models()
     assert names == sorted(names)
     assert {"gpt-4o", "claude-3.5-sonnet", "llama3.1", "gemini-2.5-pro"} <= set(names)
+
+
+# -- model names as the frameworks write them ---------------------------------------------------
+
+_PROVIDERS = [
+    "openai",
+    "azure_openai",
+    "anthropic",
+    "google_genai",
+    "google_vertexai",
+    "bedrock",
+    "bedrock_converse",
+    "mistralai",
+    "groq",
+    "together",
+    "fireworks",
+    "deepseek",
+    "xai",
+]
+
+
+@given(name=st.sampled_from(sorted(known_models())), provider=st.sampled_from(_PROVIDERS))
+def test_a_provider_prefix_names_the_same_model(name: str, provider: str) -> None:
+    assert lookup_model(f"{provider}:{name}") == lookup_model(name)
+    assert Budget.for_model(f"{provider}:{name}") == Budget.for_model(name)
+
+
+@given(tag=st.from_regex(r"[a-z]{2,6}[0-9](\.[0-9])?:[0-9]{1,2}b", fullmatch=True))
+def test_an_unknown_local_model_is_usable_with_its_window(tag: str) -> None:
+    budget = Budget.for_model(tag, window=4096)
+    assert (budget.window, budget.reserve) == (4096, 1024)
+    counter = TokenCounter.for_model(tag, unknown="approximate")
+    assert counter.approximate and counter.model == tag
+
+
+def test_an_ollama_model_needs_the_window_it_is_served_with() -> None:
+    with pytest.raises(InvalidBudgetError, match="num_ctx"):
+        Budget.for_model("ollama:llama3.1:8b")
+    assert Budget.for_model("ollama:llama3.1:8b", window=8192).window == 8192
+    assert Budget.for_model("llama3.1:8b", window=8192).window == 8192  # the window wins
+    with pytest.raises(UnknownModelError, match=r"Budget.for_model\(name, window=") as error:
+        Budget.for_model("phi3:mini")
+    assert "pass window=" not in str(error.value)  # only options that exist are suggested

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_ctxbudget.chat_history import CtxBudgetChatMessageHistory
 from langchain_ctxbudget.compressors import CtxBudgetCompressor
 from langchain_ctxbudget.messages import budget_messages
+from langchain_ctxbudget.observe import CallContext
 from langchain_ctxbudget.retrievers import CtxBudgetRetriever
 from langchain_ctxbudget.summarizers import DEFAULT_SUMMARY_PROMPT, ChatModelSummarizer
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
+    "CallContext",
     "ChatModelSummarizer",
     "CtxBudgetChatMessageHistory",
     "CtxBudgetCompressor",

@@ -21,12 +21,12 @@ from ctxbudget import (
     lookup_model,
 )
 from ctxbudget.memory.candidates import retrieved_floors
-from langchain_ctxbudget.convert import tool_tokens
+from langchain_ctxbudget.convert import chat_model_name, tool_tokens
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
 
-__all__ = ["call_budget", "memory_floors", "model_name", "window_budget"]
+__all__ = ["call_budget", "memory_floors", "model_name", "model_window", "window_budget"]
 
 
 def memory_floors(memory: ContextMemory | None) -> dict[int, float]:
@@ -81,22 +81,42 @@ def call_budget(budget: Budget, counter: TokenCounter, tools: Sequence[object]) 
         raise BudgetExceededError(msg, required=schemas, available=budget.available) from exc
 
 
+def model_window(chat_model: object) -> int | None:
+    """The window a chat model declares: Ollama's ``num_ctx``, else its profile's input limit.
+
+    ``num_ctx`` is what an Ollama server actually serves (the model card's window is larger);
+    LangChain model profiles (``chat_model.profile``) give ``max_input_tokens``.
+    """
+    served = getattr(chat_model, "num_ctx", None)
+    if isinstance(served, int) and not isinstance(served, bool) and served > 0:
+        return served
+    profile = getattr(chat_model, "profile", None)
+    limit = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return limit
+    return None
+
+
 def model_name(chat_model: object) -> str:
-    """The registry name of a LangChain chat model (its ``model_name``, ``model`` or ``model_id``).
+    """The name of a LangChain chat model (its ``model_name``, ``model`` or ``model_id``).
+
+    A name the ctxbudget registry knows is given as registered; otherwise the model's own name
+    (its window must then come from ``budget=`` or the model, `model_window`).
 
     Raises:
-        UnknownModelError: none of those names a model ctxbudget knows.
+        UnknownModelError: the chat model names no model.
     """
-    for attribute in ("model_name", "model", "model_id"):
-        name = getattr(chat_model, attribute, None)
-        if isinstance(name, str) and name:
-            try:
-                return lookup_model(name).name
-            except UnknownModelError:
-                continue
+    found = chat_model_name(chat_model)
+    if found is not None and type(chat_model).__name__ == "ChatOllama":
+        return f"ollama:{found}"  # its window is its num_ctx, never the model card's
+    if found is not None:
+        try:
+            return lookup_model(found).name
+        except UnknownModelError:
+            return found
     msg = (
-        f"CtxBudgetMiddleware cannot tell which model {type(chat_model).__name__} is; pass "
-        "model='<name>' (a model ctxbudget knows, e.g. 'gpt-4o') or token_counter= and "
-        "max_tokens="
+        f"CtxBudgetMiddleware cannot tell which model {type(chat_model).__name__} is (it has no "
+        "model_name, model or model_id); pass model='<name>' (e.g. 'gpt-4o' or "
+        "'anthropic:claude-sonnet-4-5') and, for a model ctxbudget does not know, budget=<window>"
     )
     raise UnknownModelError(msg)

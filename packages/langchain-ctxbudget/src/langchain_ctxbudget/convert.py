@@ -18,6 +18,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Literal
 
+from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -25,14 +26,14 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.utils import convert_to_openai_messages
+from langchain_core.messages.utils import convert_to_openai_messages, count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxbudget import ContextItem, Tier, TokenCounter
 from ctxbudget.core.items import ROLES, Shrink
 from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
-from ctxbudget.errors import ConfigurationError, InvalidItemError
+from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
 from ctxbudget.store.chroma_store import Record
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
@@ -56,30 +57,63 @@ _ROLE_ALIASES: Mapping[object, str] = MappingProxyType({"developer": "system"})
 
 
 @lru_cache(maxsize=64)
-def counter_for(model: str) -> TokenCounter:
-    """The (cached) counter of a registered model; building one loads its encoding."""
-    return TokenCounter.for_model(model)
+def counter_for(model: str, unknown: str = "raise") -> TokenCounter:
+    """The (cached) counter of a model (`TokenCounter.for_model`); loads its encoding.
+
+    With ``unknown="approximate"``, a model the registry does not know counts approximately,
+    and a warning says so once (a misspelt name would otherwise lose exact counts quietly).
+    """
+    try:
+        return TokenCounter.for_model(model)
+    except UnknownModelError as exc:
+        if unknown == "raise":
+            raise
+        logger.warning("counting approximately for %s", str(exc).split("; ", 1)[0])
+        return TokenCounter.for_model(model, unknown="approximate")
 
 
-def resolve_counter(token_counter: object, model: str | None) -> TokenCounter:
-    """A `TokenCounter` from a counter, a model name, or ``"approximate"``.
+def chat_model_name(chat_model: object) -> str | None:
+    """The model name a LangChain chat model carries (``model_name``, ``model``, ``model_id``)."""
+    for attribute in ("model_name", "model", "model_id"):
+        name = getattr(chat_model, attribute, None)
+        if isinstance(name, str) and name.strip():
+            return name
+    return None
 
-    Callables and LangChain models are refused: the core needs a tokenizer to count each piece
-    it renders, and ``BaseLanguageModel.get_num_tokens`` returns 0 offline.
+
+def resolve_counter(token_counter: object, model: object) -> TokenCounter:
+    """A `TokenCounter` from a counter, a model name, a chat model, or ``"approximate"``.
+
+    A chat model counts with its model's tokenizer (approximate, labelled, for a model the
+    registry does not know). LangChain's ``count_tokens_approximately`` is the approximate
+    counter. Other functions are refused: the core counts each piece it renders, and
+    ``BaseLanguageModel.get_num_tokens`` returns 0 offline.
     """
     if token_counter is None:
-        return counter_for(model or "gpt-4o")
+        token_counter = "gpt-4o" if model is None else model
     if isinstance(token_counter, TokenCounter):
         return token_counter
-    if token_counter == "approximate":
+    if token_counter == "approximate" or token_counter is count_tokens_approximately:
         return TokenCounter.approximate()
     if isinstance(token_counter, str):
-        return counter_for(token_counter)
+        # The window is given wherever a counter is resolved for an unregistered name (the
+        # middleware's budget= or budget_messages' max_tokens=); a budget needing the
+        # registry's window raises for it there.
+        return counter_for(token_counter, "approximate")
+    if isinstance(token_counter, BaseLanguageModel):
+        name = chat_model_name(token_counter)
+        if name is not None:
+            return counter_for(name, "approximate")
+        msg = (
+            f"{type(token_counter).__name__} does not say which model it runs (no model_name, "
+            "model or model_id); pass the model's name, e.g. token_counter='gpt-4o'"
+        )
+        raise ConfigurationError(msg)
     msg = (
-        f"token_counter must be a model name (e.g. 'gpt-4o'), a ctxbudget TokenCounter or "
-        f"'approximate', got {type(token_counter).__name__}; functions and LangChain models "
-        "cannot be used: ctxbudget counts every piece it renders with the model's tokenizer "
-        "(and BaseLanguageModel.get_num_tokens returns 0 without network access)"
+        f"token_counter must be a model name (e.g. 'gpt-4o'), a chat model, a ctxbudget "
+        f"TokenCounter, 'approximate' or count_tokens_approximately, got "
+        f"{type(token_counter).__name__}; other functions cannot be used: ctxbudget counts "
+        "every piece it renders with the model's tokenizer"
     )
     raise ConfigurationError(msg)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import partial, wraps
 from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 
+from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import MessageLikeRepresentation, convert_to_messages
 from langchain_core.prompt_values import PromptValue
@@ -74,8 +75,8 @@ def budget_messages(
     messages: _Input,
     *,
     max_tokens: int,
-    model: str = "gpt-4o",
-    token_counter: str | TokenCounter | None = None,
+    model: str | BaseLanguageModel[Any] = "gpt-4o",
+    token_counter: str | TokenCounter | BaseLanguageModel[Any] | Callable[..., int] | None = None,
     strategy: Literal["last"] = "last",
     include_system: bool = True,
     start_on: MessageType | Sequence[MessageType] | None = "human",
@@ -107,10 +108,14 @@ def budget_messages(
         messages: the conversation (messages, message-likes or a PromptValue), oldest first.
         max_tokens: the most the returned messages may cost, reply priming included
             (``TokenCounter.count_messages`` of their OpenAI form never exceeds it).
-        model: the model whose tokenizer counts (a name the ctxbudget registry knows).
-        token_counter: instead of ``model``: a model name, a `ctxbudget.TokenCounter` or
-            ``"approximate"``. Functions and LangChain models are not accepted (they cannot
-            count the pieces the core renders; ``get_num_tokens`` returns 0 offline).
+        model: the model whose tokenizer counts: a name as the ctxbudget registry or
+            ``init_chat_model`` spells it (``"gpt-4o"``, ``"openai:gpt-4o"``) or the chat model
+            itself (its ``model_name``/``model``; a model the registry does not know counts
+            approximately).
+        token_counter: instead of ``model``: a model name, a chat model, a
+            `ctxbudget.TokenCounter`, ``"approximate"`` or LangChain's
+            ``count_tokens_approximately`` (the approximate counter). Other functions are
+            refused (they cannot count the pieces the core renders).
         strategy: only ``"last"``: keeping the oldest messages would drop the current question.
         include_system: keep a `SystemMessage` at index 0 whatever happens (never pruned).
             When False it is an ordinary message of the history.

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables.config import run_in_executor
 
@@ -27,9 +28,21 @@ from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.split import split_prefix
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
-from langchain_ctxbudget.budget import call_budget, memory_floors, model_name, window_budget
+from langchain_ctxbudget.budget import (
+    call_budget,
+    memory_floors,
+    model_name,
+    model_window,
+    window_budget,
+)
 from langchain_ctxbudget.convert import counter_for, item_of, resolve_counter
 from langchain_ctxbudget.identity import message_keys, run_identity, run_thread
+from langchain_ctxbudget.observe import (
+    CallContext,
+    CallObserver,
+    acall_with_metadata,
+    call_with_metadata,
+)
 from langchain_ctxbudget.recall import Recalled, recall
 from langchain_ctxbudget.storing import StoredKeys, store_messages
 
@@ -79,13 +92,23 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     agent finishes (`ContextMemory.summarize`); a summary then stands in for the messages it
     covers once they no longer fit.
 
+    What each call kept and cut: its `AssembledContext` goes to ``on_context`` (a `CallContext`,
+    with the thread, session and user of the run) and the newest one of each thread stays
+    readable with `last_context`; the call's run metadata carries a summary under
+    ``"ctxbudget"`` (tokens used and available, items included and pruned by reason, solver),
+    which LangSmith shows on the chat model run; ``explain()`` is logged at DEBUG.
+
     Tool schemas count as the tokens of their compact JSON (``convert_to_openai_tool``, sorted
     keys); providers do not publish their own rendering, so keep a few tokens of ``safety``.
 
     Args:
-        model: the model's name in the ctxbudget registry: its tokenizer counts and its window
-            is the budget. When None, the name is read from the chat model of the request
-            (its ``model_name`` or ``model``).
+        model: the model, by name as the ctxbudget registry or ``create_agent`` spells it
+            (``"gpt-4o"``, ``"anthropic:claude-sonnet-4-5"``) or as the chat model itself: its
+            tokenizer counts and its window is the budget. When None, the chat model of each
+            request says (its ``model_name`` or ``model``). A chat model's own window wins over
+            the registry's (Ollama's ``num_ctx``, else its profile's ``max_input_tokens``); a
+            model the registry does not know needs a window that way or from ``budget`` (and
+            counts approximately).
         budget: the window in tokens instead of the model's (an int, with ``reserve`` and
             ``safety``), or a complete `ctxbudget.Budget` (then neither ``reserve`` nor
             ``safety`` may be given). ``max_tokens`` is its old name (an int).
@@ -105,9 +128,14 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         summarizer: folds old stretches of the session into summaries after each run (e.g.
             `ChatModelSummarizer`); only with ``memory``.
         min_exchanges: newest exchanges kept before pinned facts and memories are packed.
+        on_context: called with each model call's `CallContext` before the model is, in the
+            thread or task of the call (what it raises fails the call).
+        keep_contexts: how many threads keep their newest context for `last_context` (least
+            recently used dropped first; 0: none).
 
     Raises:
-        ConfigurationError: a `Budget` combined with ``reserve`` or ``safety``.
+        ConfigurationError: a `Budget` combined with ``reserve`` or ``safety``; an
+            ``on_context`` that is not callable or a ``keep_contexts`` that is not a count.
         UnknownModelError: ``model`` is not in the ctxbudget registry.
         InvalidItemError: (on a model call) a message whose id starts with ``ctxbudget:``.
 
@@ -119,7 +147,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def __init__(
         self,
         *,
-        model: str | None = None,
+        model: str | BaseLanguageModel[Any] | None = None,
         budget: Budget | int | None = None,
         reserve: int | None = None,
         safety: int = 0,
@@ -131,6 +159,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         documents: bool | str | Sequence[str] = True,
         summarizer: Summarizer | None = None,
         min_exchanges: int = 1,
+        on_context: Callable[[CallContext], object] | None = None,
+        keep_contexts: int = 32,
         max_tokens: int | None = None,
         token_counter: str | TokenCounter | None = None,
     ) -> None:
@@ -156,6 +186,9 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if summarizer is not None and memory is None:
             msg = "summarizer= folds stored messages into summaries: it needs memory= too"
             raise ConfigurationError(msg)
+        declared = None if model is None or isinstance(model, str) else model_window(model)
+        if model is not None and not isinstance(model, str):
+            model = model_name(model)
         self.model = model
         self.memory = memory
         self.session_id = session_id
@@ -168,15 +201,18 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         self._floors = memory_floors(memory)
         self._budget: Budget | None = budget if isinstance(budget, Budget) else None
-        self._max_tokens = window
+        self._max_tokens = window if window is not None else declared
         self._reserve = reserve
         self._safety = safety
-        if self._budget is None and (model is not None or window is not None):
+        if self._budget is None and (model is not None or self._max_tokens is not None):
             self._budget = self._make_budget(model)
         self.min_exchanges = min_exchanges
         self._assemblers: dict[int, ContextAssembler] = {}
         self._stored = StoredKeys()
         self._recalled = Recalled()
+        self._observer = CallObserver(
+            on_context=on_context, keep=keep_contexts, session_id=session_id, user_id=user_id
+        )
         for fact in self.pinned:
             if not isinstance(fact, str) or not fact.strip():
                 msg = f"each pinned fact must be non-empty text, got {fact!r}"
@@ -190,7 +226,10 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> Any:
         """Send the model the budgeted context instead of the whole state."""
         ids = self._identity(request.runtime)
-        return handler(self._prepare(request, ids, run_thread(request.runtime)))
+        thread = run_thread(request.runtime)
+        prepared, context = self._prepare(request, ids, thread)
+        call = self._observer.observe(context, request.runtime, thread, ids)
+        return call_with_metadata(handler, prepared, call.summary)
 
     async def awrap_model_call(
         self,
@@ -201,10 +240,20 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         ids = self._identity(request.runtime)
         thread = run_thread(request.runtime)
         if self.memory is None:
-            prepared = self._prepare(request, ids, thread)
+            prepared, context = self._prepare(request, ids, thread)
         else:
-            prepared = await run_in_executor(None, self._prepare, request, ids, thread)
-        return await handler(prepared)
+            prepared, context = await run_in_executor(None, self._prepare, request, ids, thread)
+        call = self._observer.observe(context, request.runtime, thread, ids)
+        return await acall_with_metadata(handler, prepared, call.summary)
+
+    def last_context(self, thread_id: str) -> AssembledContext | None:
+        """The context of the newest model call of LangGraph thread ``thread_id``.
+
+        None when that thread made no call, or is no longer among the ``keep_contexts``
+        threads kept. Runs without a ``thread_id`` are not kept: use ``on_context``.
+        """
+        call = self._observer.last(thread_id)
+        return None if call is None else call.context
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the run's last messages and fold old stretches into summaries (with memory)."""
@@ -228,7 +277,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ModelRequest[Any],
         ids: tuple[str, str | None] | None,
         thread: str | None = None,
-    ) -> ModelRequest[Any]:
+    ) -> tuple[ModelRequest[Any], AssembledContext]:
         counter = self._counter or self._counter_of(request.model)
         messages = list(request.messages)
         items: list[ContextItem] = []
@@ -285,9 +334,10 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         new_system: SystemMessage | None = None
         if prefix is not None:
             new_system = SystemMessage(content=prefix, id=system.id if system is not None else None)
-        return request.override(
+        sent = request.override(
             system_message=new_system, messages=[originals[key] for key in kept_ids]
         )
+        return sent, ctx
 
     def _assemble(
         self, counter: TokenCounter, items: list[ContextItem], budget: Budget, tools: bool
@@ -307,21 +357,23 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self._assemblers[id(counter)] = assembler
         return assembler
 
-    def _make_budget(self, model: str | None) -> Budget:
+    def _make_budget(self, model: str | None, declared: int | None = None) -> Budget:
         return window_budget(
             model,
-            window=self._max_tokens,
+            window=self._max_tokens if self._max_tokens is not None else declared,
             reserve=self._reserve,
             safety=self._safety,
             floors=self._floors,
         )
 
     def _call_budget(self, counter: TokenCounter, model: object, tools: Sequence[object]) -> Budget:
-        budget = self._budget or self._make_budget(self._model_name(model))
+        budget = self._budget or self._make_budget(self._model_name(model), model_window(model))
         return call_budget(budget, counter, tools)
 
     def _counter_of(self, model: object) -> TokenCounter:
-        return counter_for(self._model_name(model))
+        # With a window (given, or the chat model's), an unknown model counts approximately.
+        known = self._max_tokens is not None or model_window(model) is not None
+        return counter_for(self._model_name(model), "approximate" if known else "raise")
 
     def _model_name(self, model: object) -> str:
         return self.model if self.model is not None else model_name(model)

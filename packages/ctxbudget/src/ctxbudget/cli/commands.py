@@ -1,4 +1,7 @@
-"""The commands of the ctxbudget command line: demo, ingest, assemble, explain, stats, eval."""
+"""The commands of the ctxbudget command line: demo, assemble, explain, stats, eval.
+
+``ingest`` is in `ctxbudget.cli.ingest`; what the commands print, in `ctxbudget.cli.output`.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +10,16 @@ import contextlib
 import importlib.util
 import json
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.errors import ConfigurationError, CtxBudgetError, MissingDependencyError
+from ctxbudget.cli.output import context_document, stats_text, warn
+from ctxbudget.cli.progress import ProgressEmbedder, progress_wanted
+from ctxbudget.errors import ConfigurationError, MissingDependencyError
 
 __all__ = [
     "UsageError",
@@ -23,12 +28,15 @@ __all__ = [
     "demo",
     "eval_locomo",
     "explain",
-    "ingest",
     "int_list",
     "open_memory",
     "run_assembly",
+    "session_warnings",
     "stats",
 ]
+
+#: At most this many of a namespace's sessions are named when ``--session`` holds no records.
+SESSIONS_SHOWN = 5
 
 
 class UsageError(ConfigurationError):
@@ -36,14 +44,24 @@ class UsageError(ConfigurationError):
 
 
 def open_memory(args: argparse.Namespace, path: str | None = None) -> Any:
-    """The `ContextMemory` of ``--path``/``--url`` (closed when the command ends)."""
+    """The `ContextMemory` of ``--path``/``--chroma-url`` (closed when the command ends).
+
+    With progress wanted (``--progress``, or stderr a terminal), the default embedder says on
+    stderr when its model loads; otherwise the store picks its embedder as usual.
+    """
     from ctxbudget.memory.context import ContextMemory
 
+    embedder = None
+    if progress_wanted(args.progress, sys.stderr):
+        from ctxbudget.embed.base import default_embedder
+
+        embedder = ProgressEmbedder(default_embedder(), sys.stderr)
     memory = ContextMemory(
         path=path or args.path,
         chroma_url=args.chroma_url,
         namespace=args.namespace,
         model=args.model,
+        embedder=embedder,
     )
     resources: contextlib.ExitStack = args.resources
     resources.callback(memory.close)
@@ -120,150 +138,11 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- ingest ------------------------------------------------------------------------------------
-def ingest(args: argparse.Namespace) -> int:
-    """``ctxbudget ingest FILE``: store the messages of a JSON or JSON Lines file."""
-    path = Path(args.file)
-    if not path.is_file():
-        msg = f"{path}: no such file"
-        raise UsageError(msg)
-    suffix = path.suffix.lower()
-    memory = open_memory(args)
-    stem, name = _valid(path.stem), _valid(path.name)
-    if suffix in (".txt", ".md", ".markdown", ".rst"):
-        text = _read_text(path)
-        if not text.strip():
-            msg = f"{path}: the file holds no text; nothing was stored"
-            raise UsageError(msg)
-        try:
-            ids = memory.add_documents(
-                [{"id": stem, "text": text, "source": name}], namespace=args.collection
-            )
-        except CtxBudgetError as exc:
-            msg = f"{path}: {exc}"
-            raise UsageError(msg) from exc
-        print(f"stored {name} as {len(ids)} chunks in collection {args.collection!r}")
-        return 0
-    if suffix not in (".json", ".jsonl"):
-        msg = f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .json, .txt or .md"
-        raise UsageError(msg)
-    sessions: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for where, message in _messages(path):
-        session = message.pop("session", None) or message.pop("session_id", None) or args.session
-        if not session:
-            msg = f"{where}: the message has no 'session' and no --session was given"
-            raise UsageError(msg)
-        if "role" not in message or not isinstance(message.get("role"), str):
-            msg = f"{where}: expected an object with 'role' and 'text' (or 'content')"
-            raise UsageError(msg)
-        sessions.setdefault(str(session), []).append((where, message))
-    # Every message of every session is checked before the first is written: a bad file
-    # stores nothing (not the sessions before the bad one).
-    records = []
-    for session, entries in sessions.items():
-        for index, (where, message) in enumerate(entries):
-            try:
-                record = memory.writes.message_record(session, index, message, args.user)
-                memory.store.check([record])
-            except CtxBudgetError as exc:
-                problem = str(exc).replace("record 0 ", f"message {index} ", 1)
-                msg = (
-                    f"{where}: session {session!r}: {problem.removesuffix('; nothing was written')}"
-                    " (nothing of this session, nor of any other in the file, was stored)"
-                )
-                raise UsageError(msg) from exc
-            records.append(record)
-    try:
-        memory.writes.write(records, "message", None)
-        memory.flush()  # stored, not only acknowledged, before it says so
-    except CtxBudgetError as exc:
-        msg = f"{path}: {exc} (nothing of the file was stored)"
-        raise UsageError(msg) from exc
-    print(f"stored {len(records)} messages in {len(sessions)} sessions from {name}")
-    return 0
-
-
-def _valid(text: str) -> str:
-    """A file name as valid text: bytes that were not UTF-8 (surrogate escapes) become U+FFFD."""
-    try:
-        raw = text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a surrogate no file name decodes to
-        raw = text.encode("utf-8", "surrogatepass")
-    return raw.decode("utf-8", "replace")
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = f"{path}: not UTF-8 text (byte {exc.start}); convert it to UTF-8 first"
-        raise UsageError(msg) from exc
-    except OSError as exc:
-        msg = f"{path}: cannot be read ({exc.strerror or exc})"
-        raise UsageError(msg) from exc
-
-
-def _json(text: str, where: str, *, lines: bool) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        line = f":{exc.lineno}" if lines else ""
-        msg = f"{where}{line}: not valid JSON ({exc.msg} at column {exc.colno})"
-        raise UsageError(msg) from exc
-    except RecursionError as exc:
-        msg = f"{where}: JSON nested too deeply for Python to read; flatten it"
-        raise UsageError(msg) from exc
-
-
-def _messages(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    text = _read_text(path)
-    if path.suffix.lower() == ".jsonl":
-        # Lines end at "\n" only: str.splitlines would also cut at U+2028 and other breaks
-        # that JSON strings may hold as they are.
-        for number, line in enumerate(text.split("\n"), start=1):
-            if not line.strip():
-                continue
-            value = _json(line, f"{path}:{number}", lines=False)
-            if not isinstance(value, dict):
-                msg = (
-                    f"{path}:{number}: expected a JSON object per line, got {type(value).__name__}"
-                )
-                raise UsageError(msg)
-            yield f"{path}:{number}", value
-        return
-    value = _json(text, str(path), lines=True)
-    if isinstance(value, dict) and isinstance(value.get("messages"), list):
-        value = value["messages"]
-    if isinstance(value, dict) and isinstance(value.get("sessions"), dict):
-        for session, messages in value["sessions"].items():
-            if not isinstance(messages, list):
-                msg = f"{path}: sessions.{session}: expected a list of messages"
-                raise UsageError(msg)
-            for index, message in enumerate(messages):
-                if isinstance(message, dict):
-                    yield f"{path}: sessions.{session}[{index}]", {"session": session, **message}
-                else:
-                    msg = f"{path}: sessions.{session}[{index}]: expected an object"
-                    raise UsageError(msg)
-        return
-    if not isinstance(value, list):
-        msg = (
-            f"{path}: expected a list of messages, {{'messages': [...]}} or "
-            "{'sessions': {id: [...]}}"
-        )
-        raise UsageError(msg)
-    for index, message in enumerate(value):
-        if not isinstance(message, dict):
-            msg = f"{path}: item {index}: expected an object, got {type(message).__name__}"
-            raise UsageError(msg)
-        yield f"{path}: item {index}", message
-
-
 # -- assemble / explain / stats ----------------------------------------------------------------
-def run_assembly(args: argparse.Namespace) -> Any:
-    """Assemble the context of ``--session`` for ``--query`` (shared by assemble and explain)."""
+def run_assembly(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The memory, and the context of ``--session`` for ``--query`` (assemble and explain)."""
     memory = open_memory(args)
-    return memory.assemble(
+    ctx = memory.assemble(
         args.session,
         args.query,
         budget=budget_of(args),
@@ -271,13 +150,54 @@ def run_assembly(args: argparse.Namespace) -> Any:
         user_id=args.user,
         format=args.format,
     )
+    return memory, ctx
+
+
+def session_warnings(memory: Any, session: str) -> list[str]:
+    """A warning when ``session`` holds no records in the memory's namespace (a typo?).
+
+    The check is one read of the session's newest message; only when there is none are the
+    namespace's sessions listed (`ChromaStore.list_sessions`), to name a few in the warning.
+    """
+    if memory.history(session, limit=1):
+        return []
+    sessions = memory.store.list_sessions(namespace=memory.namespace)
+    if session in sessions:  # pins or summaries, but no messages yet
+        return []
+    where = f"namespace {memory.namespace!r} of {memory.store.location}"
+    if not sessions:
+        there = f"{where} holds no sessions; check --namespace and --path (or --chroma-url)"
+    else:
+        named = ", ".join(repr(s) for s in sessions[:SESSIONS_SHOWN])
+        more = len(sessions) - SESSIONS_SHOWN
+        named += f" and {more:,} more" if more > 0 else ""
+        there = f"sessions in {where}: {named}; check --session"
+    return [f"session {session!r} holds no records, so the context has no history of it; {there}"]
+
+
+def _assembled(args: argparse.Namespace, *, output: bool) -> tuple[Any, dict[str, Any] | None]:
+    memory, ctx = run_assembly(args)
+    warnings = session_warnings(memory, args.session)
+    for warning in warnings:  # after the assembly: a failed command prints only its error
+        warn(warning)
+    if not args.json:
+        return ctx, None
+    document = context_document(
+        ctx,
+        memory.counter,
+        session=args.session,
+        namespace=memory.namespace,
+        warnings=warnings,
+        output=output,
+    )
+    return ctx, document
 
 
 def assemble(args: argparse.Namespace) -> int:
-    """``ctxbudget assemble``: print what would be sent."""
-    ctx = run_assembly(args)
-    if args.json:
-        print(json.dumps(ctx.to_messages(), ensure_ascii=False, indent=2))
+    """``ctxbudget assemble``: print what would be sent (``--json``: with the report)."""
+    ctx, document = _assembled(args, output=True)
+    if document is not None:
+        print(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         print(ctx.render())
     return 0
@@ -285,15 +205,19 @@ def assemble(args: argparse.Namespace) -> int:
 
 def explain(args: argparse.Namespace) -> int:
     """``ctxbudget explain``: print what was included and pruned, and why."""
-    ctx = run_assembly(args)
-    print(ctx.to_json() if args.json else ctx.explain())
+    ctx, document = _assembled(args, output=False)
+    if document is not None:
+        print(json.dumps(document, ensure_ascii=False, indent=2))
+    else:
+        print(ctx.explain())
     return 0
 
 
 def stats(args: argparse.Namespace) -> int:
-    """``ctxbudget stats``: what the store holds."""
+    """``ctxbudget stats``: what the store holds (``--json``: one JSON object)."""
     memory = open_memory(args)
-    print(json.dumps(memory.stats(), indent=2, sort_keys=True))
+    figures = memory.stats()
+    print(json.dumps(figures, indent=2, sort_keys=True) if args.json else stats_text(figures))
     return 0
 
 
@@ -326,7 +250,7 @@ def eval_locomo(args: argparse.Namespace) -> int:
         format=args.format,
         max_conversations=args.conversations,
         max_questions=args.questions,
-        progress=not args.no_progress,
+        progress=args.progress is not False,
     )
     table = to_markdown(run)
     files = {

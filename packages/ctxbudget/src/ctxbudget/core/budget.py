@@ -15,7 +15,7 @@ from numbers import Integral
 from types import MappingProxyType
 
 from ctxbudget.core.items import tier_name
-from ctxbudget.errors import InvalidBudgetError
+from ctxbudget.errors import InvalidBudgetError, UnknownModelError
 
 __all__ = ["Budget", "Share"]
 
@@ -23,6 +23,9 @@ Share = int | float
 """A tier floor or cap: an ``int`` is tokens, a ``float`` in (0, 1] a fraction of `available`."""
 
 _EMPTY: Mapping[int, Share] = MappingProxyType({})
+
+
+_OLLAMA = ("ollama:", "ollama/", "ollama_chat/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,24 +148,52 @@ class Budget:
         cls,
         model: str,
         *,
+        window: int | None = None,
         reserve: int | None = None,
         safety: int = 0,
         floors: Mapping[int, Share] | None = None,
         caps: Mapping[int, Share] | None = None,
     ) -> Budget:
-        """The budget of a registered model; ``reserve`` defaults to its output limit, capped.
+        """The budget of a model; ``reserve`` defaults to its output limit, capped.
 
-        The default reserve is the model's maximum output tokens, but at most a quarter of the
-        window and at most 4,096 tokens (most replies are far shorter than the maximum).
+        ``window`` overrides the registry's (a local server's configured context, e.g.
+        Ollama's ``num_ctx``) and makes any model usable, registered or not. The default
+        reserve is the model's maximum output tokens (4,096 when unknown), but at most a
+        quarter of the window and at most 4,096 tokens (most replies are far shorter).
+
+        Raises:
+            UnknownModelError: the model is not registered and no ``window`` is given.
+
+        >>> Budget.for_model("ollama:llama3.1:8b", window=8192).window
+        8192
         """
         from ctxbudget.tokens.models import lookup_model
 
-        info = lookup_model(model)
+        served = isinstance(model, str) and model.strip().lower().startswith(_OLLAMA)
+        if served and window is None:
+            msg = (
+                f"{model!r} runs on Ollama, which serves it with the context its num_ctx option "
+                "sets, not the model's published window (a longer prompt is cut silently); pass "
+                f"window=<num_ctx>, e.g. Budget.for_model({model!r}, window=8192), or the "
+                "adapters' window or budget option"
+            )
+            raise InvalidBudgetError(msg)
+        limit: int | None = None
+        try:
+            info = lookup_model(model)
+        except UnknownModelError:
+            if window is None:
+                raise
+        else:
+            limit = info.max_output_tokens
+            window = info.context_window if window is None else window
+        if isinstance(window, bool) or not isinstance(window, Integral):
+            msg = f"window must be an int number of tokens, got {window!r}"
+            raise InvalidBudgetError(msg)
         if reserve is None:
-            limit = info.max_output_tokens or 4096
-            reserve = min(limit, 4096, info.context_window // 4)
+            reserve = min(limit or 4096, 4096, int(window) // 4)
         return cls(
-            window=info.context_window,
+            window=int(window),
             reserve=reserve,
             safety=safety,
             floors={} if floors is None else floors,

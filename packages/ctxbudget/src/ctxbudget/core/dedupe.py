@@ -10,7 +10,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from ctxbudget.core.items import ContextItem, Tier
+from ctxbudget.core.items import NEVER_PRUNED_TIERS, ContextItem, Tier
 from ctxbudget.errors import InvalidItemError
 
 __all__ = ["Duplicate", "dedupe", "dedupe_ids", "normalize"]
@@ -59,9 +59,11 @@ def dedupe(
     """Keep the best copy of each duplicate group, in input order; report the rest.
 
     Same id: always duplicates (two *different* never-pruned items with one id are an error).
-    Same normalized content or cosine similarity of embeddings at or above ``near_threshold``:
-    duplicates unless one of them is a history message (people repeat themselves; each turn is
-    its own) or never pruned. The copy kept is the never-pruned one, else the higher tier, else
+    Same normalized content: duplicates unless one of them is a history message (people repeat
+    themselves; each turn is its own); the system prompt and the query are always kept, but a
+    never-pruned fact or schema with the text of an item kept already is dropped too. Cosine
+    similarity of embeddings at or above ``near_threshold``: duplicates unless one is a history
+    message or never pruned. The copy kept is the never-pruned one, else the higher tier, else
     the higher score, else the earlier.
 
     Cost: one C-speed pass over all items; only non-history items are compared by content, so a
@@ -86,7 +88,13 @@ def dedupe(
         item = items[index]
         key = normalize(item.text)
         if item.never_pruned:
-            by_text.setdefault(key, item.id)
+            if key in by_text and item.tier not in NEVER_PRUNED_TIERS:
+                # A fact or schema said twice is sent once (the system prompt and the query
+                # are always sent, whatever else says the same).
+                keep[index] = False
+                dropped.append(Duplicate(item, by_text[key], "content"))
+            else:
+                by_text.setdefault(key, item.id)
             continue
         if key in by_text:
             keep[index] = False

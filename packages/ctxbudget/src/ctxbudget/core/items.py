@@ -12,7 +12,7 @@ from typing import Any
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
-__all__ = ["ROLES", "ContextItem", "Shrink", "Tier", "tier_name"]
+__all__ = ["NEVER_PRUNED_TIERS", "ROLES", "ContextItem", "Shrink", "Tier", "tier_name"]
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 

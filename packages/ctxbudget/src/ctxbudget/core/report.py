@@ -7,6 +7,7 @@ kind of history no provider accepts, and `tier_usage` the per-tier figures of an
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -71,6 +72,7 @@ class TierUsage:
     tokens: int
 
 
+_SOLVERS = ("none", "all", "exact", "greedy")  # the summary names the strongest one used
 _NO_CALL = "its tool call is not sent right before it"
 _NO_RESULT = "not every tool call it makes has its result"
 _NO_USER = "before the first user turn (a conversation sent starts with one)"
@@ -236,6 +238,28 @@ class AssembledContext:
         """The provider chat messages (OpenAI-style dicts: role, content, name, tool fields)."""
         return self._layout.to_messages(self._parts)
 
+    def summary(self) -> dict[str, Any]:
+        """A compact, JSON-ready summary (what the adapters put in run metadata and events).
+
+        Keys: ``tokens_used``, ``tokens_available``, ``included`` and ``pruned`` (item counts;
+        the system prompt and pinned facts are items too), ``pruned_by_reason`` (`PruneReason`
+        values), ``solver`` (of the tiers packed by value: ``"greedy"`` when one was packed by
+        density, else ``"exact"`` when one needed the knapsack, else ``"all"``, everything
+        offered fit; None when no tier needed one: history goes newest exchange first) and
+        ``solvers`` (per tier name).
+        """
+        reasons = Counter(entry.reason.value for entry in self.pruned)
+        solvers = {tier_name(t): report.solver for t, report in sorted(self.solvers.items())}
+        return {
+            "tokens_used": self.tokens_used,
+            "tokens_available": self.tokens_available,
+            "included": len(self.included),
+            "pruned": sum(reasons.values()),
+            "pruned_by_reason": dict(sorted(reasons.items())),
+            "solver": max(solvers.values(), key=_SOLVERS.index, default=None),
+            "solvers": solvers,
+        }
+
     def to_json(self) -> str:
         """A JSON report: figures, included ids, and pruned ids with reasons."""
         return json.dumps(
@@ -269,10 +293,16 @@ class AssembledContext:
         """A per-tier table, a budget bar, and what was cut and why."""
         lines: list[str] = []
         label = " (APPROXIMATE count)" if self.approximate else ""
+        budget = self.budget
+        if budget.reserve or budget.safety:
+            given = (
+                f"window {budget.window:,} - reserve {budget.reserve:,} - safety {budget.safety:,}"
+            )
+        else:  # a plain token budget: nothing kept back to describe
+            given = f"budget {budget.window:,}"
         lines.append(
-            f"context: {self.tokens_used:,} of {self.tokens_available:,} tokens "
-            f"(window {self.budget.window:,} - reserve {self.budget.reserve:,} - safety "
-            f"{self.budget.safety:,}), format {self.format}, counter {self.counter_name}{label}"
+            f"context: {self.tokens_used:,} of {self.tokens_available:,} tokens ({given}), "
+            f"format {self.format}, counter {self.counter_name}{label}"
         )
         lines.append(self._bar(width))
         lines.append(f"{'tier':<12}{'offered':>8}{'kept':>7}{'cut':>6}{'tokens':>9}  solver")

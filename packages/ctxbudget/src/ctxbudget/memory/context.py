@@ -189,7 +189,8 @@ class ContextMemory(SessionUpkeep):
     ) -> str:
         """Pin a fact to a session or to a user; pinned facts are offered on every assembly.
 
-        ``pin("s1", "User is vegetarian")`` or ``pin(user_id="u1", text=...)``.
+        ``pin("s1", "User is vegetarian")`` or ``pin(user_id="u1", text=...)``. Without an
+        ``id``, pinning the same text to the same scope again returns the same pin.
 
         Raises:
             StoreInputError: no text or no session or user, a text over

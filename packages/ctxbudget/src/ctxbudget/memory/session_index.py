@@ -182,6 +182,8 @@ class SessionIndexes:
 
     def held(self, session_id: str, episode_gap: float) -> SessionIndex | None:
         """The index kept of ``session_id`` (as it is, maybe behind), if any."""
+        if not isinstance(session_id, str):
+            return None  # the store refuses it, with its message
         with self._lock:
             index = self._indexes.get(session_id)
         return index if index is not None and index.gap == episode_gap else None

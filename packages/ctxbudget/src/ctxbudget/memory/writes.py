@@ -9,6 +9,7 @@ with a progress bar on long imports). A bad input names its index, and nothing i
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -236,7 +237,8 @@ class Writer:
         if id:
             check_message_id(id, "pin")
         record = Record(
-            id=id or f"pin:{uuid.uuid4().hex[:16]}",
+            # Without an id, the text's: pinning the same fact again stores nothing new.
+            id=id or f"pin:{hashlib.sha256(given.encode(errors='surrogatepass')).hexdigest()[:16]}",
             kind="pinned",
             text=given,
             namespace=self.namespace,
@@ -244,6 +246,13 @@ class Writer:
             user_id=user_id,
             metadata={**user_metadata("pin", metadata), "_scope": scope},
         )
+        if not id:
+            owner = {"session_id": session_id} if session_id is not None else {"user_id": user_id}
+            stored = self.store.get([record.id], namespace=self.namespace, **owner)
+            if stored and stored[0].text == given:  # the same fact: keep it, with this metadata
+                if not same_content(record, stored[0]):
+                    self.store.add([record], replace=True)
+                return record.id
         return self.write([record], "pinned fact", progress=False)[0]
 
     def unpin(self, id: str, *, session_id: str | None, user_id: str | None) -> bool:  # noqa: A002

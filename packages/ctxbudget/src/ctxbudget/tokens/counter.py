@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, overload
 
-from ctxbudget.errors import InvalidItemError
+from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
 from ctxbudget.tokens.backends import Approximate, Backend, HuggingFace, Tiktoken, check_text
 from ctxbudget.tokens.cache import CachedCounting, CacheInfo, shared_cache
 from ctxbudget.tokens.encodings import ensure_offline_encodings, tiktoken_encoding
@@ -153,21 +153,36 @@ class TokenCounter(CachedCounting, MessageCounting):
     # -- constructors --------------------------------------------------------------------------
 
     @classmethod
-    def for_model(cls, model: str) -> TokenCounter:
+    def for_model(cls, model: str, *, unknown: str = "raise") -> TokenCounter:
         """The counter for a registered model: exact tiktoken for OpenAI, else approximate.
 
         Args:
-            model: a model name as `ctxbudget.tokens.models.lookup_model` accepts it.
+            model: a model name as `ctxbudget.tokens.models.lookup_model` accepts it
+                (``"gpt-4o"``, ``"openai:gpt-4o"``, ``"models/gemini-2.5-pro"``).
+            unknown: for a model the registry does not know: ``"raise"``, or
+                ``"approximate"`` for an approximate counter labelled with its name (for a
+                model whose window is given; see `TokenCounter.from_tokenizer_json` for exact
+                counts of open models).
 
         Raises:
-            UnknownModelError: the model is not registered.
+            UnknownModelError: the model is not registered (with ``unknown="raise"``).
 
         >>> TokenCounter.for_model("gpt-4o-2024-08-06").name
         'o200k_base'
         >>> TokenCounter.for_model("claude-sonnet-4-5").approximate
         True
+        >>> TokenCounter.for_model("phi3:mini", unknown="approximate").model
+        'phi3:mini'
         """
-        info = lookup_model(model)
+        if unknown not in ("raise", "approximate"):
+            msg = f"unknown must be 'raise' or 'approximate', got {unknown!r}"
+            raise ConfigurationError(msg)
+        try:
+            info = lookup_model(model)
+        except UnknownModelError:
+            if unknown == "raise":
+                raise
+            return cls.approximate(model=model)
         if info.encoding is not None:
             return cls.from_encoding(info.encoding, model=info.name)
         return cls.approximate(model=info.name)

@@ -2,7 +2,8 @@
 
 `lookup_model` resolves a name the way providers and frameworks spell it: exact name
 (case-insensitive), then the longest registered prefix, after dropping routing prefixes such as
-``openai/``, ``models/`` or Bedrock's ``us.anthropic.``.
+``openai/``, ``models/``, Bedrock's ``us.anthropic.`` or the ``provider:`` of LangChain's
+``init_chat_model`` and ``create_agent`` (``openai:gpt-4o``, ``ollama:llama3.1:8b``).
 
 >>> lookup_model("gpt-4o-mini-2024-07-18").name
 'gpt-4o-mini'
@@ -261,11 +262,19 @@ def _resolve(key: str) -> ModelInfo | None:
     return None
 
 
+# LangChain's "provider:model" (init_chat_model, create_agent): a provider is letters and _ or -,
+# so Ollama tags (llama3.1:8b, phi3:mini) are never taken for one.
+_COLON_PROVIDER = re.compile(r"^[a-z][a-z_-]*:(?=.)")
+
+
 def _candidates(name: str) -> list[str]:
     key = name.strip().lower()
     out = [key]
-    base = key.rsplit("/", 1)[-1]
-    if base != key:
+    unprefixed = _COLON_PROVIDER.sub("", key)
+    if unprefixed != key:
+        out.append(unprefixed)
+    base = unprefixed.rsplit("/", 1)[-1]
+    if base != unprefixed:
         out.append(base)
     stripped = _DOTTED_PROVIDER.sub("", base)
     if stripped != base:
@@ -277,8 +286,9 @@ def lookup_model(name: str) -> ModelInfo:
     """The registered model ``name`` refers to.
 
     Tries the exact name (case-insensitive), then the longest registered prefix ending at ``-``,
-    ``.``, ``:``, ``@`` or ``_``, each after removing provider prefixes (``openai/gpt-4o``,
-    ``models/gemini-2.5-pro``, ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``).
+    ``.``, ``:``, ``@`` or ``_``, each after removing provider prefixes (``openai:gpt-4o``,
+    ``openai/gpt-4o``, ``models/gemini-2.5-pro``,
+    ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``).
 
     Args:
         name: a model name or id as a provider or framework spells it.
@@ -293,6 +303,8 @@ def lookup_model(name: str) -> ModelInfo:
     'gpt-4o-mini'
     >>> lookup_model("anthropic/claude-3.5-sonnet").name
     'claude-3-5-sonnet'
+    >>> lookup_model("openai:gpt-4o").name
+    'gpt-4o'
     """
     if not isinstance(name, str) or not name.strip():
         msg = f"model name must be a non-empty string, got {name!r}"
@@ -309,7 +321,9 @@ def lookup_model(name: str) -> ModelInfo:
         else f"no close match among {len(_REGISTRY)} known models"
     )
     msg = (
-        f"unknown model {name!r} ({hint}); pass window= (the model's context window in tokens) "
-        "or register it with register_model(ModelInfo(name, provider, context_window=...))"
+        f"unknown model {name!r} ({hint}); give its context window in tokens with the name "
+        "(Budget.for_model(name, window=...), or the adapters' window or budget option; "
+        "counts are then approximate) or register it with "
+        "register_model(ModelInfo(name, provider, context_window=...))"
     )
     raise UnknownModelError(msg)

@@ -1,22 +1,35 @@
 """Memory blocks in a ctxbudget budget: which tier each LlamaIndex memory block's content takes.
 
-`CtxBudgetMemory` reads its blocks on every ``get`` (`read_blocks`) and offers what they return
-as items at the block's tier (`block_tier`, or the tiers given by name, `check_block_tiers`).
+`CtxBudgetMemory` reads its blocks on every ``get`` (`session_blocks`, `read_blocks`; from sync
+code with `run_sync`) and offers what they return as items at the block's tier (`block_tier`, or
+the tiers given by name, `check_block_tiers`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import asyncio
+import concurrent.futures
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from ctxbudget import ContextItem, Shrink, Tier
 from ctxbudget.errors import InvalidItemError
-from llama_index.ctxbudget.convert import role_of, text_of, text_of_blocks
+from ctxbudget.memory.context import ContextMemory
+from llama_index.ctxbudget.convert import from_record, role_of, text_of, text_of_blocks
 
-__all__ = ["block_items", "block_tier", "check_block_tiers", "read_blocks"]
+__all__ = [
+    "block_items",
+    "block_tier",
+    "check_block_tiers",
+    "read_blocks",
+    "run_sync",
+    "session_blocks",
+]
+
+_T = TypeVar("_T")
 
 
 def block_tier(block: BaseMemoryBlock[Any], tiers: Mapping[str, int] | None = None) -> int:
@@ -58,6 +71,37 @@ def check_block_tiers(tiers: Mapping[str, int]) -> dict[str, int]:
             raise InvalidItemError(msg)
         checked[name] = int(tier)
     return checked
+
+
+def run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine from sync code, in a worker thread when an event loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+async def session_blocks(
+    memory: ContextMemory,
+    session_id: str,
+    blocks: Sequence[BaseMemoryBlock[Any]],
+    *,
+    text: str | None,
+    tiers: Mapping[str, int],
+    block_kwargs: Mapping[str, Any],
+) -> list[ContextItem]:
+    """What ``blocks`` return for the session's recent messages and the input ``text``."""
+    records = await asyncio.to_thread(
+        memory.history, session_id, limit=memory.config.recent_messages
+    )
+    messages = [from_record(record) for record in records]
+    if text:
+        messages.append(ChatMessage(role=MessageRole.USER, content=text))
+    return await read_blocks(
+        blocks, messages, session_id=session_id, tiers=tiers, block_kwargs=block_kwargs
+    )
 
 
 async def read_blocks(

@@ -1,28 +1,41 @@
-"""The budget of one `CtxBudgetMemory.get`: ``token_limit`` less what the caller sends before.
+"""The budget of one `CtxBudgetMemory.get`: ``token_limit`` less what the caller sends beside.
 
 Chat engines send messages of their own before the memory's and say how many tokens those
-take (``initial_token_count``); the memory's messages get the rest (`call_budget`).
+take (``initial_token_count``); ``CondensePlusContextChatEngine`` also sends the user's message
+after them itself. The memory's messages get the rest (`call_budget`), so what ``get`` returns
+is exactly what its report counts.
 """
 
 from __future__ import annotations
 
 from ctxbudget import TokenCounter
-from ctxbudget.errors import InvalidBudgetError
+from ctxbudget.errors import BudgetExceededError, InvalidBudgetError
 
 __all__ = ["call_budget"]
 
 
-def call_budget(token_limit: int, initial_token_count: object, counter: TokenCounter) -> int:
-    """The tokens one ``get`` may use: ``token_limit`` less the caller's prefix messages.
+def call_budget(
+    token_limit: int,
+    initial_token_count: object,
+    counter: TokenCounter,
+    *,
+    sent_after: str | None = None,
+) -> int:
+    """The tokens one ``get`` may use: ``token_limit`` less the caller's own messages.
 
     With a prefix, the overhead of one more message (a system message's, as counted by
     ``counter.count_message``) is taken too: the caller's prefix is at least one message.
+    ``sent_after`` is the text of a user message the caller sends after the memory's: its
+    whole cost (content and overhead) is taken.
 
     Raises:
         InvalidBudgetError: ``initial_token_count`` is not a non-negative int, or leaves no room.
+        BudgetExceededError: the message sent after does not fit in what is left.
 
     >>> call_budget(100, 0, TokenCounter.for_model("gpt-4o"))
     100
+    >>> call_budget(100, 0, TokenCounter.for_model("gpt-4o"), sent_after="hello world")
+    94
     """
     if (
         isinstance(initial_token_count, bool)
@@ -43,4 +56,15 @@ def call_budget(token_limit: int, initial_token_count: object, counter: TokenCou
             "or shorten the messages sent before the memory's"
         )
         raise InvalidBudgetError(msg)
-    return available
+    if sent_after is None:
+        return available
+    after = counter.count_message("user", sent_after)
+    if after >= available:
+        msg = (
+            f"the input message, which the caller sends after the memory's messages, needs "
+            f"{after:,} tokens but only {available:,} of token_limit {token_limit:,} are left "
+            f"(initial_token_count {initial_token_count:,} + {overhead} of overhead); raise "
+            "token_limit or shorten the message"
+        )
+        raise BudgetExceededError(msg, required=after, available=available)
+    return available - after

@@ -32,6 +32,7 @@ __all__ = [
     "KWARGS_KEY",
     "from_provider",
     "from_record",
+    "input_text",
     "role_of",
     "text_of",
     "text_of_blocks",
@@ -103,6 +104,13 @@ def text_of_blocks(blocks: Sequence[Any]) -> str:
 def text_of(message: ChatMessage) -> str:
     """The text of a message (its text blocks, joined by newlines)."""
     return text_of_blocks(message.blocks)
+
+
+def input_text(value: str | ChatMessage | None) -> str | None:
+    """The text of a ``get`` input: a str as is, a message's text (`text_of`), or None."""
+    if isinstance(value, ChatMessage):
+        return text_of(value)
+    return value
 
 
 def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:

@@ -4,20 +4,25 @@ Messages go to a `ctxbudget.ContextMemory` (Chroma and a local embedder), so the
 and old turns come back by meaning. Each `get` hands the core assembler, as tiers: the system
 messages put into memory (never cut), memory blocks and pinned facts, the newest exchanges, older
 turns and documents that match the query, and summaries; what it returns fits ``token_limit``
-counted with the model's own tokenizer.
+counted with the model's own tokenizer (`llama_index.ctxbudget.assembly`).
+
+Each ``get`` dispatches a `ContextAssembledEvent` (LlamaIndex instrumentation) and logs its
+``explain()`` at DEBUG on this module's logger (`llama_index.ctxbudget.events`); ``to_dict`` and
+``from_dict`` round-trip its settings and store (`llama_index.ctxbudget.opening`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import logging
 import os
 import uuid
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import BaseMemory
 
@@ -26,39 +31,23 @@ from ctxbudget.core.summaries import Summarizer
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.session_state import is_stored_query
-from llama_index.ctxbudget.blocks import check_block_tiers, read_blocks
-from llama_index.ctxbudget.budget import call_budget
-from llama_index.ctxbudget.convert import from_provider, from_record, text_of
-from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
+from llama_index.ctxbudget.assembly import assemble_get
+from llama_index.ctxbudget.blocks import check_block_tiers, run_sync, session_blocks
+from llama_index.ctxbudget.convert import from_provider, from_record, input_text
+from llama_index.ctxbudget.events import LastContext, report_assembly
+from llama_index.ctxbudget.opening import STORE_KEY, from_dict_parts, open_memory, store_dict
 from llama_index.ctxbudget.storing import SYSTEM_KEY as SYSTEM_KEY  # re-exported: its old home
 from llama_index.ctxbudget.storing import (
     clear_session,
     split_messages,
     store_messages,
-    system_items,
     system_records,
 )
 
 __all__ = ["CtxBudgetMemory"]
 
-_T = TypeVar("_T")
-
-
-def _input_text(value: str | ChatMessage | None) -> str | None:
-    if isinstance(value, ChatMessage):
-        return text_of(value)
-    return value
-
-
-def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
-    """Run a coroutine from sync code, in a worker thread when an event loop is running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 
 class CtxBudgetMemory(BaseMemory):
@@ -76,7 +65,10 @@ class CtxBudgetMemory(BaseMemory):
       (``Tier.RETRIEVED``) and stored summaries (`summarize`).
 
     Works wherever LlamaIndex takes a ``memory``: ``SimpleChatEngine``,
-    ``CondensePlusContextChatEngine``, ``FunctionAgent`` and ``AgentWorkflow``.
+    ``CondensePlusContextChatEngine``, ``FunctionAgent`` and ``AgentWorkflow``. Each `get`
+    dispatches a `ContextAssembledEvent` carrying its `AssembledContext`; `to_dict` and
+    `from_dict` round-trip the settings and the store's folder (not live objects: see
+    `from_dict`).
 
     Attributes:
         token_limit: the most tokens the messages `get` returns may take (as billed: content,
@@ -98,13 +90,16 @@ class CtxBudgetMemory(BaseMemory):
     model: str = "gpt-4o"
     user_id: str | None = None
     # Bare generic, as llama_index's Memory has it: pydantic would rebuild BaseMemoryBlock[Any].
-    memory_blocks: list[BaseMemoryBlock] = Field(default_factory=list)  # type: ignore[type-arg]
+    # Live objects (an LLM, a vector store): to_dict writes their names only.
+    memory_blocks: list[BaseMemoryBlock] = Field(  # type: ignore[type-arg]
+        default_factory=list, exclude=True
+    )
     block_tiers: dict[str, int] = Field(default_factory=dict)
 
     _memory: ContextMemory = PrivateAttr()
     _owns_memory: bool = PrivateAttr(default=False)
     _counter: TokenCounter = PrivateAttr()
-    _last: AssembledContext | None = PrivateAttr(default=None)
+    _last: LastContext = PrivateAttr(default_factory=LastContext)
 
     def __init__(self, *, memory: ContextMemory, owns_memory: bool = False, **data: Any) -> None:
         """Wrap a `ContextMemory`; prefer `from_defaults`."""
@@ -122,6 +117,44 @@ class CtxBudgetMemory(BaseMemory):
     def class_name(cls) -> str:
         """The class name LlamaIndex serializes."""
         return "CtxBudgetMemory"
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """The settings, the memory blocks' names and the store (JSON-ready; see `from_dict`).
+
+        Waits until the messages put so far are stored, so the store it names holds them.
+        """
+        self._memory.flush()
+        data = super().to_dict(**kwargs)
+        data["memory_blocks"] = [block.name for block in self.memory_blocks]
+        data[STORE_KEY] = store_dict(self._memory)
+        return data
+
+    @classmethod
+    def from_dict(  # keyword options for what is not serialized
+        cls, data: Mapping[str, Any], **kwargs: Any
+    ) -> CtxBudgetMemory:
+        """The memory `to_dict` described, its store re-opened (closed by `close`).
+
+        Args:
+            data: what `to_dict` (or ``json.loads`` of `to_json`) returned.
+            **kwargs: ``memory`` (a `ContextMemory` to use instead of re-opening the store:
+                required for a Chroma server or a given client), ``embedder`` (required when
+                the store was written with another than the default), ``summarizer``,
+                ``memory_blocks`` (required when the memory had blocks), and any field to
+                override (``session_id=``...).
+
+        Raises:
+            ConfigurationError: something the dict cannot hold is missing (the message says
+                what to pass), or ``data`` is another class's.
+        """
+        memory, owns, fields = from_dict_parts(data, kwargs, cls.class_name())
+        built: CtxBudgetMemory | None = None
+        try:
+            built = cls(memory=memory, owns_memory=owns, **fields)
+        finally:
+            if built is None and owns:  # invalid fields: release the store before the error
+                memory.close()
+        return built
 
     @classmethod
     def from_defaults(  # type: ignore[override]  # keyword options, like llama_index Memory
@@ -161,35 +194,14 @@ class CtxBudgetMemory(BaseMemory):
             summarizer: the summarizer of a new `ContextMemory` (e.g. `LLMSummarizer`).
 
         Raises:
-            ValueError: both ``path`` and ``memory``, or ``embedder``/``config``/``summarizer``
-                with ``memory`` (set those on the `ContextMemory`).
+            ConfigurationError: both ``path`` and ``memory``, or ``embedder``/``config``/
+                ``summarizer`` with ``memory`` (set those on the `ContextMemory`).
             InvalidBudgetError: ``token_limit`` is not a positive int.
             UnknownModelError: ``model`` is not registered in ctxbudget.
         """
-        owns = memory is None
-        if memory is not None:
-            given = [
-                name
-                for name, value in (
-                    ("path", path),
-                    ("embedder", embedder),
-                    ("config", config),
-                    ("summarizer", summarizer),
-                )
-                if value is not None
-            ]
-            if given:
-                msg = (
-                    f"pass either memory= or {', '.join(given)}, not both: a given ContextMemory "
-                    "already has its store, embedder, config and summarizer"
-                )
-                raise ConfigurationError(msg)
-        else:
-            if embedder is None:
-                embedder = CtxBudgetEmbedding()  # the local model, with its vector cache
-            memory = ContextMemory(
-                path, embedder=embedder, model=model, config=config, summarizer=summarizer
-            )
+        memory, owns = open_memory(
+            memory, path=path, model=model, embedder=embedder, config=config, summarizer=summarizer
+        )
         if token_limit is None:
             token_limit = Budget.for_model(model).available
         built = cls(
@@ -226,12 +238,14 @@ class CtxBudgetMemory(BaseMemory):
 
     @property
     def last_context(self) -> AssembledContext | None:
-        """The assembly behind the last `get`: what was kept, cut and why (``.explain()``).
+        """The assembly of this thread's or asyncio task's last `get` (``.explain()``).
 
-        Its last item is the query, also when `get` left the query message for the caller to
-        send (see `get`).
+        Kept per thread and task (`contextvars`): concurrent calls never see each other's, and
+        a ``get`` run by an agent's workflow step is not seen from the caller's task. For one
+        call's report wherever it ran, handle its `ContextAssembledEvent`. Its
+        ``to_messages()`` are exactly the messages that `get` returned.
         """
-        return self._last
+        return self._last.get()
 
     # -- reading -----------------------------------------------------------------------------
     def get(  # noqa: A002 - the name LlamaIndex uses
@@ -244,7 +258,8 @@ class CtxBudgetMemory(BaseMemory):
                 message, as chat engines and agents put it before asking), it is returned last;
                 otherwise it is only used to find relevant memories and its room is kept free
                 for the caller, which sends it itself (``CondensePlusContextChatEngine``). With
-                no input, the last stored user message is the query.
+                no input, the last stored user message is the question (returned last when it
+                is the last message stored).
             **kwargs: ``initial_token_count``, tokens of messages the caller sends before these
                 (one message's overhead is reserved with them); the rest goes to the memory
                 blocks' ``aget``.
@@ -255,61 +270,54 @@ class CtxBudgetMemory(BaseMemory):
                 not fit.
         """
         initial = kwargs.pop("initial_token_count", 0)
-        extra = _run(self._ablock_items(input, kwargs)) if self.memory_blocks else []
-        return self._get(input, initial, extra)
+        extra = run_sync(self._blocks(input, kwargs)) if self.memory_blocks else []
+        return self._report(self._get(input, initial, extra))
 
     async def aget(  # noqa: A002 - the name LlamaIndex uses
         self, input: str | ChatMessage | None = None, **kwargs: Any
     ) -> list[ChatMessage]:
         """Async `get`: memory blocks are awaited, store reads run in a worker thread."""
         initial = kwargs.pop("initial_token_count", 0)
-        extra = await self._ablock_items(input, kwargs) if self.memory_blocks else []
-        return await asyncio.to_thread(self._get, input, initial, extra)
+        extra = await self._blocks(input, kwargs) if self.memory_blocks else []
+        # Assembled in a worker thread; reported here, in the caller's task.
+        return self._report(await asyncio.to_thread(self._get, input, initial, extra))
 
     def _get(
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
-    ) -> list[ChatMessage]:
-        budget = call_budget(self.token_limit, initial, self._counter)
-        last_records = self._memory.history(self.session_id, limit=1)
-        last = last_records[-1] if last_records else None
-        query = _input_text(input)
-        if query is None or not query.strip():
-            query = last.text if last is not None else ""
-        has_query = bool(query.strip())
-        pending = is_stored_query(last, query)  # rendered last as the query (see get)
-        context = self._memory.assemble(
+    ) -> AssembledContext:
+        return assemble_get(
+            self._memory,
             self.session_id,
-            # Nothing to answer yet: a stand-in query, never shown, and no searching by it.
-            query if has_query else "(no message yet)",
-            budget=budget,
+            input_text(input),
+            token_limit=self.token_limit,
+            initial_token_count=initial,
+            counter=self._counter,
             model=self.model,
             user_id=self.user_id,
-            documents=has_query,
-            other_sessions=None if has_query else False,
-            extra=[*system_items(self._memory, self.session_id), *extra],
+            extra=extra,
         )
-        self._last = context
-        messages = context.to_messages()
-        if not pending:
-            messages = messages[:-1]  # the query renders last; the caller sends it (or none)
-        return [from_provider(message) for message in messages]
 
-    async def _ablock_items(
+    def _report(self, context: AssembledContext) -> list[ChatMessage]:
+        self._last.set(context)
+        report_assembly(
+            dispatcher,
+            logger,
+            context,
+            component=self.class_name(),
+            configured=f"token_limit={self.token_limit:,}",
+            budget=self.token_limit,
+            session_id=self.session_id,
+        )
+        return [from_provider(message) for message in context.to_messages()]
+
+    async def _blocks(
         self, input: str | ChatMessage | None, block_kwargs: dict[str, Any]
     ) -> list[ContextItem]:
-        records = await asyncio.to_thread(
-            self._memory.history,
+        return await session_blocks(
+            self._memory,
             self.session_id,
-            limit=self._memory.config.recent_messages,
-        )
-        messages = [from_record(record) for record in records]
-        text = _input_text(input)
-        if text:
-            messages.append(ChatMessage(role=MessageRole.USER, content=text))
-        return await read_blocks(
             self.memory_blocks,
-            messages,
-            session_id=self.session_id,
+            text=input_text(input),
             tiers=self.block_tiers,
             block_kwargs=block_kwargs,
         )

@@ -1,52 +1,33 @@
-"""`CtxBudgetNodePostprocessor`: any retriever's nodes, packed into a token budget."""
+"""`CtxBudgetNodePostprocessor`: any retriever's nodes, packed into a token budget.
+
+Each call dispatches a `ContextAssembledEvent` (LlamaIndex instrumentation) and logs its
+``explain()`` at DEBUG on this module's logger (`llama_index.ctxbudget.events`).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink
 from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import check_caller_id
-from ctxbudget.errors import InvalidBudgetError, InvalidItemError
+from ctxbudget.errors import InvalidBudgetError
+from llama_index.ctxbudget.events import LastContext, report_assembly
+from llama_index.ctxbudget.node_tiers import TIER_KEY, hide_key, node_tier
 
 __all__ = ["CtxBudgetNodePostprocessor", "with_text"]
 
-
-def _tier(node: NodeWithScore, key: str | None) -> int:
-    if key is None:
-        return int(Tier.RETRIEVED)
-    value = node.node.metadata.get(key)
-    if value is None:
-        return int(Tier.RETRIEVED)
-    if isinstance(value, str) and not value.lstrip("-").isdigit():
-        try:
-            tier = int(Tier[value.upper()])
-        except KeyError as exc:
-            names = [t.name for t in Tier if t not in (Tier.SYSTEM, Tier.QUERY, Tier.RECENT)]
-            msg = (
-                f"node {node.node_id!r}: metadata {key}={value!r} is not a tier; "
-                f"use one of {names} or an int"
-            )
-            raise InvalidItemError(msg) from exc
-    elif isinstance(value, int | str) and not isinstance(value, bool):
-        tier = int(value)
-    else:
-        msg = f"node {node.node_id!r}: metadata {key}={value!r} must be a tier name or an int"
-        raise InvalidItemError(msg)
-    if tier <= Tier.QUERY or tier == Tier.RECENT:
-        msg = (
-            f"node {node.node_id!r}: metadata {key}={value!r} is a tier nodes cannot take "
-            "(SYSTEM, QUERY and RECENT hold the prompt, the query and the chat history); "
-            "use PINNED (20) or a larger number"
-        )
-        raise InvalidItemError(msg)
-    return tier
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 
 def with_text(node: NodeWithScore, text: str, metadata_mode: MetadataMode) -> NodeWithScore:
@@ -69,13 +50,16 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     duplicates dropped (same node id, same text, or near-same embedding when nodes carry
     embeddings), and the next node cut at a sentence boundary to use the room left. A metadata
     ``tier_key`` puts nodes in tiers (``"PINNED"``, ``"RETRIEVED"``, ``"ENTITY"``... or an int; a
-    lower tier is packed first). Kept nodes come back in the order given.
+    lower tier is packed first; tag nodes with `set_tier`). Kept nodes come back in the order
+    given, with ``tier_key`` hidden from the LLM and the embedder (it is control metadata).
 
     What is counted is each node's content as the response synthesizer sends it
     (``metadata_mode``, LlamaIndex's ``MetadataMode.LLM`` by default) with ``model``'s
     tokenizer, each as a line of its own: the kept nodes fit ``budget`` as one rendered block.
     Node ids starting with ``ctxbudget:`` are refused (`InvalidItemError`): ctxbudget keeps
     them for its own items.
+
+    Each call dispatches a `ContextAssembledEvent` carrying its `AssembledContext`.
 
     Attributes:
         budget: the most tokens the kept nodes may take (``token_budget`` is its old name).
@@ -93,13 +77,13 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     budget: int
     model: str = "gpt-4o"
-    tier_key: str | None = "ctxbudget_tier"
+    tier_key: str | None = TIER_KEY
     metadata_mode: MetadataMode = MetadataMode.LLM
     truncate: bool = True
     near_duplicate_threshold: float | None = 0.95
 
     _assembler: ContextAssembler = PrivateAttr()
-    _last: AssembledContext | None = PrivateAttr(default=None)
+    _last: LastContext = PrivateAttr(default_factory=LastContext)
 
     def __init__(self, **data: Any) -> None:
         """Validate the budget and build the assembler (``model``'s tokenizer)."""
@@ -122,22 +106,45 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     @property
     def last_context(self) -> AssembledContext | None:
-        """The assembly of the last call: what was kept, cut and why (``.explain()``).
+        """The assembly of this thread's or asyncio task's last call (``.explain()``).
 
-        Its ``tokens_available`` is ``budget``: the nodes fit it as one rendered block,
-        layout included (see `ctxbudget.core.documents.pack_documents`). None before the first
-        call, or when ``budget`` is below what the layout alone costs.
+        Kept per thread and task (`contextvars`): concurrent calls never see each other's.
+        For one call's report wherever it ran, handle its `ContextAssembledEvent`. Its
+        ``tokens_available`` is ``budget``: the nodes fit it as one rendered block, layout
+        included (see `ctxbudget.core.documents.pack_documents`). None before the first call,
+        or when ``budget`` is below what the layout alone costs.
         """
-        return self._last
+        return self._last.get()
 
     def _postprocess_nodes(
         self,
         nodes: list[NodeWithScore],
         query_bundle: QueryBundle | None = None,
     ) -> list[NodeWithScore]:
+        kept, context = self._pack(nodes)
+        self._report(context, len(nodes))
+        return kept
+
+    async def _apostprocess_nodes(
+        self,
+        nodes: list[NodeWithScore],
+        query_bundle: QueryBundle | None = None,
+    ) -> list[NodeWithScore]:
+        # Packed in a worker thread; reported here, in the caller's task.
+        kept, context = await asyncio.to_thread(self._pack, nodes)
+        self._report(context, len(nodes))
+        return kept
+
+    def _pack(
+        self, nodes: list[NodeWithScore]
+    ) -> tuple[list[NodeWithScore], AssembledContext | None]:
+        shown: list[NodeWithScore] = []
         items: list[ContextItem] = []
-        for index, node in enumerate(nodes):
-            check_caller_id(node.node_id, f"node {index}")
+        for index, given in enumerate(nodes):
+            check_caller_id(given.node_id, f"node {index}")
+            tier = node_tier(given, self.tier_key)
+            node = hide_key(given, self.tier_key)  # counted as it is sent: without the key
+            shown.append(node)
             shrink = Shrink.DROP
             if self.truncate and isinstance(node.node, TextNode):
                 shrink = Shrink.TRUNCATE
@@ -145,7 +152,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
                 ContextItem(
                     node.node_id,
                     node.node.get_content(metadata_mode=self.metadata_mode),
-                    tier=_tier(node, self.tier_key),
+                    tier=tier,
                     score=float(node.score) if node.score is not None else 0.0,
                     shrink=shrink,
                     source="node",
@@ -153,8 +160,20 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
                 )
             )
         context = pack_documents(items, self._assembler, self.budget)
-        self._last = context
-        return [] if context is None else _kept(nodes, context, self.metadata_mode)
+        kept = [] if context is None else _kept(shown, context, self.metadata_mode)
+        return kept, context
+
+    def _report(self, context: AssembledContext | None, offered: int) -> None:
+        self._last.set(context)
+        report_assembly(
+            dispatcher,
+            logger,
+            context,
+            component=self.class_name(),
+            configured=f"budget={self.budget:,}",
+            budget=self.budget,
+            offered=offered,
+        )
 
 
 def _kept(

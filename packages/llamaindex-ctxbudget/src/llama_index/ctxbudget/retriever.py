@@ -1,13 +1,19 @@
-"""`CtxBudgetRetriever`: a LlamaIndex retriever over a `ContextMemory` that fits a token budget."""
+"""`CtxBudgetRetriever`: a LlamaIndex retriever over a `ContextMemory` that fits a token budget.
+
+Each retrieval dispatches a `ContextAssembledEvent` (LlamaIndex instrumentation) and logs its
+``explain()`` at DEBUG on this module's logger (`llama_index.ctxbudget.events`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
@@ -17,8 +23,12 @@ from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.candidates import ScoredHit
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import Record
+from llama_index.ctxbudget.events import LastContext, report_assembly
 
 __all__ = ["CtxBudgetRetriever"]
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
 
 
 def _metadata(record: Record) -> dict[str, Any]:
@@ -44,7 +54,8 @@ class CtxBudgetRetriever(BaseRetriever):
     from the LLM), so the retrieved texts fit ``budget`` tokens of ``model``'s tokenizer,
     rendered as one block. Nodes come back best first, with their score.
 
-    The options have the same names as the LangChain retriever's (docs/adapters.md).
+    The options have the same names as the LangChain retriever's (docs/adapters.md). Each
+    retrieval dispatches a `ContextAssembledEvent` carrying its `AssembledContext`.
 
     Args:
         memory: the `ContextMemory` to search (its namespace, store and embedder).
@@ -114,12 +125,16 @@ class CtxBudgetRetriever(BaseRetriever):
         self.k = k
         self.fetch_k = fetch_k
         self._assembler = ContextAssembler(memory.counter_for(model), min_exchanges=0)
-        self._last: AssembledContext | None = None
+        self._last = LastContext()
 
     @property
     def last_context(self) -> AssembledContext | None:
-        """The assembly of the last retrieval: what was kept, cut and why (``.explain()``)."""
-        return self._last
+        """The assembly of this thread's or asyncio task's last retrieval (``.explain()``).
+
+        Kept per thread and task (`contextvars`): concurrent retrievals never see each
+        other's. For one call's report wherever it ran, handle its `ContextAssembledEvent`.
+        """
+        return self._last.get()
 
     def _hits(self, query: str) -> list[ScoredHit]:
         """Documents, the session's and the user's memories, scored as ContextMemory scores."""
@@ -139,7 +154,18 @@ class CtxBudgetRetriever(BaseRetriever):
         return found
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        found = self._hits(query_bundle.query_str)
+        nodes, context, offered = self._pack(query_bundle.query_str)
+        self._report(context, offered)
+        return nodes
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # Searched and packed in a worker thread; reported here, in the caller's task.
+        nodes, context, offered = await asyncio.to_thread(self._pack, query_bundle.query_str)
+        self._report(context, offered)
+        return nodes
+
+    def _pack(self, query: str) -> tuple[list[NodeWithScore], AssembledContext | None, int]:
+        found = self._hits(query)
         records = {s.hit.record.id: s.hit.record for s in found}
         items = [
             ContextItem(
@@ -153,9 +179,8 @@ class CtxBudgetRetriever(BaseRetriever):
             for s in found
         ]
         context = pack_documents(items, self._assembler, self.budget)
-        self._last = context
         if context is None:
-            return []
+            return [], None, len(items)
         kept = sorted(context.included, key=lambda item: (-item.score, item.id))[: self.k]
         nodes: list[NodeWithScore] = []
         for item in kept:
@@ -168,7 +193,17 @@ class CtxBudgetRetriever(BaseRetriever):
                 excluded_embed_metadata_keys=list(metadata),
             )
             nodes.append(NodeWithScore(node=node, score=item.score))
-        return nodes
+        return nodes, context, len(items)
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await asyncio.to_thread(self._retrieve, query_bundle)
+    def _report(self, context: AssembledContext | None, offered: int) -> None:
+        self._last.set(context)
+        report_assembly(
+            dispatcher,
+            logger,
+            context,
+            component="CtxBudgetRetriever",
+            configured=f"budget={self.budget:,}",
+            budget=self.budget,
+            offered=offered,
+            session_id=self.session_id,
+        )

@@ -1,0 +1,169 @@
+"""``ctxbudget ingest``: chat logs (JSON, JSON Lines) and text documents into the store.
+
+The input schema is documented in ``ctxbudget ingest --help`` (`ctxbudget.cli.epilogs.INGEST`);
+keep the two together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ctxbudget.cli.commands import UsageError, open_memory
+from ctxbudget.cli.progress import ProgressEmbedder
+from ctxbudget.errors import CtxBudgetError
+
+__all__ = ["ingest"]
+
+
+def ingest(args: argparse.Namespace) -> int:
+    """``ctxbudget ingest FILE``: store the messages of a JSON or JSON Lines file."""
+    path = Path(args.file)
+    if not path.is_file():
+        msg = f"{path}: no such file"
+        raise UsageError(msg)
+    suffix = path.suffix.lower()
+    memory = open_memory(args)
+    stem, name = _valid(path.stem), _valid(path.name)
+    if suffix in (".txt", ".md", ".markdown", ".rst"):
+        text = _read_text(path)
+        if not text.strip():
+            msg = f"{path}: the file holds no text; nothing was stored"
+            raise UsageError(msg)
+        _load_model(memory)
+        try:
+            ids = memory.add_documents(
+                [{"id": stem, "text": text, "source": name}],
+                namespace=args.collection,
+                progress=args.progress,
+            )
+        except CtxBudgetError as exc:
+            msg = f"{path}: {exc}"
+            raise UsageError(msg) from exc
+        print(f"stored {name} as {len(ids)} chunks in collection {args.collection!r}")
+        return 0
+    if suffix not in (".json", ".jsonl"):
+        msg = f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .json, .txt or .md"
+        raise UsageError(msg)
+    sessions: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for where, message in _messages(path):
+        session = message.pop("session", None) or message.pop("session_id", None) or args.session
+        if not session:
+            msg = f"{where}: the message has no 'session' and no --session was given"
+            raise UsageError(msg)
+        if "role" not in message or not isinstance(message.get("role"), str):
+            msg = f"{where}: expected an object with 'role' and 'text' (or 'content')"
+            raise UsageError(msg)
+        sessions.setdefault(str(session), []).append((where, message))
+    # Every message of every session is checked before the first is written: a bad file
+    # stores nothing (not the sessions before the bad one).
+    records = []
+    for session, entries in sessions.items():
+        for index, (where, message) in enumerate(entries):
+            try:
+                record = memory.writes.message_record(session, index, message, args.user)
+                memory.store.check([record])
+            except CtxBudgetError as exc:
+                problem = str(exc).replace("record 0 ", f"message {index} ", 1)
+                msg = (
+                    f"{where}: session {session!r}: {problem.removesuffix('; nothing was written')}"
+                    " (nothing of this session, nor of any other in the file, was stored)"
+                )
+                raise UsageError(msg) from exc
+            records.append(record)
+    if records:
+        _load_model(memory)
+    try:
+        memory.writes.write(records, "message", args.progress)
+        memory.flush()  # stored, not only acknowledged, before it says so
+    except CtxBudgetError as exc:
+        msg = f"{path}: {exc} (nothing of the file was stored)"
+        raise UsageError(msg) from exc
+    print(f"stored {len(records)} messages in {len(sessions)} sessions from {name}")
+    return 0
+
+
+def _load_model(memory: Any) -> None:
+    # The model's load line, if any, before the import's progress bar rather than inside it.
+    embedder = memory.store.embedder
+    if isinstance(embedder, ProgressEmbedder):
+        embedder.load()
+
+
+def _valid(text: str) -> str:
+    """A file name as valid text: bytes that were not UTF-8 (surrogate escapes) become U+FFFD."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        raw = text.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"{path}: not UTF-8 text (byte {exc.start}); convert it to UTF-8 first"
+        raise UsageError(msg) from exc
+    except OSError as exc:
+        msg = f"{path}: cannot be read ({exc.strerror or exc})"
+        raise UsageError(msg) from exc
+
+
+def _json(text: str, where: str, *, lines: bool) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        line = f":{exc.lineno}" if lines else ""
+        msg = f"{where}{line}: not valid JSON ({exc.msg} at column {exc.colno})"
+        raise UsageError(msg) from exc
+    except RecursionError as exc:
+        msg = f"{where}: JSON nested too deeply for Python to read; flatten it"
+        raise UsageError(msg) from exc
+
+
+def _messages(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    text = _read_text(path)
+    if path.suffix.lower() == ".jsonl":
+        # Lines end at "\n" only: str.splitlines would also cut at U+2028 and other breaks
+        # that JSON strings may hold as they are.
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            value = _json(line, f"{path}:{number}", lines=False)
+            if not isinstance(value, dict):
+                msg = (
+                    f"{path}:{number}: expected a JSON object per line, got {type(value).__name__}"
+                )
+                raise UsageError(msg)
+            yield f"{path}:{number}", value
+        return
+    value = _json(text, str(path), lines=True)
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        value = value["messages"]
+    if isinstance(value, dict) and isinstance(value.get("sessions"), dict):
+        for session, messages in value["sessions"].items():
+            if not isinstance(messages, list):
+                msg = f"{path}: sessions.{session}: expected a list of messages"
+                raise UsageError(msg)
+            for index, message in enumerate(messages):
+                if isinstance(message, dict):
+                    yield f"{path}: sessions.{session}[{index}]", {"session": session, **message}
+                else:
+                    msg = f"{path}: sessions.{session}[{index}]: expected an object"
+                    raise UsageError(msg)
+        return
+    if not isinstance(value, list):
+        msg = (
+            f"{path}: expected a list of messages, {{'messages': [...]}} or "
+            "{'sessions': {id: [...]}}"
+        )
+        raise UsageError(msg)
+    for index, message in enumerate(value):
+        if not isinstance(message, dict):
+            msg = f"{path}: item {index}: expected an object, got {type(message).__name__}"
+            raise UsageError(msg)
+        yield f"{path}: item {index}", message

@@ -1,0 +1,134 @@
+"""What the command prints: one-line messages, ``--version``, and the ``--json`` documents.
+
+The documents' keys are stable (they are listed in each command's ``--help``): a key is never
+renamed or removed, only added.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from typing import Any
+
+from ctxbudget.core.items import ContextItem, tier_name
+from ctxbudget.core.render import Layout
+from ctxbudget.core.report import AssembledContext
+from ctxbudget.tokens.counter import TokenCounter
+
+__all__ = ["context_document", "one_line", "stats_text", "versions", "warn"]
+
+# Every character str.splitlines breaks at: a message stays one line whatever a path, a session
+# id or an error quotes.
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+_PACKAGES = ("ctxbudget", "langchain-ctxbudget", "llama-index-ctxbudget")
+_RUNTIME = ("chromadb", "onnxruntime", "tiktoken")
+
+
+def one_line(text: str) -> str:
+    """``text`` with each line break shown escaped, as Python writes it in a string."""
+    return _BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def warn(message: str) -> None:
+    """One ``ctxbudget: warning: ...`` line on stderr."""
+    print(f"ctxbudget: warning: {one_line(message)}", file=sys.stderr)
+
+
+def versions() -> str:
+    """``--version``: the installed ctxbudget packages, then Python and the main runtimes."""
+    lines = []
+    for name in _PACKAGES:
+        try:
+            lines.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            if name == "ctxbudget":  # imported from a source folder that was never installed
+                lines.append("ctxbudget (not installed: no package metadata)")
+    runtime = [f"python {platform.python_version()}"]
+    for name in _RUNTIME:
+        try:
+            runtime.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue  # an extra that is not installed
+    lines.append(f"with {', '.join(runtime)}")
+    return "\n".join(lines) + "\n"
+
+
+def stats_text(stats: Mapping[str, Any]) -> str:
+    """``ctxbudget stats`` for people: one figure a line."""
+    kinds = ", ".join(f"{kind} {n:,}" for kind, n in sorted(stats["by_kind"].items()))
+    rows = [
+        ("location", str(stats["location"])),
+        ("records", f"{stats['records']:,}" + (f" ({kinds})" if kinds else "")),
+        ("sessions", f"{stats['sessions']:,}"),
+        ("namespaces", f"{stats['namespaces']:,}"),
+        ("embedder", str(stats["embedder"])),
+    ]
+    return "\n".join(f"{label:<12}{one_line(value)}" for label, value in rows)
+
+
+def context_document(
+    ctx: AssembledContext,
+    counter: TokenCounter,
+    *,
+    session: str,
+    namespace: str,
+    warnings: Sequence[str],
+    output: bool,
+) -> dict[str, Any]:
+    """The ``--json`` document of ``assemble`` (``output=True``) and ``explain``.
+
+    Each item's ``tokens`` is what it costs in its section as rendered (``Layout.cost``, the
+    figure packing used): section headers, date lines and the reply priming belong to no item,
+    so the included items' tokens add up to at most ``tokens_used``.
+    """
+    layout = Layout(ctx.format, counter)
+
+    def cost(item: ContextItem) -> int:
+        return layout.cost(item, layout.section_of(item))
+
+    document: dict[str, Any] = {
+        "session": session,
+        "namespace": namespace,
+        "format": ctx.format,
+        "counter": ctx.counter_name,
+        "approximate": ctx.approximate,
+        "tokens_used": ctx.tokens_used,
+        "tokens_available": ctx.tokens_available,
+        "window": ctx.budget.window,
+        "reserve": ctx.budget.reserve,
+        "safety": ctx.budget.safety,
+        "included": [
+            {"id": item.id, "tier": tier_name(item.tier), "tokens": cost(item)}
+            for item in ctx.included
+        ],
+        "pruned": [
+            {
+                "id": p.item.id,
+                "tier": tier_name(p.item.tier),
+                "tokens": cost(p.item),
+                "reason": p.reason.value,
+                "detail": p.detail,
+            }
+            for p in ctx.pruned
+        ],
+        "tiers": {
+            u.name: {"offered": u.offered, "kept": u.kept, "pruned": u.pruned, "tokens": u.tokens}
+            for u in ctx.tiers.values()
+        },
+        "solvers": {
+            tier_name(t): {"solver": s.solver, "value": s.value, "bound": s.upper_bound}
+            for t, s in ctx.solvers.items()
+        },
+        "truncated": list(ctx.truncated),
+        "estimated": ctx.estimated,
+        "warnings": list(warnings),
+        "timing_ms": round(ctx.timing_ms, 3),
+    }
+    if output:
+        document["messages"] = ctx.to_messages()
+        document["text"] = ctx.render() if ctx.format != "messages" else None
+    return document

@@ -1,0 +1,243 @@
+"""Where a `CtxBudgetMemory`'s `ContextMemory` comes from: opened, described, re-opened.
+
+`open_memory` is `CtxBudgetMemory.from_defaults`'s: a given `ContextMemory`, or a new one in a
+folder. `CtxBudgetMemory.to_dict` writes the memory's fields (``token_limit``, ``session_id``,
+``model``, ``user_id``, ``block_tiers``), the names of its memory blocks and, under ``"store"``
+(`store_dict`), what re-opens its `ContextMemory`: the embedded Chroma folder, the collection,
+the namespace, the default model, the `MemoryConfig` and the embedder's name.
+`CtxBudgetMemory.from_dict` re-opens that folder (`from_dict_parts`, `open_store`).
+
+Live objects are not serialized: the embedder and the summarizer (pass ``embedder=`` and
+``summarizer=`` to ``from_dict``), memory blocks (they may hold an LLM or a vector store: pass
+``memory_blocks=``), and a store on a Chroma server or a given client (pass ``memory=``). Each
+missing one is a `ConfigurationError` that says what to pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from ctxbudget.core.summaries import Summarizer
+from ctxbudget.embed.base import as_embedder
+from ctxbudget.errors import ConfigurationError
+from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore
+from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
+
+__all__ = [
+    "STORE_KEY",
+    "dataclass_from",
+    "from_dict_parts",
+    "given_blocks",
+    "open_memory",
+    "open_store",
+    "store_dict",
+]
+
+STORE_KEY = "store"
+"""The key of `store_dict` in `CtxBudgetMemory.to_dict`."""
+
+_D = TypeVar("_D")
+
+
+def open_memory(
+    memory: ContextMemory | None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    model: str = "gpt-4o",
+    embedder: object = None,
+    config: MemoryConfig | None = None,
+    summarizer: Summarizer | None = None,
+) -> tuple[ContextMemory, bool]:
+    """``(memory, owned)``: ``memory`` as given (not owned), else a new one in ``path`` (owned).
+
+    A new one embeds with ``embedder`` (default: a `CtxBudgetEmbedding`, the local model with
+    its vector cache).
+
+    Raises:
+        ConfigurationError: ``memory`` with any of the options that would build another.
+    """
+    if memory is None:
+        chosen = CtxBudgetEmbedding() if embedder is None else embedder
+        built = ContextMemory(
+            path, embedder=chosen, model=model, config=config, summarizer=summarizer
+        )
+        return built, True
+    options = {"path": path, "embedder": embedder, "config": config, "summarizer": summarizer}
+    given = [name for name, value in options.items() if value is not None]
+    if given:
+        msg = (
+            f"pass either memory= or {', '.join(given)}, not both: a given ContextMemory "
+            "already has its store, embedder, config and summarizer"
+        )
+        raise ConfigurationError(msg)
+    return memory, False
+
+
+def store_dict(memory: ContextMemory) -> dict[str, Any]:
+    """What re-opens ``memory``: folder (None off an embedded Chroma), collection, settings."""
+    store = memory.store
+    return {
+        "path": None if store.folder is None else str(store.folder),
+        "location": store.location,
+        "collection": store.collection,
+        "namespace": memory.namespace,
+        "model": memory.model,
+        "embedder": store.embedder.name,
+        "config": _plain(dataclasses.asdict(memory.config)),
+    }
+
+
+def _plain(value: object) -> object:
+    """JSON's shape of a value: tuples as lists (what ``json.loads`` gives back)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def dataclass_from(cls: type[_D], data: Mapping[str, Any], where: str) -> _D:
+    """A frozen dataclass (`MemoryConfig`, its `Scoring`) from its `dataclasses.asdict`.
+
+    Lists become tuples where the default is a tuple (JSON has no tuples), nested dataclasses
+    are rebuilt; the class checks the values itself.
+
+    Raises:
+        ConfigurationError: a key the class does not have, or values it refuses.
+    """
+    if not isinstance(data, Mapping):
+        msg = f"{where} must be a dict, got {type(data).__name__}"
+        raise ConfigurationError(msg)
+    default = cls()
+    names = {f.name for f in dataclasses.fields(default)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - names)
+    if unknown:
+        msg = f"{where}: unknown settings {unknown}; known: {sorted(names)}"
+        raise ConfigurationError(msg)
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        current = getattr(default, name)
+        if dataclasses.is_dataclass(current) and isinstance(value, Mapping):
+            value = dataclass_from(type(current), value, f"{where}.{name}")
+        elif isinstance(current, tuple) and isinstance(value, list):
+            value = tuple(value)
+        values[name] = value
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        msg = f"{where}: {exc}"
+        raise ConfigurationError(msg) from exc
+
+
+def open_store(
+    entry: object, *, embedder: object = None, summarizer: Summarizer | None = None
+) -> ContextMemory:
+    """Re-open the `ContextMemory` a `store_dict` describes (an embedded Chroma folder).
+
+    Raises:
+        ConfigurationError: the entry is malformed; the store is not a folder (a server or a
+            client: pass ``memory=``); or ``embedder`` is not the one the store was written
+            with (pass ``embedder=``).
+    """
+    if not isinstance(entry, Mapping):
+        msg = (
+            f"{STORE_KEY!r} must be the dict CtxBudgetMemory.to_dict wrote, got "
+            f"{type(entry).__name__}; or pass memory=<ContextMemory>"
+        )
+        raise ConfigurationError(msg)
+    path = entry.get("path")
+    if not isinstance(path, str) or not path:
+        where = entry.get("location") or "not an embedded Chroma folder"
+        msg = (
+            f"the memory's store is {where}: only an embedded Chroma folder is re-opened from a "
+            "dict (a server or a client is a live connection); pass it: "
+            "CtxBudgetMemory.from_dict(data, memory=ContextMemory(chroma_url=...))"
+        )
+        raise ConfigurationError(msg)
+    config = dataclass_from(MemoryConfig, entry.get("config") or {}, f"{STORE_KEY}.config")
+    chosen = as_embedder(CtxBudgetEmbedding() if embedder is None else embedder)
+    written = entry.get("embedder")
+    if written is not None and written != chosen.name:
+        msg = (
+            f"the store in {path} was written with embedder {written!r}, not {chosen.name!r}; "
+            "pass that embedder: CtxBudgetMemory.from_dict(data, embedder=...)"
+        )
+        raise ConfigurationError(msg)
+    store = ChromaStore(path, collection=str(entry.get("collection", "ctxbudget")), embedder=chosen)
+    memory: ContextMemory | None = None
+    try:
+        memory = ContextMemory(
+            store=store,
+            namespace=str(entry.get("namespace", "default")),
+            model=str(entry.get("model", "gpt-4o")),
+            config=config,
+            summarizer=summarizer,
+        )
+    finally:
+        if memory is None:  # an unknown model: release the folder before the error
+            store.close()
+    return memory
+
+
+def given_blocks(
+    names: object, blocks: Sequence[BaseMemoryBlock[Any]] | None
+) -> list[BaseMemoryBlock[Any]]:
+    """The memory blocks for `CtxBudgetMemory.from_dict`: ``blocks``, covering the ``names``.
+
+    Raises:
+        ConfigurationError: a block the dict names was not passed again.
+    """
+    recorded = [str(n) for n in names] if isinstance(names, list) else []
+    given = list(blocks or [])
+    missing = [name for name in recorded if name not in {b.name for b in given}]
+    if missing:
+        msg = (
+            f"memory blocks {missing} are live objects (a block may hold an LLM or a vector "
+            "store) and are not serialized; pass them again: "
+            "CtxBudgetMemory.from_dict(data, memory_blocks=[...])"
+        )
+        raise ConfigurationError(msg)
+    return given
+
+
+def from_dict_parts(
+    data: Mapping[str, Any], options: dict[str, Any], class_name: str
+) -> tuple[ContextMemory, bool, dict[str, Any]]:
+    """``(memory, owned, fields)`` for `CtxBudgetMemory.from_dict` of ``data``.
+
+    ``options`` are ``from_dict``'s keywords: ``memory`` (used as is, not owned), else the
+    store is re-opened (owned) with ``embedder`` and ``summarizer``; ``memory_blocks``; any
+    other is a field that overrides the dict's.
+
+    Raises:
+        ConfigurationError: ``data`` describes another class, or something it cannot hold is
+            missing (the message says what to pass).
+    """
+    fields = dict(data)
+    options = dict(options)
+    name = fields.pop("class_name", class_name)
+    if name != class_name:
+        msg = f"this dict describes a {name!r}, not a {class_name!r}"
+        raise ConfigurationError(msg)
+    entry = fields.pop(STORE_KEY, None)
+    fields["memory_blocks"] = given_blocks(
+        fields.pop("memory_blocks", []), options.pop("memory_blocks", None)
+    )
+    memory = options.pop("memory", None)
+    embedder = options.pop("embedder", None)
+    summarizer = options.pop("summarizer", None)
+    fields.update(options)
+    if memory is None:
+        return open_store(entry, embedder=embedder, summarizer=summarizer), True, fields
+    if not isinstance(memory, ContextMemory):
+        msg = f"memory must be a ctxbudget ContextMemory, got {type(memory).__name__}"
+        raise ConfigurationError(msg)
+    given, _ = open_memory(memory, embedder=embedder, summarizer=summarizer)
+    return given, False, fields
