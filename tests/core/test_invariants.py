@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from ctxbudget import (
     Tier,
     TokenCounter,
 )
+from ctxbudget.core.dedupe import normalize
 from ctxbudget.core.render import Layout
 
 COUNTERS = {name: TokenCounter.from_encoding(name) for name in ("o200k_base", "cl100k_base")}
@@ -77,7 +79,29 @@ def test_never_pruned_items_are_present(items: list[ContextItem], budget: int, f
     if ctx is None:
         return
     required = {it.id for it in items if it.never_pruned}
-    assert required <= set(ctx.included_ids)
+    # ... unless it says what an included item says (a fact pinned twice is sent once).
+    twins = {p.item.id: p for p in ctx.pruned if p.reason is PruneReason.DUPLICATE}
+    for missing in required - set(ctx.included_ids):
+        twin = twins[missing].item
+        assert twin.tier not in (Tier.SYSTEM, Tier.QUERY)
+        kept = {normalize(it.text) for it in ctx.included}
+        assert normalize(twin.text) in kept
+
+
+@SETTINGS
+@given(items=item_sets(), budget=BUDGETS, fmt=FORMATS)
+def test_the_summary_counts_what_the_report_lists(
+    items: list[ContextItem], budget: int, fmt: Any
+) -> None:
+    ctx = assemble_or_none(ContextAssembler(COUNTERS["o200k_base"]), items, budget, fmt)
+    if ctx is None:
+        return
+    summary = ctx.summary()  # before the list is built: counted from packing's own records
+    listed = Counter(p.reason.value for p in ctx.pruned)
+    assert summary["pruned_by_reason"] == dict(listed)
+    assert summary["pruned"] == len(ctx.pruned)
+    assert summary["included"] == len(ctx.included)
+    assert ctx.summary() == summary
 
 
 @SETTINGS

@@ -6,6 +6,7 @@ kind of history no provider accepts, and `tier_usage` the per-tier figures of an
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -201,6 +202,26 @@ class AssembledContext:
             self._pruned = kept
         return self._pruned
 
+    def _reason_counts(self) -> Counter[str]:
+        """How many items `pruned` lists per reason, without building the list.
+
+        A summary is made on every call of an agent, where over a thousand memories may be
+        pruned: each would become an object.
+        """
+        if self._pruned_lazy is None:
+            return Counter(entry.reason.value for entry in self._pruned)
+        included = {item.id for item in self.included}
+        seen: set[int] = set()
+        counts: Counter[str] = Counter()
+        eager = ((entry.item, entry.reason) for entry in self._pruned)
+        lazy = ((item, reason) for items, reason, _ in self._pruned_lazy for item in items)
+        for item, reason in itertools.chain(eager, lazy):  # the same rules as `pruned`
+            if id(item) in seen or (item.id in included and reason is not PruneReason.DUPLICATE):
+                continue
+            seen.add(id(item))
+            counts[reason.value] += 1
+        return counts
+
     @property
     def estimated(self) -> list[str]:
         """Ids of included messages sent with images of unknown size (``messages`` format).
@@ -248,7 +269,7 @@ class AssembledContext:
         offered fit; None when no tier needed one: history goes newest exchange first) and
         ``solvers`` (per tier name).
         """
-        reasons = Counter(entry.reason.value for entry in self.pruned)
+        reasons = self._reason_counts()
         solvers = {tier_name(t): report.solver for t, report in sorted(self.solvers.items())}
         return {
             "tokens_used": self.tokens_used,
