@@ -70,16 +70,21 @@ def main() -> None:
 
     rows = []
     for budget in (2_048, 16_384, 128_000):
+        # Trimmed one message at a time, as trim_messages does, so the choices can be compared
+        # (the default step trimming keeps the cache-stable prefix: benchmarks/bench_prefix.py).
         cold_counter = TokenCounter.for_model("gpt-4o")
         cold_counter.clear_cache()
         cold = timed(
             lambda b=budget, c=cold_counter: budget_messages(
-                messages, max_tokens=b, token_counter=c
+                messages, max_tokens=b, token_counter=c, history_trim="message"
             ),
             1,
         )
-        ours = budget_messages(messages, max_tokens=budget)
-        warm = timed(lambda b=budget: budget_messages(messages, max_tokens=b), args.repeat)
+        ours = budget_messages(messages, max_tokens=budget, history_trim="message")
+        warm = timed(
+            lambda b=budget: budget_messages(messages, max_tokens=b, history_trim="message"),
+            args.repeat,
+        )
         theirs = trim(budget, tiktoken_counter)
         lc = timed(lambda b=budget: trim(b, tiktoken_counter), max(3, args.repeat // 5))
         trim(budget, cached_counter)

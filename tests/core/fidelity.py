@@ -79,7 +79,7 @@ def expected_rows(ctx: AssembledContext, fmt: str) -> list[ParsedRow]:
                 section,
                 text,
                 item.role if labelled else None,
-                (item.name or None) if labelled else None,
+                (item.name or None) if labelled or section == "files" else None,
                 date,
                 expected_calls(item),
                 item.tool_call_id,

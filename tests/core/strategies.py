@@ -76,7 +76,17 @@ def item_sets(draw: st.DrawFn, *, with_system: bool | None = None) -> list[Conte
         items.append(ContextItem("sys", draw(texts), tier=Tier.SYSTEM))
     items.extend(draw(conversations()))
     other_tiers = st.sampled_from(
-        [Tier.PINNED, Tier.TOOLS, Tier.RETRIEVED, Tier.ENTITY, Tier.SUMMARY, Tier.OLD, 45, 90]
+        [
+            Tier.FILES,
+            Tier.PINNED,
+            Tier.TOOLS,
+            Tier.RETRIEVED,
+            Tier.ENTITY,
+            Tier.SUMMARY,
+            Tier.OLD,
+            45,
+            90,
+        ]
     )
     for i in range(draw(st.integers(0, 10))):
         items.append(
@@ -85,7 +95,17 @@ def item_sets(draw: st.DrawFn, *, with_system: bool | None = None) -> list[Conte
                 draw(texts),
                 tier=draw(other_tiers),
                 score=draw(scores),
-                shrink=draw(st.sampled_from([Shrink.DROP, Shrink.DROP, Shrink.TRUNCATE])),
+                shrink=draw(
+                    st.sampled_from(
+                        [
+                            Shrink.DROP,
+                            Shrink.DROP,
+                            Shrink.TRUNCATE,
+                            Shrink.LINES,
+                            Shrink.LINES_HEAD_TAIL,
+                        ]
+                    )
+                ),
                 timestamp=draw(st.none() | st.floats(0, 2e9)),
                 role=draw(st.none() | st.sampled_from(["user", "assistant"])),
             )
@@ -198,7 +218,9 @@ def hostile_item_sets(draw: st.DrawFn, *, never: bool = True) -> list[ContextIte
     history = draw(agent_conversations(never=never))
     items.extend(history)
     ids = [it.id for it in history]
-    other_tiers = st.sampled_from([Tier.PINNED, Tier.TOOLS, Tier.RETRIEVED, Tier.ENTITY, 45, 90])
+    other_tiers = st.sampled_from(
+        [Tier.FILES, Tier.PINNED, Tier.TOOLS, Tier.RETRIEVED, Tier.ENTITY, 45, 90]
+    )
     for i in range(draw(st.integers(0, 6))):
         role = draw(st.none() | st.sampled_from(["user", "assistant", "tool"]))
         items.append(
@@ -207,7 +229,11 @@ def hostile_item_sets(draw: st.DrawFn, *, never: bool = True) -> list[ContextIte
                 draw(SAME_TEXTS | texts),
                 tier=draw(other_tiers),
                 score=draw(scores),
-                shrink=draw(st.sampled_from([Shrink.DROP, Shrink.TRUNCATE, Shrink.SUMMARIZE])),
+                shrink=draw(
+                    st.sampled_from(
+                        [Shrink.DROP, Shrink.TRUNCATE, Shrink.SUMMARIZE, Shrink.LINES_HEAD_TAIL]
+                    )
+                ),
                 role=role,
                 name=draw(NAMES) if role else None,
                 timestamp=draw(st.none() | st.floats(0, 2e9)),

@@ -13,10 +13,12 @@ def test_public_names_are_pinned() -> None:
             "ConfigurationError",
             "ConfigurationTypeError",
             "OnnxEmbedder",
+            "PRESETS",
             "ContextAssembler",
             "ContextItem",
             "ContextMemory",
             "CtxBudgetError",
+            "DetectedWindow",
             "Embedder",
             "LocalEmbedder",
             "MemoryConfig",
@@ -39,9 +41,20 @@ def test_public_names_are_pinned() -> None:
             "TierUsage",
             "TokenCounter",
             "TokenizerUnavailableError",
+            "TrimReport",
             "UnknownModelError",
+            "WindowDetectionError",
+            "detect_window",
             "lookup_model",
             "register_model",
+            "FileItems",
+            "file_item",
+            "file_items",
+            "folder_items",
+            "folder_tree_item",
+            "Strategy",
+            "preset",
+            "register_preset",
         ]
     )
     for name in ctxbudget.__all__:
@@ -54,6 +67,8 @@ def test_errors_share_one_root_and_the_builtins_callers_catch() -> None:
     assert issubclass(ctxbudget.InvalidBudgetError, ValueError)
     assert issubclass(ctxbudget.UnknownModelError, KeyError)
     assert issubclass(ctxbudget.MissingDependencyError, ImportError)
+    assert issubclass(ctxbudget.WindowDetectionError, ctxbudget.InvalidBudgetError)
+    assert issubclass(ctxbudget.WindowDetectionError, ConnectionError)
     assert issubclass(ctxbudget.ConfigurationError, ctxbudget.CtxBudgetError)
     assert issubclass(ctxbudget.ConfigurationError, ValueError)
     assert issubclass(ctxbudget.ConfigurationTypeError, ctxbudget.ConfigurationError)

@@ -20,18 +20,31 @@ from ctxbudget import ContextAssembler, ContextItem, Tier
 from ctxbudget.cli.main import main
 from ctxbudget.core.ids import internal_id
 from ctxbudget.embed.local import LocalEmbedder
+from ctxbudget.errors import ConfigurationError
 from ctxbudget.eval import (
+    SPEAKER_FORMS,
     DatasetError,
+    EvalRun,
     answer_in,
+    compare_summary,
     load_locomo,
     normalize_answer,
     parse_locomo,
+    run_locomo,
     split_evidence,
 )
 from ctxbudget.eval.baselines import recency_window, top_k
+from ctxbudget.eval.forms import (
+    entity_settings,
+    speaker_forms,
+    turn_item,
+    turn_line,
+    turn_message,
+)
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.scoring import LexicalIndex, Scoring, lexical_terms
+from ctxbudget.memory.speakers import speaker_of
 from ctxbudget.store.chroma_store import ChromaStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,7 +270,7 @@ def test_eval_help_lists_locomo(capsys: pytest.CaptureFixture[str]) -> None:
     assert exited.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: ctxbudget eval locomo")
-    for flag in ("--budgets", "--model", "--out", "--conversations", "--questions"):
+    for flag in ("--budgets", "--model", "--out", "--conversations", "--questions", "--speakers"):
         assert flag in out
 
 
@@ -297,6 +310,146 @@ def test_eval_reports_an_unreadable_file_in_one_line(
     code, _, err = run_cli(capsys, "eval", "locomo", str(not_list), "--out", str(tmp_path / "o"))
     assert code == 2
     assert "expected a JSON list of LoCoMo samples" in err and "Traceback" not in err
+
+
+# -- how the speakers are stored (--speakers) and entity memory (--entities) -----------------
+
+
+def test_speaker_forms_and_entity_settings_read_what_the_options_accept() -> None:
+    assert speaker_forms("name") == ("name",)
+    assert speaker_forms("all") == SPEAKER_FORMS == ("name", "prefix", "role")
+    assert speaker_forms("role, prefix") == ("prefix", "role")  # report order, not given order
+    assert speaker_forms("prefix,all") == SPEAKER_FORMS
+    for bad in ("", "names", "name,nobody", ","):
+        with pytest.raises(ConfigurationError, match="speakers must be one of name, prefix"):
+            speaker_forms(bad)
+    assert [entity_settings(v) for v in ("off", "on", "both")] == [(False,), (True,), (False, True)]
+    with pytest.raises(ConfigurationError, match="entities must be one of off, on, both"):
+        entity_settings("yes")
+
+
+def test_each_form_stores_the_same_turns_and_only_the_speaker_moves() -> None:
+    conversation = parse_locomo([sample()]).conversations[0]
+    for turn in conversation.turns:
+        name, prefix, role = (turn_message(turn, conversation, f) for f in SPEAKER_FORMS)
+        assert name["name"] == turn.speaker and name["text"] == turn.text
+        assert prefix["text"] == f"{turn.speaker}: {turn.text}" and "name" not in prefix
+        assert role["text"] == turn.text and "name" not in role
+        for message in (name, prefix, role):
+            assert message["id"] == turn.dia_id and message["timestamp"] == turn.timestamp
+            assert message["role"] == ("user" if turn.speaker == "Ana" else "assistant")
+        # What ContextMemory reads back as the speaker is the same in the first two forms.
+        assert speaker_of(name) == speaker_of(prefix) == turn.speaker
+        assert speaker_of(role) is None
+        items = [turn_item(turn, conversation, f) for f in SPEAKER_FORMS]
+        assert [i.name for i in items] == [turn.speaker, None, None]
+        assert [turn_line(turn, f) for f in SPEAKER_FORMS] == [
+            f"{turn.speaker}: {turn.text}",
+            f"{turn.speaker}: {turn.text}",
+            turn.text,
+        ]
+    with pytest.raises(ConfigurationError, match="speakers must be one of"):
+        turn_message(conversation.turns[0], conversation, "both")
+    with pytest.raises(ConfigurationError, match="speakers must be one of"):
+        run_locomo(parse_locomo([sample()]), speakers="prefixed", embedder=object())
+
+
+def test_eval_help_lists_the_speaker_and_entity_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval", "locomo", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--speakers {name,prefix,role,all}" in out and "--entities {off,on,both}" in out
+    assert "'comparison'" in out and "'variants'" in out  # the several-runs file is described
+
+
+def test_eval_refuses_an_unknown_speakers_form_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample()]), encoding="utf-8")
+    argv = ["eval", "locomo", str(data), "--out", str(tmp_path / "o"), "--speakers", "names"]
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err == (
+        "ctxbudget: error: --speakers must be one of name, prefix, role, all (or a "
+        "comma-separated list of forms), got 'names'\n"
+    )
+    assert not (tmp_path / "o").exists()  # refused before any work
+
+
+def small_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, *options: str
+) -> tuple[str, dict[str, Any], str]:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample()]), encoding="utf-8")
+    out_dir = tmp_path / "results"
+    argv = ["eval", "locomo", str(data), "--out", str(out_dir), "--budgets", "200,600"]
+    code, out, err = run_cli(capsys, *argv, "--no-progress", *options)
+    assert code == 0, err
+    table = (out_dir / "locomo.md").read_text(encoding="utf-8")
+    assert table in out
+    assert (out_dir / "locomo_recall.png").read_bytes().startswith(PNG_MAGIC)
+    return table, json.loads((out_dir / "locomo.json").read_text(encoding="utf-8")), out
+
+
+def test_one_form_writes_the_single_run_files_as_before(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    table, data, _ = small_run(capsys, tmp_path, "--speakers", "prefix")
+    assert data["benchmark"] == "locomo" and data["speakers"] == "prefix"
+    assert {"headline", "adversarial", "by_category", "outcomes", "settings"} <= data.keys()
+    assert data["settings"]["entities"] is False
+    assert "speakers as a 'Name: ' prefix" in table.splitlines()[0]
+    assert "comparison" not in data
+
+
+def test_several_runs_are_reported_side_by_side_with_the_gap_per_budget(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    table, data, _ = small_run(capsys, tmp_path, "--speakers", "all", "--entities", "both")
+    labels = [
+        "speakers in name",
+        "speakers in name, entities on",
+        "speakers as a Name: prefix",
+        "speakers as a Name: prefix, entities on",
+        "role only (no speaker)",
+        "role only (no speaker), entities on",
+    ]
+    comparison = data["comparison"]
+    assert [v["label"] for v in data["variants"]] == labels
+    assert [v["label"] for v in comparison["variants"]] == labels
+    assert comparison["reference"] == "speakers in name" and comparison["budgets"] == [200, 600]
+    for variant in data["variants"]:  # each shaped as a single run's file
+        assert variant["budgets"] == [200, 600] and "outcomes" in variant
+        assert variant["settings"]["entities"] is variant["label"].endswith("entities on")
+    recall = comparison["recall"]
+    for label in labels[1:]:
+        for budget in ("200", "600"):
+            wanted = recall[label][budget] - recall["speakers in name"][budget]
+            assert comparison["gap"][label][budget] == pytest.approx(wanted)
+            assert f"{wanted:+.3f}" in table
+        largest = max(abs(v) for v in comparison["gap"][label].values())
+        assert comparison["largest_gap"][label] == pytest.approx(largest)
+    headline = {v["label"]: v["headline"]["ctxbudget"] for v in data["variants"]}
+    for label in labels:
+        assert [recall[label][b] for b in ("200", "600")] == [
+            headline[label][b]["recall"] for b in ("200", "600")
+        ]
+        assert f"| {label} |" in table and f"## {label}" in table
+    assert "| gap: speakers as a Name: prefix - speakers in name |" in table
+    assert "### Evidence recall by category (ContextMemory)" in table
+    assert set(comparison["baselines"]) == {labels[0], labels[2], labels[4]}
+
+
+def test_compare_refuses_runs_that_measured_different_things(tmp_path: Path) -> None:
+    run = EvalRun((), (1024,), "gpt-4o", "compact", ("conv-x",), 10, (), {})
+    other = dataclasses.replace(run, budgets=(2048,), speakers="prefix")
+    with pytest.raises(ConfigurationError, match="must share budgets"):
+        compare_summary([run, other])
+    with pytest.raises(ConfigurationError, match="at least one"):
+        compare_summary([])
 
 
 # -- a real run on a subset ------------------------------------------------------------------

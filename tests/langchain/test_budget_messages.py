@@ -114,7 +114,8 @@ def test_same_result_as_trim_messages_on_histories_ending_with_a_question(
     system = messages[0] if isinstance(messages[0], SystemMessage) else None
     needed = tiktoken_counter([system]) if system is not None else 3
     assume(needed <= max_tokens)  # trim_messages returns more than max_tokens otherwise
-    ours = budget_messages(messages, max_tokens=max_tokens)
+    # Trimmed by message, as trim_messages trims (the default, in steps, keeps a cached prefix).
+    ours = budget_messages(messages, max_tokens=max_tokens, history_trim="message")
     assert same_objects(ours, trimmed(messages, max_tokens))
     assert sent_tokens(ours) <= max_tokens
 
@@ -131,7 +132,7 @@ def test_same_result_as_trim_messages_when_the_newest_exchange_fits(data: st.Dat
     system = messages[0] if isinstance(messages[0], SystemMessage) else None
     assume((tiktoken_counter([system]) if system is not None else 3) <= max_tokens)
     theirs = trimmed(messages, max_tokens)
-    ours = budget_messages(messages, max_tokens=max_tokens)
+    ours = budget_messages(messages, max_tokens=max_tokens, history_trim="message")
     if any(not isinstance(m, SystemMessage) for m in theirs):
         assert same_objects(ours, theirs)
     else:
@@ -157,7 +158,8 @@ def test_langchain_docs_example_matches(max_tokens: int) -> None:
         HumanMessage("what do you call a speechless parrot"),
     ]
     assert same_objects(
-        budget_messages(messages, max_tokens=max_tokens), trimmed(messages, max_tokens)
+        budget_messages(messages, max_tokens=max_tokens, history_trim="message"),
+        trimmed(messages, max_tokens),
     )
 
 
@@ -401,3 +403,65 @@ def test_long_histories_keep_only_what_fits(n: int) -> None:
     assert out[0] is messages[0]
     if n:
         assert out[-1] is messages[-1]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.text(alphabet="abcdefghij (){}=:.", min_size=0, max_size=60), min_size=1, max_size=80
+    ),
+    max_tokens=st.integers(min_value=120, max_value=900),
+)
+def test_extra_files_are_sent_in_the_system_message_cut_at_whole_lines(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str], max_tokens: int
+) -> None:
+    from ctxbudget import file_item
+
+    folder = tmp_path_factory.mktemp("src")
+    path = folder / "app.py"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    item = file_item(path, root=folder)
+    history = [
+        SystemMessage("Be brief."),
+        HumanMessage("Hi"),
+        AIMessage("Hello!"),
+        HumanMessage("Fix app.py"),
+    ]
+    seen: list[Any] = []
+    try:
+        kept = budget_messages(history, max_tokens=max_tokens, extra=[item], on_context=seen.append)
+    except BudgetExceededError:
+        return
+    counter = TokenCounter.for_model("gpt-4o")
+    assert counter.count_messages(convert_to_openai_messages(kept)) <= max_tokens
+    assert isinstance(kept[0], SystemMessage) and kept[0].text.startswith("Be brief.")
+    assert kept[-1].text == "Fix app.py"
+    ctx = seen[-1].context
+    assert (item.id in ctx.included_ids) != (item.id in [p.item.id for p in ctx.pruned])
+    if item.id in ctx.included_ids:
+        sent = kept[0].text
+        assert "### app.py\n" in sent
+        body = sent.split("### app.py\n", 1)[1].splitlines()
+        original = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        shown = [line.strip() for line in body if not line.strip().startswith("… [")]
+        # What is sent of the file is whole lines of it, in order (the elided runs aside).
+        position = 0
+        for line in (x for x in shown if x):
+            assert line in original[position:], line
+            position = original.index(line, position) + 1
+
+
+def test_extra_refuses_history_query_and_non_items() -> None:
+    from ctxbudget import ContextItem, Tier
+
+    history = [HumanMessage("Hi")]
+    with pytest.raises(InvalidItemError, match=r"extra\[0\].*history"):
+        budget_messages(history, max_tokens=100, extra=[ContextItem("h", "x", tier=Tier.RECENT)])
+    with pytest.raises(InvalidItemError, match=r"extra\[1\].*ContextItem"):
+        budget_messages(
+            history,
+            max_tokens=100,
+            extra=[ContextItem("f", "x", tier=Tier.FILES), "text"],  # type: ignore[list-item]
+        )

@@ -11,6 +11,7 @@ from ctxbudget import MissingDependencyError
 def test_public_names_are_pinned() -> None:
     assert sorted(langchain_ctxbudget.__all__) == sorted(
         [
+            "DEFAULT_ENTITY_PROMPT",
             "DEFAULT_SUMMARY_PROMPT",
             "CallContext",
             "ChatModelSummarizer",
@@ -18,6 +19,7 @@ def test_public_names_are_pinned() -> None:
             "CtxBudgetCompressor",
             "CtxBudgetMiddleware",
             "CtxBudgetRetriever",
+            "LLMEntityExtractor",
             "budget_messages",
         ]
     )

@@ -7,7 +7,9 @@ turns; the 200-turn run is in test_agent_200_turns.py.
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -137,7 +139,14 @@ def test_an_unknown_model_gets_its_window_from_the_options_or_its_profile() -> N
         create_agent(unknown, middleware=[CtxBudgetMiddleware()]).invoke({"messages": history})
 
 
-def test_an_ollama_model_is_budgeted_to_its_num_ctx_never_the_model_card() -> None:
+def test_an_ollama_model_is_budgeted_to_its_num_ctx_never_the_model_card(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without num_ctx the middleware asks the Ollama server: none answers on a closed port.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{closed}")
     history = [HumanMessage("word " * 300, id="old"), AIMessage("ok", id="a"), HumanMessage("hi")]
     served = ChatOllama(messages=iter(["hi"]), num_ctx=200)
     create_agent(served, middleware=[CtxBudgetMiddleware()]).invoke({"messages": history})
@@ -335,3 +344,41 @@ async def test_async_agent_with_memory_stores_and_recalls(memory: ContextMemory)
     assert [r.id for r in memory.history("async-1")] == [m.id for m in state["messages"]]
     sent, _ = model.calls[-1]
     assert "Ana prefers window seats." in sent[0].text
+
+
+def test_calls_with_memory_are_in_the_inclusion_log(memory: ContextMemory) -> None:
+    model = RecordingChatModel(messages=iter([AIMessage("Noted."), AIMessage("Coimbra.")]))
+    seen: list[Any] = []
+    middleware = CtxBudgetMiddleware(
+        model="gpt-4o", budget=400, memory=memory, on_context=seen.append
+    )
+    agent = create_agent(model, middleware=[middleware], context_schema=dict)
+    context = {"session_id": "logged", "user_id": "u-log"}
+    messages: list[Any] = []
+    for question in ("My sister lives in Coimbra.", "Where does my sister live?"):
+        messages = agent.invoke({"messages": [*messages, HumanMessage(question)]}, context=context)[
+            "messages"
+        ]
+    memory.flush()
+    records = memory.contexts("logged")
+    assert len(records) == 2  # one per model call, newest first
+    assert records[0].user_id == "u-log"
+    assert [entry.id for entry in records[0].included] == seen[-1].context.included_ids
+    assert records[0].tokens_used == seen[-1].context.tokens_used
+
+
+def test_extra_files_go_in_the_system_message_of_every_call(tmp_path: Path) -> None:
+    from ctxbudget import file_item
+
+    (tmp_path / "notes.md").write_text("Deploy with make release.\n", encoding="utf-8")
+    model = RecordingChatModel(messages=iter([AIMessage("Sure.")]))
+    middleware = CtxBudgetMiddleware(
+        model="gpt-4o", budget=300, extra=[file_item(tmp_path / "notes.md", root=tmp_path)]
+    )
+    agent = create_agent(model, system_prompt="Be brief.", middleware=[middleware])
+    agent.invoke({"messages": [HumanMessage("How do I deploy?")]})
+    sent, _ = model.calls[-1]
+    assert sent[0].type == "system"
+    assert sent[0].text.startswith("Be brief.")
+    assert "notes.md" in sent[0].text
+    assert "Deploy with make release." in sent[0].text

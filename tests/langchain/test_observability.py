@@ -55,6 +55,7 @@ SUMMARY_KEYS = {
     "pruned_by_reason",
     "solver",
     "solvers",
+    "prefix_tokens",
 }
 
 

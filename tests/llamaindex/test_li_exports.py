@@ -14,12 +14,14 @@ SRC = Path(__file__).resolve().parents[2] / "packages" / "llamaindex-ctxbudget" 
 def test_public_names_are_pinned() -> None:
     assert sorted(llama_index.ctxbudget.__all__) == sorted(
         [
+            "DEFAULT_ENTITY_PROMPT",
             "DEFAULT_SUMMARY_PROMPT",
             "ContextAssembledEvent",
             "CtxBudgetEmbedding",
             "CtxBudgetMemory",
             "CtxBudgetNodePostprocessor",
             "CtxBudgetRetriever",
+            "LLMEntityExtractor",
             "LLMSummarizer",
             "block_tier",
             "set_tier",

@@ -409,3 +409,17 @@ async def test_sync_get_with_blocks_inside_a_running_event_loop(
     assert "The user is Ada." in (out[0].content or "")
     assert out == await memory.aget()
     assert memory.to_dict()["memory_blocks"] == ["core"]  # names only: blocks are live objects
+
+
+def test_every_get_is_in_the_inclusion_log(context_memory: ContextMemory) -> None:
+    memory = memory_on(context_memory, session_id="li-logged")
+    memory.put(user("Hi, I am planning a trip to Lisbon."))
+    memory.put(assistant("Lovely! When are you going?"))
+    memory.put(user("In May, for a week."))
+    memory.get()
+    context_memory.flush()
+    records = context_memory.contexts("li-logged")
+    assert len(records) == 1
+    last = context_memory.previous_contexts.get("li-logged")
+    assert last is not None
+    assert [entry.id for entry in records[0].included] == last.included_ids

@@ -15,6 +15,7 @@ from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason, TierUsage
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
+from ctxbudget.core.trimming import TrimReport
 from ctxbudget.errors import (
     BudgetExceededError,
     ConfigurationError,
@@ -27,11 +28,20 @@ from ctxbudget.errors import (
     StoreInputError,
     TokenizerUnavailableError,
     UnknownModelError,
+    WindowDetectionError,
 )
 from ctxbudget.extras import lazy_attributes
+from ctxbudget.sources import (
+    FileItems,
+    file_item,
+    file_items,
+    folder_items,
+    folder_tree_item,
+)
 from ctxbudget.store.retry import RetryPolicy
 from ctxbudget.tokens.counter import TokenCounter
 from ctxbudget.tokens.models import ModelInfo, lookup_model, register_model
+from ctxbudget.tokens.served import DetectedWindow, detect_window
 
 __all__ = [
     "AssembledContext",
@@ -44,8 +54,10 @@ __all__ = [
     "ContextItem",
     "ContextMemory",
     "CtxBudgetError",
+    "DetectedWindow",
     "Embedder",
     "ExtractiveSummarizer",
+    "FileItems",
     "InvalidBudgetError",
     "InvalidItemError",
     "LocalEmbedder",
@@ -53,6 +65,7 @@ __all__ = [
     "MissingDependencyError",
     "ModelInfo",
     "OnnxEmbedder",
+    "PRESETS",
     "PruneReason",
     "PrunedItem",
     "Record",
@@ -62,14 +75,24 @@ __all__ = [
     "SolverReport",
     "StoreError",
     "StoreInputError",
+    "Strategy",
     "Summarizer",
     "Tier",
     "TierUsage",
     "TokenCounter",
     "TokenizerUnavailableError",
+    "TrimReport",
     "UnknownModelError",
+    "WindowDetectionError",
+    "detect_window",
+    "file_item",
+    "file_items",
+    "folder_items",
+    "folder_tree_item",
     "lookup_model",
+    "preset",
     "register_model",
+    "register_preset",
 ]
 
 __version__ = "0.1.0"
@@ -80,6 +103,10 @@ _LAZY = {
     "ContextMemory": "ctxbudget.memory.context",
     "MemoryConfig": "ctxbudget.memory.config",
     "Scoring": "ctxbudget.memory.scoring",
+    "Strategy": "ctxbudget.memory.strategy",
+    "PRESETS": "ctxbudget.memory.presets",
+    "preset": "ctxbudget.memory.presets",
+    "register_preset": "ctxbudget.memory.presets",
     "ChromaStore": "ctxbudget.store.chroma_store",
     "Record": "ctxbudget.store.records",
     "Embedder": "ctxbudget.embed.local",

@@ -4,6 +4,7 @@ One root, specific leaves; each leaf also subclasses the builtin a caller would 
 
     CtxBudgetError                      (Exception)
     ├── InvalidBudgetError              (ValueError)   a budget that cannot be met by anything
+    │   └── WindowDetectionError        (ConnectionError) a model server could not tell its window
     ├── BudgetExceededError             (ValueError)   never-pruned items alone do not fit
     ├── InvalidItemError                (ValueError)   a malformed ContextItem or message
     ├── UnknownModelError               (KeyError)     a model the registry does not know
@@ -31,6 +32,7 @@ __all__ = [
     "StoreInputError",
     "TokenizerUnavailableError",
     "UnknownModelError",
+    "WindowDetectionError",
 ]
 
 
@@ -40,6 +42,23 @@ class CtxBudgetError(Exception):
 
 class InvalidBudgetError(CtxBudgetError, ValueError):
     """A budget that no content could meet: zero, negative, or a reserve larger than the window."""
+
+
+class WindowDetectionError(InvalidBudgetError, ConnectionError):
+    """A local model server could not tell the window it serves a model with.
+
+    Unreachable, not serving the model, or answering something unexpected; the message names
+    the URL, what failed and what to do (start the server, or pass ``window=``). An
+    `InvalidBudgetError` too: without the window there is no budget (a caller that handled
+    Ollama's refusal without ``num_ctx`` handles this as well).
+
+    Attributes:
+        url: the server asked (its root, e.g. ``"http://127.0.0.1:11434"``).
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class BudgetExceededError(CtxBudgetError, ValueError):

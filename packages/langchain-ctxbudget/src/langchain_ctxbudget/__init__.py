@@ -6,6 +6,7 @@
 * `CtxBudgetRetriever`, `CtxBudgetCompressor`: retrieved context packed into a token budget.
 * `CtxBudgetChatMessageHistory`: chat history stored in a ``ContextMemory``.
 * `ChatModelSummarizer`: a ``ctxbudget.Summarizer`` backed by any chat model.
+* `LLMEntityExtractor`: entity memory's extractor backed by any chat model.
 
 >>> from langchain_core.messages import HumanMessage
 >>> from langchain_ctxbudget import budget_messages
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_ctxbudget.chat_history import CtxBudgetChatMessageHistory
 from langchain_ctxbudget.compressors import CtxBudgetCompressor
+from langchain_ctxbudget.entities import DEFAULT_ENTITY_PROMPT, LLMEntityExtractor
 from langchain_ctxbudget.messages import budget_messages
 from langchain_ctxbudget.observe import CallContext
 from langchain_ctxbudget.retrievers import CtxBudgetRetriever
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from langchain_ctxbudget.middleware import CtxBudgetMiddleware
 
 __all__ = [
+    "DEFAULT_ENTITY_PROMPT",
     "DEFAULT_SUMMARY_PROMPT",
     "CallContext",
     "ChatModelSummarizer",
@@ -35,6 +38,7 @@ __all__ = [
     "CtxBudgetCompressor",
     "CtxBudgetMiddleware",
     "CtxBudgetRetriever",
+    "LLMEntityExtractor",
     "budget_messages",
 ]
 

@@ -3,14 +3,16 @@
 The middleware's options (``model``, ``budget``, ``reserve``, ``safety``) become a core
 `ctxbudget.Budget`; on each call the tool schemas the request carries are added to its reserve
 (`call_budget`). When no model is named, the chat model of the request says which it is
-(`model_name`).
+(`model_name`). The tier floors and caps come from the middleware's strategy over its memory's
+(`ctxbudget.memory.plan`): with neither, a budget given in tokens keeps the memory's
+``retrieved_floor`` for memories, as `ContextMemory.assemble` does. A local server is asked
+the window it serves the model with (`model_window`, `ctxbudget.detect_window`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from ctxbudget import (
     Budget,
@@ -18,25 +20,14 @@ from ctxbudget import (
     InvalidBudgetError,
     TokenCounter,
     UnknownModelError,
+    detect_window,
     lookup_model,
 )
-from ctxbudget.memory.candidates import retrieved_floors
+from ctxbudget.core.budget import Share
+from ctxbudget.tokens.served import ollama_url
 from langchain_ctxbudget.convert import chat_model_name, tool_tokens
 
-if TYPE_CHECKING:
-    from ctxbudget.memory.context import ContextMemory
-
-__all__ = ["call_budget", "memory_floors", "model_name", "model_window", "window_budget"]
-
-
-def memory_floors(memory: ContextMemory | None) -> dict[int, float]:
-    """Tier floors for a budget given in tokens: a share for memories, as `ContextMemory` keeps.
-
-    ``ContextMemory.assemble`` keeps ``config.retrieved_floor`` of a plain token budget for
-    retrieved memories even against history (`ctxbudget.memory.candidates.retrieved_floors`);
-    the middleware does the same with ``memory``.
-    """
-    return {} if memory is None else retrieved_floors(memory.config.retrieved_floor)
+__all__ = ["call_budget", "model_name", "model_window", "window_budget"]
 
 
 def window_budget(
@@ -45,9 +36,14 @@ def window_budget(
     window: int | None,
     reserve: int | None,
     safety: int,
-    floors: Mapping[int, float],
+    floors: Mapping[int, Share],
+    caps: Mapping[int, Share] | None = None,
+    base_url: str | None = None,
 ) -> Budget:
     """The budget of ``window`` tokens, or else of ``model``'s window (`Budget.for_model`).
+
+    ``floors`` and ``caps`` are the tier shares (`ctxbudget.memory.plan.Plan`); ``base_url``
+    is the local server to ask ``model``'s window from.
 
     Raises:
         UnknownModelError: neither a window nor a model, or a model ctxbudget does not know.
@@ -56,8 +52,12 @@ def window_budget(
         if model is None:  # pragma: no cover - guarded by the callers
             msg = "no model to take the window from"
             raise UnknownModelError(msg)
-        return Budget.for_model(model, reserve=reserve, safety=safety, floors=floors)
-    return Budget(window=window, reserve=reserve or 0, safety=safety, floors=floors)
+        return Budget.for_model(
+            model, base_url=base_url, reserve=reserve, safety=safety, floors=floors, caps=caps
+        )
+    return Budget(
+        window=window, reserve=reserve or 0, safety=safety, floors=floors, caps=caps or {}
+    )
 
 
 def call_budget(budget: Budget, counter: TokenCounter, tools: Sequence[object]) -> Budget:
@@ -81,15 +81,26 @@ def call_budget(budget: Budget, counter: TokenCounter, tools: Sequence[object]) 
         raise BudgetExceededError(msg, required=schemas, available=budget.available) from exc
 
 
-def model_window(chat_model: object) -> int | None:
-    """The window a chat model declares: Ollama's ``num_ctx``, else its profile's input limit.
+def model_window(chat_model: object, *, base_url: str | None = None) -> int | None:
+    """The window a chat model is served with: its ``num_ctx``, its server's, else its profile's.
 
-    ``num_ctx`` is what an Ollama server actually serves (the model card's window is larger);
-    LangChain model profiles (``chat_model.profile``) give ``max_input_tokens``.
+    ``num_ctx`` is what an Ollama server actually serves (the model card's window is larger).
+    Without it, the local server at ``base_url`` is asked (`ctxbudget.detect_window`: Ollama,
+    vLLM, LM Studio), and a ``ChatOllama`` always asks its own (its ``base_url``, else
+    ``OLLAMA_HOST``, else 127.0.0.1:11434). LangChain model profiles (``chat_model.profile``)
+    give ``max_input_tokens``.
+
+    Raises:
+        WindowDetectionError: the server does not answer or does not serve the model.
     """
     served = getattr(chat_model, "num_ctx", None)
     if isinstance(served, int) and not isinstance(served, bool) and served > 0:
         return served
+    name = chat_model_name(chat_model)
+    ollama = type(chat_model).__name__ == "ChatOllama"
+    if name is not None and (ollama or base_url is not None):
+        url = base_url or ollama_url(getattr(chat_model, "base_url", None))
+        return detect_window(f"ollama:{name}" if ollama else name, base_url=url).window
     profile = getattr(chat_model, "profile", None)
     limit = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
     if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:

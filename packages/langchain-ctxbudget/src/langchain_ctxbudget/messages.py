@@ -3,6 +3,8 @@
 The messages become `ctxbudget.ContextItem`s (the leading system message is never pruned,
 ``pinned`` facts come next, then the conversation as whole exchanges, newest first), the core
 `ContextAssembler` packs them, and the messages it kept come back as the very objects given.
+History is cut in steps by default (``history_trim="step"``, `ctxbudget.core.trimming`), so the
+calls of a growing conversation share a prefix a provider's prompt cache reuses.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from langchain_core.runnables import Runnable, RunnableLambda
 
 from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
 from ctxbudget.core.ids import internal_id
-from ctxbudget.core.items import Shrink
+from ctxbudget.core.items import Shrink, side_items
+from ctxbudget.core.render import message_of
 from ctxbudget.core.split import split_prefix
+from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, TrimOptions, trim_options
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 from langchain_ctxbudget.convert import item_of, resolve_counter
+from langchain_ctxbudget.observe import CallContext, budget_summary
 
 __all__ = ["budget_messages"]
 
@@ -84,6 +89,11 @@ def budget_messages(
     allow_partial: Literal[False] = False,
     text_splitter: None = None,
     pinned: Sequence[str] = (),
+    extra: Sequence[ContextItem] = (),
+    history_trim: TrimMode = "step",
+    trim_step: float = DEFAULT_TRIM_STEP,
+    previous: Sequence[MessageLikeRepresentation] | None = None,
+    on_context: Callable[[CallContext], object] | None = None,
 ) -> list[BaseMessage]:
     """Keep the newest whole exchanges that fit ``max_tokens``, counted exactly.
 
@@ -93,7 +103,10 @@ def budget_messages(
     tool calls included); the system message and ``pinned`` facts are never dropped (an error
     says so when they alone do not fit, where trim_messages returns more than ``max_tokens``);
     history is kept as whole exchanges (a user message and everything that answers it), so it
-    never starts with an orphan tool result and never separates a tool call from its result.
+    never starts with an orphan tool result and never separates a tool call from its result;
+    and it is cut in steps (``history_trim="step"``), so that as a conversation grows the calls
+    share a prefix a provider's prompt cache reuses (``history_trim="message"`` keeps the
+    newest exchanges that fit, as trim_messages does).
 
     Multimodal messages are kept as given: text blocks are counted exactly, images by OpenAI's
     rule (`ctxbudget.image_tokens`, size from the block's ``width``/``height`` or the header of
@@ -127,6 +140,18 @@ def budget_messages(
         text_splitter: not supported (it only serves ``allow_partial``).
         pinned: facts that are always sent, in the system message after its text. The system
             message returned is then a new one holding both.
+        extra: more items offered beside the conversation, as they are: files and folder
+            trees (`ctxbudget.file_item`, `ctxbudget.folder_tree_item`), facts, notes. Those
+            that fit go in the system message (a new one), by tier and score; the report says
+            why each other one was pruned. Not system, query or history items.
+        history_trim: ``"step"`` cuts history only at anchors that stay put as messages are
+            appended (kept history is between ``max_tokens - step`` and ``max_tokens``, less
+            the system message); ``"message"`` keeps the newest exchanges that fit.
+        trim_step: the share of history's room one step drops (`ctxbudget.core.trimming`).
+        previous: the messages the previous call returned: the report's ``prefix_tokens``
+            counts the leading tokens this call repeats exactly (what a prompt cache reuses).
+        on_context: called with the call's `CallContext` (its `AssembledContext` as
+            ``context``: ``explain()``, ``prefix_tokens``; no thread, session or user).
 
     Returns:
         The kept messages in order: the given objects (a new `SystemMessage` when ``pinned``).
@@ -137,7 +162,8 @@ def budget_messages(
         InvalidItemError: a message that is not a chat message, has an unknown role, or has
             a content block that is neither text nor an image (the error names the message
             and the block).
-        ValueError: an unsupported trim_messages option (the message says why).
+        ValueError: an unsupported trim_messages option (the message says why), or an
+            unknown ``history_trim`` or a ``trim_step`` outside (0, 1) (`ConfigurationError`).
 
     >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     >>> history = [SystemMessage("Be brief."), HumanMessage("Hi"), AIMessage("Hello!"),
@@ -146,6 +172,11 @@ def budget_messages(
     ['system', 'human']
     """
     _check_options(strategy, allow_partial, text_splitter, start_on)
+    if on_context is not None and not callable(on_context):
+        msg = f"on_context must be a function of one CallContext, got {on_context!r}"
+        raise ConfigurationError(msg)
+    trim = trim_options(history_trim, trim_step)
+    extras = side_items(extra, where="extra")
     counter = resolve_counter(token_counter, model)
     given = _messages_of(messages)
     if end_on is not None:
@@ -161,7 +192,7 @@ def budget_messages(
     items: list[ContextItem] = []
     originals: dict[str, BaseMessage] = {}
     if system is not None:
-        if pinned:
+        if pinned or extras:
             items.append(
                 ContextItem(internal_id("system"), system.text, tier=Tier.SYSTEM, source="system")
             )
@@ -182,7 +213,12 @@ def budget_messages(
         )
         for i, fact in enumerate(pinned)
     )
-    ctx = _assembler(counter).assemble(items, budget=Budget.coerce(max_tokens))
+    items.extend(extras)
+    ctx = _assembler(counter, trim).assemble(
+        items, budget=Budget.coerce(max_tokens), previous=_sent(previous)
+    )
+    if on_context is not None:
+        on_context(CallContext(ctx, None, None, None, budget_summary(ctx)))
     if ctx.estimated:
         logger.info(
             "budget_messages: images of unknown size counted as the most an image can cost "
@@ -224,14 +260,25 @@ def _messages_of(messages: _Input) -> list[BaseMessage]:
     return out
 
 
-def _assembler(counter: TokenCounter) -> ContextAssembler:
-    key = f"{counter.name}:{counter.model}:{id(counter)}"
+def _assembler(counter: TokenCounter, trim: TrimOptions) -> ContextAssembler:
+    key = f"{counter.name}:{counter.model}:{id(counter)}:{trim['history_trim']}:{trim['trim_step']}"
     assembler = _ASSEMBLERS.get(key)
     if assembler is None or assembler.counter is not counter:
         if len(_ASSEMBLERS) > 32:
             _ASSEMBLERS.clear()
-        assembler = _ASSEMBLERS[key] = ContextAssembler(counter)
+        assembler = _ASSEMBLERS[key] = ContextAssembler(counter, **trim)
     return assembler
+
+
+def _sent(previous: Sequence[MessageLikeRepresentation] | None) -> list[dict[str, Any]] | None:
+    """The previous call's messages as the core renders them (provider messages)."""
+    if previous is None:
+        return None
+    sent: list[dict[str, Any]] = []
+    for index, message in enumerate(_messages_of(previous)):
+        item = item_of(message, id=_key(index), index=index)
+        sent.append(message_of(item, item.role or "user", item.text))
+    return sent
 
 
 def _check_options(

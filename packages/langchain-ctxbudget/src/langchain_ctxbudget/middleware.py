@@ -7,6 +7,7 @@ Needs the ``agents`` extra (``pip install 'langchain-ctxbudget[agents]'``), whic
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseLanguageModel
@@ -16,8 +17,6 @@ from langchain_core.runnables.config import run_in_executor
 from ctxbudget import (
     AssembledContext,
     Budget,
-    BudgetExceededError,
-    ContextAssembler,
     ContextItem,
     Summarizer,
     Tier,
@@ -25,16 +24,14 @@ from ctxbudget import (
 )
 from ctxbudget.compat import renamed
 from ctxbudget.core.ids import internal_id
-from ctxbudget.core.items import Shrink
+from ctxbudget.core.items import Shrink, side_items
 from ctxbudget.core.split import split_prefix
+from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, trim_options
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
-from langchain_ctxbudget.budget import (
-    call_budget,
-    memory_floors,
-    model_name,
-    model_window,
-    window_budget,
-)
+from ctxbudget.memory.plan import plan_for
+from ctxbudget.memory.presets import StrategyLike
+from langchain_ctxbudget.assembly import CallAssembler
+from langchain_ctxbudget.budget import call_budget, model_name, model_window, window_budget
 from langchain_ctxbudget.convert import counter_for, item_of, resolve_counter
 from langchain_ctxbudget.identity import message_keys, run_identity, run_thread
 from langchain_ctxbudget.observe import (
@@ -115,10 +112,15 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         reserve: tokens kept for the reply; default: ``model``'s output limit capped as in
             `Budget.for_model`, or 0 with an int ``budget``.
         safety: extra tokens kept free.
+        base_url: the local server of the model (Ollama, vLLM, LM Studio): its window is asked
+            from there (`ctxbudget.detect_window`) unless ``budget`` gives it; a ``ChatOllama``
+            without ``num_ctx`` asks its own server without it.
         counter: a model name, a `ctxbudget.TokenCounter` or ``"approximate"`` to count
             with, when it is not ``model``'s tokenizer (``token_counter`` is its old name).
         pinned: facts sent on every call, whatever happens (a call they do not fit raises
             `BudgetExceededError`).
+        extra: items offered on every call beside the conversation (files, folder trees:
+            `ctxbudget.file_item`), packed by tier in the system message (`budget_messages`).
         memory: a `ctxbudget.ContextMemory` to store the conversation in and to recall
             long-term memories from.
         session_id: the memory session; default: ``session_id`` of the runtime context, else
@@ -127,11 +129,19 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         documents: which document collections of ``memory`` to search (True: all; False: none).
         summarizer: folds old stretches of the session into summaries after each run (e.g.
             `ChatModelSummarizer`); only with ``memory``.
-        min_exchanges: newest exchanges kept before pinned facts and memories are packed.
+        min_exchanges: newest exchanges kept before pinned facts and memories are packed
+            (default: the strategy's, else ``memory``'s `MemoryConfig`, else 1).
+        strategy: a preset (``"agent"``, ``"coding"``...), `ctxbudget.Strategy` or mapping,
+            merged over ``memory``'s: the budget's floors and caps and the memory's gathering.
         on_context: called with each model call's `CallContext` before the model is, in the
             thread or task of the call (what it raises fails the call).
         keep_contexts: how many threads keep their newest context for `last_context` (least
-            recently used dropped first; 0: none).
+            recently used dropped first; 0: none); a thread's next call reports the prefix it
+            shares with it (``prefix_tokens``).
+        history_trim: ``"step"`` (default without ``memory``) cuts history at anchors, so calls
+            share a cached prefix; ``"message"`` (default with ``memory``, whose memories
+            change the system message anyway) keeps the newest exchanges that fit.
+        trim_step: the share of history's room one step drops (`ctxbudget.core.trimming`).
 
     Raises:
         ConfigurationError: a `Budget` combined with ``reserve`` or ``safety``; an
@@ -151,18 +161,23 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         budget: Budget | int | None = None,
         reserve: int | None = None,
         safety: int = 0,
+        base_url: str | None = None,
         counter: str | TokenCounter | None = None,
         pinned: Sequence[str] = (),
+        extra: Sequence[ContextItem] = (),
         memory: ContextMemory | None = None,
         session_id: str | None = None,
         user_id: str | None = None,
         documents: bool | str | Sequence[str] = True,
         summarizer: Summarizer | None = None,
-        min_exchanges: int = 1,
+        min_exchanges: int | None = None,
+        strategy: StrategyLike | None = None,
         on_context: Callable[[CallContext], object] | None = None,
         keep_contexts: int = 32,
         max_tokens: int | None = None,
         token_counter: str | TokenCounter | None = None,
+        history_trim: TrimMode | None = None,
+        trim_step: float = DEFAULT_TRIM_STEP,
     ) -> None:
         super().__init__()
         old = {"max_tokens": max_tokens, "token_counter": token_counter}
@@ -186,7 +201,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if summarizer is not None and memory is None:
             msg = "summarizer= folds stored messages into summaries: it needs memory= too"
             raise ConfigurationError(msg)
-        declared = None if model is None or isinstance(model, str) else model_window(model)
+        self._base_url = base_url
+        declared = None if model is None or isinstance(model, str) else self._window(model)
         if model is not None and not isinstance(model, str):
             model = model_name(model)
         self.model = model
@@ -196,18 +212,24 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.documents = documents
         self.summarizer = summarizer
         self.pinned = tuple(pinned)
+        self.extra = tuple(side_items(extra, where="extra"))
         self._counter = (
             resolve_counter(counter, model) if counter is not None or model is not None else None
         )
-        self._floors = memory_floors(memory)
-        self._budget: Budget | None = budget if isinstance(budget, Budget) else None
+        self.strategy = strategy
+        config, own = (None, None) if memory is None else (memory.config, memory.strategy)
+        self._plan = plan_for(config, own, strategy)
+        self._budget = self._plan.budget(budget) if isinstance(budget, Budget) else None
         self._max_tokens = window if window is not None else declared
         self._reserve = reserve
         self._safety = safety
         if self._budget is None and (model is not None or self._max_tokens is not None):
             self._budget = self._make_budget(model)
-        self.min_exchanges = min_exchanges
-        self._assemblers: dict[int, ContextAssembler] = {}
+        self.min_exchanges = (
+            self._plan.config.min_exchanges if min_exchanges is None else min_exchanges
+        )
+        trim = trim_options(history_trim, trim_step, memories=memory is not None)
+        self._assembly = CallAssembler(min_exchanges=self.min_exchanges, trim=trim)
         self._stored = StoredKeys()
         self._recalled = Recalled()
         self._observer = CallObserver(
@@ -298,6 +320,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
             for i, fact in enumerate(self.pinned)
         )
+        items.extend(self.extra)
         keys = message_keys(messages, ids[0] if ids is not None else None, thread)
         originals: dict[str, AnyMessage] = {}
         for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
@@ -315,6 +338,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 set(originals),
                 budget,
                 self.documents,
+                self.strategy,
             )
             items.extend(added.extras)
             # Stored after the gathering, which does not need them (they are in the state):
@@ -322,13 +346,17 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             # answers, not while the call reads the session.
             store_messages(self.memory, self._stored, messages, keys, ids)
 
-        ctx = self._assemble(counter, items, budget, bool(request.tools))
+        previous = self._observer.previous(thread)  # its report: the prefix they share
+        run = partial(self._assembly.assemble, counter, budget=budget, tools=bool(request.tools))
+        ctx = run(items, previous=previous)
         if added is not None and added.copies:
             # Older turns of this conversation come back as memories only when the history
             # lost them: a second pass offers the copies of the messages the first one cut.
             lost = added.lost(ctx)
             if lost:
-                ctx = self._assemble(counter, [*items, *lost], budget, bool(request.tools))
+                ctx = run([*items, *lost], previous=previous)
+        if self.memory is not None and ids is not None:
+            self.memory.record_context(ctx, session_id=ids[0], user_id=ids[1], counter=counter)
         # Prefix and memories in one system message (see `ctxbudget.core.split`).
         prefix, kept_ids = split_prefix(ctx, originals)
         new_system: SystemMessage | None = None
@@ -339,41 +367,28 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         return sent, ctx
 
-    def _assemble(
-        self, counter: TokenCounter, items: list[ContextItem], budget: Budget, tools: bool
-    ) -> AssembledContext:
-        try:
-            return self._assembler(counter).assemble(items, budget=budget)
-        except BudgetExceededError as exc:
-            if not tools:
-                raise
-            msg = f"{exc} (the reserve includes the tool schemas)"
-            raise BudgetExceededError(msg, required=exc.required, available=exc.available) from exc
-
-    def _assembler(self, counter: TokenCounter) -> ContextAssembler:
-        assembler = self._assemblers.get(id(counter))
-        if assembler is None or assembler.counter is not counter:
-            assembler = ContextAssembler(counter, min_exchanges=self.min_exchanges)
-            self._assemblers[id(counter)] = assembler
-        return assembler
-
     def _make_budget(self, model: str | None, declared: int | None = None) -> Budget:
         return window_budget(
             model,
             window=self._max_tokens if self._max_tokens is not None else declared,
             reserve=self._reserve,
             safety=self._safety,
-            floors=self._floors,
+            base_url=self._base_url,
+            floors=self._plan.floors,
+            caps=self._plan.caps,
         )
 
     def _call_budget(self, counter: TokenCounter, model: object, tools: Sequence[object]) -> Budget:
-        budget = self._budget or self._make_budget(self._model_name(model), model_window(model))
+        budget = self._budget or self._make_budget(self._model_name(model), self._window(model))
         return call_budget(budget, counter, tools)
 
     def _counter_of(self, model: object) -> TokenCounter:
         # With a window (given, or the chat model's), an unknown model counts approximately.
-        known = self._max_tokens is not None or model_window(model) is not None
+        known = self._max_tokens is not None or self._window(model) is not None
         return counter_for(self._model_name(model), "approximate" if known else "raise")
+
+    def _window(self, model: object) -> int | None:
+        return model_window(model, base_url=self._base_url)
 
     def _model_name(self, model: object) -> str:
         return self.model if self.model is not None else model_name(model)

@@ -5,7 +5,8 @@ messages the model receives:
 
 * `CallContext` (the context and the run it belongs to) is handed to ``on_context=`` in the
   thread or task of the call, and the newest one of each LangGraph thread is kept
-  (`CallObserver.last`, behind ``CtxBudgetMiddleware.last_context``);
+  (`CallObserver.last`, behind ``CtxBudgetMiddleware.last_context``): the thread's next call
+  is assembled with it as ``previous=`` and reports the prefix they share (``prefix_tokens``);
 * `budget_summary`, a compact JSON summary, goes in the model call's run metadata under
   ``"ctxbudget"``: what LangSmith shows on the chat model run, and what callback handlers and
   ``astream_events`` see. `call_with_metadata` runs the call with it in its ``RunnableConfig``,
@@ -172,6 +173,11 @@ class CallObserver:
         """The newest `CallContext` of ``thread_id`` (None if none is kept)."""
         with self._lock:
             return self._last.get(thread_id)
+
+    def previous(self, thread_id: str | None) -> AssembledContext | None:
+        """The context of the newest call of ``thread_id``: the next call's ``previous=``."""
+        call = None if thread_id is None else self.last(thread_id)
+        return None if call is None else call.context
 
 
 def _config_with(summary: Mapping[str, Any]) -> RunnableConfig:

@@ -21,6 +21,7 @@ from ctxbudget.memory.candidates import Additions, Candidates
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
+    from ctxbudget.memory.presets import StrategyLike
 
 __all__ = ["QUESTIONS_REMEMBERED", "Recalled", "recall"]
 
@@ -57,6 +58,7 @@ def recall(
     in_state: Collection[str],
     budget: Budget,
     documents: bool | str | Sequence[str],
+    strategy: StrategyLike | None = None,
 ) -> Additions:
     """What the memory adds for the state's last user message (`Candidates.added_to`).
 
@@ -64,7 +66,8 @@ def recall(
     turns the state does not hold: `ContextMemory.candidates` for this call's budget (the
     same gathering and scoring as `ContextMemory.assemble`).
     Copies: older turns of the state that match the question, by the key of the turn (their
-    own ids are ``ctxbudget:memory:<key>``).
+    own ids are ``ctxbudget:memory:<key>``). ``strategy`` is the middleware's (merged over the
+    memory's).
     """
     position = next(
         (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
@@ -88,6 +91,7 @@ def recall(
             documents=documents,
             search_recent=True,
             wait=False,
+            strategy=strategy,
         )
         recalled.put(cache_key, found)
     return found.added_to(in_state)

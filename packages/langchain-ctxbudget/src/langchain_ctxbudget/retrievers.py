@@ -7,13 +7,14 @@ from typing import Any, Literal
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ctxbudget import ContextAssembler, ContextItem, InvalidBudgetError, Tier, TokenCounter
 from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.presets import as_strategy
 from ctxbudget.store.chroma_store import Hit
 from langchain_ctxbudget.convert import resolve_counter
 
@@ -54,6 +55,8 @@ class CtxBudgetRetriever(BaseRetriever):
         model: the model whose tokenizer counts.
         counter: a `ctxbudget.TokenCounter` (or model name) instead of ``model``'s
             (``token_counter`` is its old name).
+        strategy: a preset, `ctxbudget.Strategy` or mapping, merged over the memory's: its
+            scoring weights rank the hits.
 
     >>> retriever = CtxBudgetRetriever(memory=mem, k=4, budget=800)  # doctest: +SKIP
     >>> docs = retriever.invoke("Where does the user live?")  # doctest: +SKIP
@@ -69,6 +72,14 @@ class CtxBudgetRetriever(BaseRetriever):
     fetch_k: int | None = Field(default=None, ge=1)
     model: str = "gpt-4o"
     counter: TokenCounter | str | None = None
+    strategy: Any = None
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: Any) -> Any:
+        if value is not None:
+            as_strategy(value)  # an unknown preset or invalid strategy fails here
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -109,6 +120,7 @@ class CtxBudgetRetriever(BaseRetriever):
             session_id=self.session_id,
             user_id=self.user_id,
             collections=self.collections if self.search == "documents" else None,
+            strategy=self.strategy,
         )
         hits = [s.hit for s in scored]
         scores = [s.score for s in scored]

@@ -17,14 +17,22 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.cli.output import context_document, stats_text, warn
+from ctxbudget.cli.output import (
+    budget_document,
+    budget_stats_text,
+    context_document,
+    stats_text,
+    warn,
+)
 from ctxbudget.cli.progress import ProgressEmbedder, progress_wanted
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
+from ctxbudget.extras import missing_extra
 
 __all__ = [
     "UsageError",
     "assemble",
     "budget_of",
+    "context_stats",
     "demo",
     "eval_locomo",
     "explain",
@@ -214,17 +222,71 @@ def explain(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
-    """``ctxbudget stats``: what the store holds (``--json``: one JSON object)."""
+    """``ctxbudget stats``: what the store holds (``--json``: one JSON object).
+
+    With ``--contexts`` (implied by ``--session``, ``--user``, ``--top`` and ``--plot``): the
+    budget analytics of the inclusion log instead (`ContextMemory.budget_stats`).
+    """
+    if args.contexts or args.session or args.user or args.top is not None or args.plot:
+        return context_stats(args)
     memory = open_memory(args)
     figures = memory.stats()
     print(json.dumps(figures, indent=2, sort_keys=True) if args.json else stats_text(figures))
     return 0
 
 
+def context_stats(args: argparse.Namespace) -> int:
+    """``ctxbudget stats --contexts``: budget analytics of the logged assemblies."""
+    from ctxbudget.memory.analytics import plot_budget_stats
+
+    top = 10 if args.top is None else args.top
+    if top < 0:
+        msg = f"--top must be 0 or more, got {top}"
+        raise UsageError(msg)
+    plot = Path(args.plot) if args.plot else None
+    if plot is not None:
+        if importlib.util.find_spec("matplotlib") is None:  # said before any work
+            error = missing_extra("eval", "the budget plot (ctxbudget stats --plot)")
+            raise error
+        if not plot.parent.is_dir():
+            msg = f"--plot {plot}: the folder {plot.parent} does not exist"
+            raise UsageError(msg)
+    memory = open_memory(args)
+    figures = memory.budget_stats(args.session, user_id=args.user, top=top)
+    scope = f"namespace {memory.namespace!r}"
+    scope += f", session {args.session!r}" if args.session else ""
+    scope += f", user {args.user!r}" if args.user else ""
+    if not figures.assemblies:
+        warn(
+            f"no logged assemblies in {scope} of {memory.store.location}; ContextMemory logs "
+            "each assemble (ctxbudget assemble and explain too); check --session, --user, "
+            "--namespace and --path"
+        )
+    if plot is not None:
+        plot = plot_budget_stats(figures, plot, title=f"{scope}: {figures.assemblies:,} assemblies")
+    if args.json:
+        document = budget_document(
+            figures,
+            namespace=memory.namespace,
+            session=args.session,
+            user=args.user,
+            plot=None if plot is None else str(plot),
+        )
+        print(json.dumps(document, ensure_ascii=False, indent=2))
+    else:
+        print(budget_stats_text(figures, scope=scope, top=top))
+        if plot is not None:
+            print(f"wrote {plot}")
+    return 0
+
+
 # -- eval -------------------------------------------------------------------------------------
 def eval_locomo(args: argparse.Namespace) -> int:
     """``ctxbudget eval locomo``: the LoCoMo evidence-recall evaluation."""
-    from ctxbudget.eval import load_locomo, plot_recall, run_locomo, to_json, to_markdown
+    from ctxbudget.eval import load_locomo, run_locomo
+    from ctxbudget.eval.compare import write_results
+    from ctxbudget.eval.forms import entity_settings, speaker_forms
+    from ctxbudget.memory.config import MemoryConfig
     from ctxbudget.tokens.counter import TokenCounter
 
     budgets = int_list(args.budgets, "--budgets")
@@ -232,6 +294,11 @@ def eval_locomo(args: argparse.Namespace) -> int:
         if value is not None and value <= 0:
             msg = f"{flag} must be a positive number, got {value}"
             raise UsageError(msg)
+    try:
+        forms, entities = speaker_forms(args.speakers), entity_settings(args.entities)
+    except ConfigurationError as exc:
+        msg = f"--{exc}"
+        raise UsageError(msg) from exc
     TokenCounter.for_model(args.model)  # an unknown model is reported before any work
     if importlib.util.find_spec("matplotlib") is None:
         msg = "the recall plot needs matplotlib: pip install matplotlib"
@@ -243,25 +310,24 @@ def eval_locomo(args: argparse.Namespace) -> int:
         msg = f"--out {out}: cannot create the folder ({exc.strerror or exc})"
         raise UsageError(msg) from exc
     data = load_locomo(args.data)
-    run = run_locomo(
-        data,
-        budgets=budgets,
-        model=args.model,
-        format=args.format,
-        max_conversations=args.conversations,
-        max_questions=args.questions,
-        progress=args.progress is not False,
-    )
-    table = to_markdown(run)
-    files = {
-        "locomo.md": table,
-        "locomo.json": to_json(run),
-    }
-    for name, text in files.items():
-        (out / name).write_text(text, encoding="utf-8")
-    plot = plot_recall(run, out / "locomo_recall.png")
+    runs = [
+        run_locomo(
+            data,
+            budgets=budgets,
+            model=args.model,
+            format=args.format,
+            config=MemoryConfig(entities=on),
+            max_conversations=args.conversations,
+            max_questions=args.questions,
+            progress=args.progress is not False,
+            speakers=form,
+        )
+        for form in forms
+        for on in entities
+    ]
+    table, written = write_results(runs, out)
     print(table)
-    print(f"wrote {out / 'locomo.md'}, {out / 'locomo.json'} and {plot}")
+    print(f"wrote {', '.join(str(p) for p in written[:-1])} and {written[-1]}")
     return 0
 
 

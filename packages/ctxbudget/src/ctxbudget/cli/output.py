@@ -11,14 +11,25 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.items import ContextItem, tier_name
 from ctxbudget.core.render import Layout
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.tokens.counter import TokenCounter
 
-__all__ = ["context_document", "one_line", "stats_text", "versions", "warn"]
+if TYPE_CHECKING:
+    from ctxbudget.memory.analytics import BudgetStats
+
+__all__ = [
+    "budget_document",
+    "budget_stats_text",
+    "context_document",
+    "one_line",
+    "stats_text",
+    "versions",
+    "warn",
+]
 
 # Every character str.splitlines breaks at: a message stays one line whatever a path, a session
 # id or an error quotes.
@@ -68,6 +79,56 @@ def stats_text(stats: Mapping[str, Any]) -> str:
         ("embedder", str(stats["embedder"])),
     ]
     return "\n".join(f"{label:<12}{one_line(value)}" for label, value in rows)
+
+
+def budget_stats_text(stats: BudgetStats, *, scope: str, top: int) -> str:
+    """``ctxbudget stats --contexts`` for people: totals, a per-tier table, the most pruned."""
+    lines = [
+        f"{scope}: {stats.assemblies:,} logged assemblies, {stats.errors:,} over-budget errors",
+        f"tokens used: p50 {stats.tokens_used_p50:,}, p90 {stats.tokens_used_p90:,}, max "
+        f"{stats.tokens_used_max:,} ({stats.used_share_p50:.0%} / {stats.used_share_p90:.0%} / "
+        f"{stats.used_share_max:.0%} of the budget)",
+    ]
+    if stats.tiers:
+        lines.append(
+            f"{'tier':<11}{'calls':>6}{'p50':>7}{'p90':>7}{'max':>7}  {'share p50/p90/max':<18}"
+            f"{'offered':>8}{'kept':>7}{'pruned':>7}{'at cap':>7}{'at floor':>9}"
+        )
+    for t in stats.tiers:
+        share = f"{t.share_p50:.0%}/{t.share_p90:.0%}/{t.share_max:.0%}"
+        lines.append(
+            f"{one_line(t.name)[:10]:<11}{t.assemblies:>6,}{t.tokens_p50:>7,}{t.tokens_p90:>7,}"
+            f"{t.tokens_max:>7,}  {share:<18}{t.offered:>8,}{t.kept:>7,}{t.pruned:>7,}"
+            f"{t.cap_hits:>7,}{t.floor_hits:>9,}"
+        )
+    if stats.pruned_by_reason:
+        reasons = ", ".join(f"{reason} {n:,}" for reason, n in stats.pruned_by_reason)
+        lines.append(f"pruned by reason: {reasons}")
+    if stats.most_pruned:
+        lines.append(f"most pruned (top {top}):")
+        lines.extend(
+            f"  {one_line(p.id)}  pruned in {p.count:,}, mostly {p.reason}"
+            for p in stats.most_pruned
+        )
+    return "\n".join(lines)
+
+
+def budget_document(
+    stats: BudgetStats,
+    *,
+    namespace: str,
+    session: str | None,
+    user: str | None,
+    plot: str | None,
+) -> dict[str, Any]:
+    """The ``--json`` document of ``ctxbudget stats --contexts`` (`BudgetStats.to_dict`)."""
+    return {
+        "namespace": namespace,
+        "session": session,
+        "user": user,
+        **stats.to_dict(),
+        "plot": plot,
+    }
 
 
 def context_document(

@@ -140,11 +140,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     stats = command(
         "stats",
-        "what the store holds",
+        "what the store holds, or budget analytics of logged assemblies (--contexts)",
         epilog=epilogs.STATS_JSON,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     stats.add_argument("--json", action="store_true", help="print one JSON document")
+    logged = stats.add_argument_group(
+        "budget analytics", "over the inclusion log of ContextMemory's assemblies"
+    )
+    logged.add_argument(
+        "--contexts",
+        action="store_true",
+        help="per-tier budget use, caps and floors hit, errors and the most-pruned items",
+    )
+    logged.add_argument("--session", help="one session's log (implies --contexts)")
+    logged.add_argument("--user", help="the assemblies made for one user (implies --contexts)")
+    logged.add_argument(
+        "--top", type=int, help="most-pruned items listed (default 10; implies --contexts)"
+    )
+    logged.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="also draw the analytics into this PNG (needs the eval extra; implies --contexts)",
+    )
     stats.set_defaults(run=run.stats)
 
     _add_eval(command)
@@ -162,7 +180,11 @@ def _add_eval(command: Any) -> None:
         description=(
             "Store each LoCoMo conversation in a fresh ContextMemory, assemble every question "
             "with evidence under each budget, and compare with a vector top-k and a recency "
-            "window on the same tokens. Writes locomo.md, locomo.json and locomo_recall.png."
+            "window on the same tokens. Writes locomo.md, locomo.json and locomo_recall.png. "
+            "With several runs (--speakers all, --entities both) the three files put "
+            "ContextMemory's runs side by side (recall per budget and category, the gap to the "
+            "first run), then each run's own tables; locomo.json then holds 'comparison' and "
+            "one 'variants' entry per run, each shaped as a single run's file."
         ),
     )
     locomo.add_argument(
@@ -190,6 +212,22 @@ def _add_eval(command: Any) -> None:
     )
     locomo.add_argument(
         "--questions", type=int, default=None, help="only the first N questions of each"
+    )
+    locomo.add_argument(
+        "--speakers",
+        default="name",
+        metavar="{name,prefix,role,all}",
+        help=(
+            "how each turn's speaker is stored: in the message's name (default), as a "
+            "'Name: ' prefix of its text, or not at all (role only); 'all' or a comma-separated "
+            "list runs each form on the same turns and reports them side by side"
+        ),
+    )
+    locomo.add_argument(
+        "--entities",
+        choices=("off", "on", "both"),
+        default="off",
+        help="MemoryConfig.entities for ContextMemory (default off; both: a run with each)",
     )
     locomo.add_argument(
         "--progress",

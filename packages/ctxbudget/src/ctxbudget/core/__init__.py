@@ -4,10 +4,12 @@ Where things happen:
 
 - `items`: `ContextItem`, `Tier`, `Shrink`: what callers offer.
 - `budget`: `Budget`: window, reserve, per-tier floors and caps.
-- `history`: where history is trimmed: whole exchanges, tool calls with their results.
+- `history`: where history is trimmed: whole exchanges, tool calls with their results;
+  `trimming`: cut in steps, so consecutive calls share a cached prefix (`prefix` measures it).
 - `packing`: the knapsack that picks what fits; `dedupe`: near-duplicates.
 - `tiers`: one packing pass, tier by tier, within floors and caps; `accounting`: its accounts.
-- `summaries`: what stands in for pruned items, and truncating or summarizing what did not fit.
+- `summaries`: what stands in for pruned items, and truncating or summarizing what did not fit;
+  `lines`: cutting at line boundaries, with a marker naming the lines left out.
 - `render`, `rows`, `readback`: the text and message formats, and reading them back.
 - `fit`: the exact count of the rendered output, and what goes when it is over.
 - `report`: `AssembledContext`: what was included, what was pruned and why.
@@ -24,6 +26,7 @@ from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason, TierUsage
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
+from ctxbudget.core.trimming import TrimReport
 
 __all__ = [
     "AssembledContext",
@@ -38,4 +41,5 @@ __all__ = [
     "Summarizer",
     "Tier",
     "TierUsage",
+    "TrimReport",
 ]

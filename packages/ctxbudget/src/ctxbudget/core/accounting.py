@@ -16,6 +16,7 @@ from ctxbudget.core.items import ContextItem
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.render import Layout
 from ctxbudget.core.report import PrunedItem, PruneReason
+from ctxbudget.core.trimming import TrimReport
 
 __all__ = ["PackState"]
 
@@ -48,6 +49,7 @@ class PackState:
     dates: set[tuple[str, str]] = field(default_factory=set)
     originals: dict[str, ContextItem] = field(default_factory=dict)
     sent: set[int] = field(default_factory=set)  # history items added before packing (by id())
+    trim: TrimReport | None = None  # how history was cut in step mode
 
     def date_cost(self, item: ContextItem, section: str) -> int:
         """The date line ``item`` would open in a section sorted by date (history: 0 here)."""

@@ -7,7 +7,8 @@ order; each step lives with its subject:
 - grouping by tier and dropping duplicates: here (`dedupe` compares);
 - packing tier by tier, floors and caps: `tiers`, which keeps its accounts in `accounting`;
 - summaries standing in for what they cover, truncating, summarizing: `summaries`;
-- what a conversation must keep together: `history`;
+- what a conversation must keep together: `history`; where it is cut in steps: `trimming`;
+- what repeats the previous call's output (a provider's cached prefix): `prefix`;
 - the exact count, and what goes when it is over: `fit`;
 - the per-tier figures and prune reasons of the report: `report`.
 """
@@ -29,6 +30,7 @@ from ctxbudget.core.history import conversation_order, sendable, with_partners
 from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.markup import SECTIONS
 from ctxbudget.core.packing import DEFAULT_EXACT_LIMIT
+from ctxbudget.core.prefix import Previous, history_start, shared_prefix_tokens
 from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import (
     AssembledContext,
@@ -39,6 +41,7 @@ from ctxbudget.core.report import (
 )
 from ctxbudget.core.summaries import Summarizer, substitutions
 from ctxbudget.core.tiers import pack_tiers
+from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, check_trim
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -65,6 +68,16 @@ class ContextAssembler:
         exact_limit: largest ``items x capacity`` solved by the exact knapsack.
         truncate_min_tokens: shortest truncated text worth keeping.
         verify: count the whole rendered output again even with an additive (tiktoken) counter.
+        history_trim: how history shrinks when it does not all fit: ``"message"`` keeps the
+            newest exchanges that fit; ``"step"`` cuts it only at anchors that stay put as turns
+            are appended, so consecutive calls share a prefix a provider's prompt cache reuses
+            (`ctxbudget.core.trimming`, docs/caching.md).
+        trim_step: with ``"step"``, the share of history's room one step drops: kept history
+            is between ``room - step - one exchange`` and ``room``.
+
+    Raises:
+        ConfigurationError: a negative ``min_exchanges``, an unknown ``history_trim`` or a
+            ``trim_step`` outside (0, 1).
 
     >>> from ctxbudget import ContextItem, Tier
     >>> assembler = ContextAssembler(model="gpt-4o")
@@ -86,6 +99,8 @@ class ContextAssembler:
         exact_limit: int = DEFAULT_EXACT_LIMIT,
         truncate_min_tokens: int = 16,
         verify: bool = False,
+        history_trim: TrimMode = "message",
+        trim_step: float = DEFAULT_TRIM_STEP,
     ) -> None:
         if counter is None:
             counter = TokenCounter.for_model(model or "gpt-4o")
@@ -99,6 +114,7 @@ class ContextAssembler:
         self.exact_limit = exact_limit
         self.truncate_min_tokens = truncate_min_tokens
         self.verify = verify
+        self.history_trim, self.trim_step = check_trim(history_trim, trim_step)
         self._layouts: dict[str, Layout] = {}
 
     def layout(self, fmt: Format) -> Layout:
@@ -114,13 +130,20 @@ class ContextAssembler:
         *,
         budget: Budget | int,
         format: Format = "messages",  # noqa: A002 - the public name the issue asks for
+        previous: Previous | None = None,
     ) -> AssembledContext:
         """Choose, order and render ``items`` within ``budget``.
+
+        ``previous`` is the previous call of the same session (its `AssembledContext`, the
+        provider messages it sent, or its text): the result's ``prefix_tokens`` says how many
+        of its leading tokens repeat it exactly (`ctxbudget.core.prefix`), and step trimming
+        keeps history where that call started it when moving back would gain less than a step.
 
         Raises:
             InvalidBudgetError: the budget is zero, negative, or all reserve.
             BudgetExceededError: the never-pruned items alone do not fit.
             InvalidItemError: something other than a `ContextItem` was given.
+            ConfigurationTypeError: ``previous`` is not one of the forms above.
         """
         start = perf_counter()
         budget = Budget.coerce(budget)
@@ -137,6 +160,9 @@ class ContextAssembler:
             exact_limit=self.exact_limit,
             summarizer=self.summarizer,
             truncate_min_tokens=self.truncate_min_tokens,
+            history_trim=self.history_trim,
+            trim_step=self.trim_step,
+            previous_start=history_start(previous),
         )
         state = pack(replaced={})
         replaced = substitutions(groups, state)
@@ -163,7 +189,7 @@ class ContextAssembler:
             # Only reachable with counters whose counts are not additive (Hugging Face,
             # approximate): drop the least valuable items until the exact count fits.
             included, parts, tokens_used = shrink_to_fit(layout, state, placed)
-        return AssembledContext(
+        context = AssembledContext(
             layout=layout,
             parts=parts,
             included=included,
@@ -176,7 +202,12 @@ class ContextAssembler:
             truncated=state.truncated,
             timing_ms=(perf_counter() - start) * 1000.0,
             packing_slack=max(0, state.used - tokens_used),
+            trim=state.trim,
         )
+        if previous is not None:
+            context.prefix_tokens = shared_prefix_tokens(context, previous, layout.counter)
+            context.timing_ms = (perf_counter() - start) * 1000.0
+        return context
 
     def _group(
         self, offered: list[ContextItem]

@@ -149,6 +149,7 @@ class Budget:
         model: str,
         *,
         window: int | None = None,
+        base_url: str | None = None,
         reserve: int | None = None,
         safety: int = 0,
         floors: Mapping[int, Share] | None = None,
@@ -157,17 +158,26 @@ class Budget:
         """The budget of a model; ``reserve`` defaults to its output limit, capped.
 
         ``window`` overrides the registry's (a local server's configured context, e.g.
-        Ollama's ``num_ctx``) and makes any model usable, registered or not. The default
-        reserve is the model's maximum output tokens (4,096 when unknown), but at most a
-        quarter of the window and at most 4,096 tokens (most replies are far shorter).
+        Ollama's ``num_ctx``) and makes any model usable, registered or not. Without it,
+        ``base_url`` asks the local server there for the window it serves the model with
+        (`ctxbudget.detect_window`: Ollama, vLLM, LM Studio; asked once per process). The
+        default reserve is the model's maximum output tokens (4,096 when unknown), but at most
+        a quarter of the window and at most 4,096 tokens (most replies are far shorter).
 
         Raises:
             UnknownModelError: the model is not registered and no ``window`` is given.
+            InvalidBudgetError: an Ollama model with neither ``window`` nor ``base_url``.
+            WindowDetectionError: ``base_url`` does not answer or does not serve the model.
 
         >>> Budget.for_model("ollama:llama3.1:8b", window=8192).window
         8192
         """
         from ctxbudget.tokens.models import lookup_model
+
+        if window is None and base_url is not None:
+            from ctxbudget.tokens.served import detect_window
+
+            window = detect_window(model, base_url=base_url).window
 
         served = isinstance(model, str) and model.strip().lower().startswith(_OLLAMA)
         if served and window is None:
@@ -175,7 +185,8 @@ class Budget:
                 f"{model!r} runs on Ollama, which serves it with the context its num_ctx option "
                 "sets, not the model's published window (a longer prompt is cut silently); pass "
                 f"window=<num_ctx>, e.g. Budget.for_model({model!r}, window=8192), or the "
-                "adapters' window or budget option"
+                "adapters' window or budget option; or ask the server with "
+                "base_url='http://127.0.0.1:11434'"
             )
             raise InvalidBudgetError(msg)
         limit: int | None = None

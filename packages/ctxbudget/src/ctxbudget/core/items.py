@@ -12,7 +12,16 @@ from typing import Any
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
-__all__ = ["NEVER_PRUNED_TIERS", "ROLES", "ContextItem", "Shrink", "Tier", "tier_name"]
+__all__ = [
+    "CUTTING_SHRINKS",
+    "NEVER_PRUNED_TIERS",
+    "ROLES",
+    "ContextItem",
+    "Shrink",
+    "Tier",
+    "side_items",
+    "tier_name",
+]
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -21,7 +30,9 @@ class Tier(IntEnum):
     """Priority tiers, highest first: a lower number is more important.
 
     Any integer is a valid tier too (``tier=45`` sits between ``RECENT`` and ``RETRIEVED``).
-    ``SYSTEM`` and ``QUERY`` are never pruned.
+    ``SYSTEM`` and ``QUERY`` are never pruned. ``FILES`` holds the files and folder trees a
+    user put in front of the assistant (`ctxbudget.sources`): just below the query, above
+    pinned facts, rendered in a section of their own under each file's path.
 
     >>> Tier.PINNED < Tier.RETRIEVED
     True
@@ -29,6 +40,7 @@ class Tier(IntEnum):
 
     SYSTEM = 0
     QUERY = 10
+    FILES = 15
     PINNED = 20
     TOOLS = 30
     RECENT = 40
@@ -60,6 +72,20 @@ class Shrink(StrEnum):
     """May be cut at a sentence boundary to use the space left."""
     SUMMARIZE = "summarize"
     """May be replaced by a summary (an existing one that covers it, or one made on the fly)."""
+    LINES = "lines"
+    """May be cut at line boundaries: its first whole lines, then a marker naming the lines
+    left out (``… [142 lines elided: 88-229] …``); see `ctxbudget.core.lines`."""
+    LINES_HEAD_TAIL = "lines_head_tail"
+    """Like ``LINES``, keeping its last whole lines too: the marker stands for the middle."""
+
+    @property
+    def cuts(self) -> bool:
+        """Whether an item may be cut to the room left (``TRUNCATE``, ``LINES``...)."""
+        return self in CUTTING_SHRINKS
+
+
+CUTTING_SHRINKS = frozenset({Shrink.TRUNCATE, Shrink.LINES, Shrink.LINES_HEAD_TAIL})
+"""The shrink modes that cut an item's text to fit (rather than drop or summarize it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +106,8 @@ class ContextItem:
         shrink: how the item may shrink when space is short.
         tool_calls: for an assistant message, the ids of the tool calls it makes.
         tool_call_id: for a tool result, the id of the call it answers.
-        name: optional author name of a message (counted as the provider bills it).
+        name: optional author name of a message (counted as the provider bills it); for an
+            item of the ``FILES`` tier, the file's path, shown as the header of its content.
         embedding: optional vector, used to drop near duplicates.
         tokens: a known token count of ``text`` for the assembler's encoding (a hint that saves
             tokenizing; the rendered output is always counted exactly).
@@ -246,3 +273,41 @@ def _checked_parts(item_id: str, parts: object) -> tuple[Any, ...]:
         )
         raise InvalidItemError(msg)
     return tuple(parts)
+
+
+_SIDE_TIERS_REFUSED = {
+    int(Tier.SYSTEM): "system",
+    int(Tier.QUERY): "query",
+    int(Tier.RECENT): "history",
+}
+
+
+def side_items(items: Iterable[object], *, where: str) -> list[ContextItem]:
+    """Items a caller offers beside the conversation it holds (files, facts, notes), checked.
+
+    The adapters take them as ``extra=``: they are packed and rendered with the system prompt
+    (in the prefix or the context message), never as messages of the conversation, so they
+    may not be system prompts, queries or history (``Tier.RECENT``).
+
+    Raises:
+        InvalidItemError: something other than a `ContextItem`, or one of those tiers (the
+            message names ``where`` and the item's index).
+    """
+    out: list[ContextItem] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, ContextItem):
+            msg = (
+                f"{where}[{index}] must be a ctxbudget.ContextItem (e.g. from "
+                f"ctxbudget.file_item), got {type(item).__name__}"
+            )
+            raise InvalidItemError(msg)
+        refused = _SIDE_TIERS_REFUSED.get(int(item.tier))
+        if refused is not None:
+            msg = (
+                f"{where}[{index}] ({item.id!r}) has tier {tier_name(int(item.tier))}: a {refused} "
+                "item belongs in the messages themselves; give it another tier (FILES, PINNED, "
+                "RETRIEVED, ...)"
+            )
+            raise InvalidItemError(msg)
+        out.append(item)
+    return out

@@ -6,6 +6,7 @@ Content is escaped so that no row can pass for another (see `ctxbudget.core.read
 from __future__ import annotations
 
 import functools
+import json
 import re
 from datetime import UTC, datetime
 
@@ -26,19 +27,22 @@ __all__ = [
     "date_label",
     "escape_compact",
     "escape_lines",
+    "file_header",
     "indent_block",
+    "parse_file_header",
     "unescape_compact",
 ]
 
 
 # Section names in render order, and which message (group) carries each in the messages format.
-SECTIONS = ("system", "pinned", "tools", "summaries", "knowledge", "history", "query")
+SECTIONS = ("system", "pinned", "tools", "files", "summaries", "knowledge", "history", "query")
 
 
 SECTION_GROUPS = {
     "system": "prefix",
     "pinned": "prefix",
     "tools": "prefix",
+    "files": "context",
     "summaries": "context",
     "knowledge": "context",
     "history": "history",
@@ -49,6 +53,7 @@ SECTION_GROUPS = {
 TEXT_HEADERS = {
     "pinned": "## Pinned facts\n",
     "tools": "## Tools\n",
+    "files": "## Files\n",
     "summaries": "## Summaries of earlier context\n",
     "knowledge": "## Relevant context\n",
     "history": "## Conversation\n",
@@ -59,6 +64,7 @@ TEXT_HEADERS = {
 COMPACT_HEADERS = {
     "pinned": "@pinned\n",
     "tools": "@tools\n",
+    "files": "@files path|text\n",
     "summaries": "@summaries who|text\n",
     "knowledge": "@context who|text\n",
     "history": "@history who|text\n",
@@ -69,6 +75,7 @@ COMPACT_HEADERS = {
 SECTION_OF_TIER = {
     int(Tier.SYSTEM): "system",
     int(Tier.QUERY): "query",
+    int(Tier.FILES): "files",
     int(Tier.PINNED): "pinned",
     int(Tier.TOOLS): "tools",
     int(Tier.RECENT): "history",
@@ -187,6 +194,48 @@ def escape_lines(text: str, fmt: str) -> str:
 def indent_block(text: str) -> str:
     """One fragment body: line breaks become an indented continuation; never starts blank."""
     return _LINE_BREAKS.sub("\n  ", text.strip())
+
+
+# A file's row opens with its path: as written when it is plain (no quote, backslash, "|",
+# control character, lone surrogate, and spaces only between words), else as a JSON string.
+_FILE_MARK = "###"
+_PLAIN_PATH = re.compile(
+    r"[^\s\"\\|\x00-\x1f\x7f\ud800-\udfff]+(?: [^\s\"\\|\x00-\x1f\x7f\ud800-\udfff]+)*"
+)
+
+
+def file_header(path: str | None) -> str:
+    r"""The line that opens a file's row: ``###``, then its path when it has one.
+
+    >>> file_header("src/app.py"), file_header('odd "name"|x')
+    ('### src/app.py', '### "odd \\"name\\"\\u007cx"')
+    """
+    if not path:
+        return _FILE_MARK
+    if _PLAIN_PATH.fullmatch(path):
+        return f"{_FILE_MARK} {path}"
+    quoted = json.dumps(path).replace("|", "\\u007c").replace("\x7f", "\\u007f")
+    return f"{_FILE_MARK} {quoted}"
+
+
+def parse_file_header(line: str) -> tuple[bool, str | None]:
+    """Invert `file_header`: ``(True, path)`` (path None: none given), ``(False, None)`` if not one.
+
+    >>> parse_file_header(file_header('odd "name"|x'))
+    (True, 'odd "name"|x')
+    """
+    if line == _FILE_MARK:
+        return True, None
+    if not line.startswith(_FILE_MARK + " "):
+        return False, None
+    label = line[len(_FILE_MARK) + 1 :]
+    if not label.startswith('"'):
+        return bool(_PLAIN_PATH.fullmatch(label)), label
+    try:
+        path = json.loads(label)
+    except ValueError:
+        return False, None
+    return isinstance(path, str), path if isinstance(path, str) else None
 
 
 @functools.lru_cache(maxsize=65_536)

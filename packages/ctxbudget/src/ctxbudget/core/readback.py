@@ -19,6 +19,7 @@ from ctxbudget.core.markup import (
     TEXT_HEADERS,
     UNESCAPE_LEAD,
     UNESCAPE_LINES,
+    parse_file_header,
     unescape_compact,
 )
 from ctxbudget.core.rows import LABEL_PATTERN, RowCall, parse_label, split_row
@@ -31,11 +32,12 @@ __all__ = ["ParsedRow", "RowCall", "parse_rendered"]
 class ParsedRow:
     """One piece of a rendered context, read back by `parse_rendered`.
 
-    ``section`` is one of ``system``, ``pinned``, ``tools``, ``summaries``, ``knowledge``,
-    ``history``, ``query``; the whole system prompt is one row. ``role`` and ``name`` are the
-    label of a turn or a knowledge entry (``role`` None: none given); ``date`` the date line
-    it sits under; ``tool_calls`` the calls an assistant turn makes and ``tool_call_id`` the
-    call a tool result answers. Each query is a row of its own.
+    ``section`` is one of ``system``, ``pinned``, ``tools``, ``files``, ``summaries``,
+    ``knowledge``, ``history``, ``query``; the whole system prompt is one row. ``role`` and
+    ``name`` are the label of a turn or a knowledge entry (``role`` None: none given), and
+    ``name`` a file's path; ``date`` the date line it sits under; ``tool_calls`` the calls an
+    assistant turn makes and ``tool_call_id`` the call a tool result answers. Each query is a
+    row of its own.
     """
 
     section: str
@@ -126,7 +128,9 @@ def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> No
     first, date, rest = body[0], body[1] or None, body[2:]
     role: str | None = None
     name: str | None = None
-    if fmt == "compact":
+    if section == "files":
+        name, text = _file_row(first, rest, fmt)
+    elif fmt == "compact":
         if section in ("pinned", "tools"):
             text = _strip_prefix(first, "- ", section)
         else:
@@ -150,6 +154,23 @@ def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> No
         text = "\n".join([first, *rest])
     text, calls, answers = split_row(text)
     rows.append(ParsedRow(section, text, role, name, date, calls, answers))
+
+
+_FILES = "files"
+
+
+def _file_row(first: str, rest: list[str], fmt: str) -> tuple[str | None, str]:
+    """A file's path and text: its header line, then (text) its indented lines."""
+    if fmt == "compact":
+        header, separator, text = first.partition("|")
+        is_header, path = parse_file_header(header)
+        if not (is_header and separator):
+            raise _not_rendered(_FILES, first)
+        return path, unescape_compact(text)
+    is_header, path = parse_file_header(first)
+    if not is_header:
+        raise _not_rendered(_FILES, first)
+    return path, "\n".join(rest)
 
 
 def _label(text: str) -> tuple[str | None, str | None]:

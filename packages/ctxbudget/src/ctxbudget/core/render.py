@@ -1,23 +1,25 @@
 r"""What the model sees, in what order, and what each piece costs.
 
 Three formats share one layout of sections, in a cache-friendly order: the stable prefix
-(system, pinned, tools) first and byte-identical across turns, then summaries, retrieved
+(system, pinned, tools) first and byte-identical across turns, then files, summaries, retrieved
 knowledge, recent history in chronological order, and the current query last.
 
-* ``messages``: provider chat messages. The stable prefix is one system message, summaries and
-  knowledge a second one, each history item its own message, the query a user message.
+* ``messages``: provider chat messages. The stable prefix is one system message, files,
+  summaries and knowledge a second one, each history item its own message, the query a user
+  message.
 * ``text``: one string with ``## Section`` headers; content lines are indented on continuation,
   so content can never start a line that looks like a header.
 * ``compact``: one string, one line per item (``who|text`` under ``@section`` headers) with
   newlines and backslashes escaped, so content can never forge a section or a turn.
 
 Each row shows who said it, what it says and the tool calls it carries (`ctxbudget.core.rows`:
-``assistant (Ben): Looking. [calls search({"q": "x"}) id=c1]``). The system prompt and the
-query are not indented or escaped (they stay as
-written), except that a line of theirs that would read as structure (a section header, a date
-line, a ``role:`` / ``role|`` turn) gets a backslash in front; so does a line of a knowledge
-entry without an author that starts like one. `parse_rendered` inverts the text and compact
-formats (`ctxbudget.core.readback`): every text comes back as it was put, trimmed of surrounding
+``assistant (Ben): Looking. [calls search({"q": "x"}) id=c1]``); a file's row opens with its
+path instead (``### src/app.py``, then its lines indented; compact: ``### src/app.py|text``).
+The system prompt and the query are not indented or escaped (they stay as written), except
+that a line of theirs that would read as structure (a section header, a date line, a
+``role:`` / ``role|`` turn) gets a backslash in front; so does a line of a knowledge entry
+without an author that starts like one. `parse_rendered` inverts the text and compact formats
+(`ctxbudget.core.readback`): every text comes back as it was put, trimmed of surrounding
 whitespace (and, in the text format, with its line breaks as ``"\\n"``).
 
 Every piece of rendered text is a *fragment* that ends with ``"\\n"`` and starts with a character
@@ -47,6 +49,7 @@ from ctxbudget.core.markup import (
     date_label,
     escape_compact,
     escape_lines,
+    file_header,
     indent_block,
 )
 from ctxbudget.core.rows import label, row_content
@@ -161,6 +164,12 @@ class Layout:
         if section == "query" and self.format != "messages":
             # Last fragment of the text, after its header.
             return escape_lines(row_content(item, markers=False), lines)
+        if section == "files":  # its path opens the row; the content follows, indented
+            header = file_header(item.name)
+            if self.format == "compact":
+                return f"{header}|{escape_compact(row_content(item))}\n"
+            body = indent_block(row_content(item))
+            return f"{header}\n  {body}\n" if body else f"{header}\n"
         if self.format == "compact":
             text = escape_compact(row_content(item))
             if section in ("pinned", "tools"):

@@ -19,6 +19,7 @@ from ctxbudget.core.history import Unsendable
 from ctxbudget.core.items import ContextItem, tier_name
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.render import Format, Layout, Part
+from ctxbudget.core.trimming import TrimReport
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX, image_size_unknown
 
 __all__ = [
@@ -140,6 +141,8 @@ class AssembledContext:
         "truncated",
         "tiers",
         "packing_slack",
+        "prefix_tokens",
+        "trim",
     )
 
     def __init__(
@@ -157,6 +160,7 @@ class AssembledContext:
         truncated: Sequence[str],
         timing_ms: float,
         packing_slack: int = 0,
+        trim: TrimReport | None = None,
     ) -> None:
         self._layout = layout
         self._parts = tuple(parts)
@@ -175,6 +179,11 @@ class AssembledContext:
         #: Tokens packing set aside (date lines it could not know were shared) that the final
         #: output did not need; ``tokens_used + packing_slack`` is what packing accounted.
         self.packing_slack = packing_slack
+        #: Tokens at the start of the output identical to the previous call's (None: no
+        #: ``previous=`` given); see `ctxbudget.core.prefix` for what counts, per format.
+        self.prefix_tokens: int | None = None
+        #: How history was trimmed with ``history_trim="step"`` (None in the other mode).
+        self.trim = trim
         self.format: Format = layout.format
         self.counter_name = layout.counter.name
         self.approximate = layout.counter.approximate
@@ -266,8 +275,9 @@ class AssembledContext:
         the system prompt and pinned facts are items too), ``pruned_by_reason`` (`PruneReason`
         values), ``solver`` (of the tiers packed by value: ``"greedy"`` when one was packed by
         density, else ``"exact"`` when one needed the knapsack, else ``"all"``, everything
-        offered fit; None when no tier needed one: history goes newest exchange first) and
-        ``solvers`` (per tier name).
+        offered fit; None when no tier needed one: history goes newest exchange first),
+        ``solvers`` (per tier name) and ``prefix_tokens`` (`prefix_tokens`: shared with the
+        previous call, None when it was not given).
         """
         reasons = self._reason_counts()
         solvers = {tier_name(t): report.solver for t, report in sorted(self.solvers.items())}
@@ -279,6 +289,7 @@ class AssembledContext:
             "pruned_by_reason": dict(sorted(reasons.items())),
             "solver": max(solvers.values(), key=_SOLVERS.index, default=None),
             "solvers": solvers,
+            "prefix_tokens": self.prefix_tokens,
         }
 
     def to_json(self) -> str:
@@ -362,6 +373,14 @@ class AssembledContext:
             lines.append(
                 f"images of unknown size counted as {IMAGE_TOKENS_MAX:,} tokens each in: "
                 f"{', '.join(estimated)}"
+            )
+        if self.trim is not None:
+            lines.append(self.trim.describe())
+        if self.prefix_tokens is not None:
+            share = self.prefix_tokens / max(self.tokens_used, 1)
+            lines.append(
+                f"prefix shared with the previous call: {self.prefix_tokens:,} of "
+                f"{self.tokens_used:,} tokens ({share:.0%}), reusable by a provider's prompt cache"
             )
         lines.append(f"assembled in {self.timing_ms:.2f} ms")
         return "\n".join(lines)

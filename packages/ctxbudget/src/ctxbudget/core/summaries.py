@@ -2,8 +2,9 @@
 
 - `substitutions`: offered summaries (``summary_of`` or ``cluster_id``) that stand in for what
   they cover when some of it was left out; `is_redundant`: one whose every item was kept.
-- `shrink_rest`: what a tier left out, truncated (`truncate_to_tokens`) or summarized by a
-  `Summarizer` (`ExtractiveSummarizer` needs no model) into the room that is left.
+- `shrink_rest`: what a tier left out, truncated (`truncate_to_tokens`; at line boundaries,
+  `ctxbudget.core.lines.cut_lines`) or summarized by a `Summarizer` (`ExtractiveSummarizer`
+  needs no model) into the room that is left.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import hashlib
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from ctxbudget.core.accounting import PackState
 from ctxbudget.core.history import RemainingHistory
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.lines import cut_lines
 from ctxbudget.core.report import PrunedItem, PruneReason
 
 __all__ = [
@@ -242,7 +244,7 @@ def shrink_rest(
         if item.shrink is Shrink.SUMMARIZE and summarizer is not None:
             summarizable.append(i)
             continue
-        if item.shrink is not Shrink.TRUNCATE:
+        if not item.shrink.cuts:
             continue
         room = left - state.open_cost(section) - state.date_cost(item, section)
         if room < min_tokens:
@@ -251,14 +253,22 @@ def shrink_rest(
         def cost(text: str, item: ContextItem = item, section: str = section) -> int:
             return layout.cost(dataclasses.replace(item, text=text, tokens=None), section)
 
-        text = truncate_to_tokens(item.text, room, cost)
+        metadata: Mapping[str, Any] = item.metadata
+        if item.shrink is Shrink.TRUNCATE:
+            text = truncate_to_tokens(item.text, room, cost)
+        else:
+            cut = cut_lines(item.text, room, cost, tail=item.shrink is Shrink.LINES_HEAD_TAIL)
+            text = None if cut is None else cut.text
+            if cut is not None and cut.elided:  # how much was cut, for whoever reads the item
+                metadata = {**item.metadata, "elided": cut.as_metadata()}
         if text is None or cost(text) < min_tokens:
             continue
-        short = dataclasses.replace(item, text=text, tokens=None)
+        short = dataclasses.replace(item, text=text, tokens=None, metadata=metadata)
         before = state.used
         state.add(short, section, cost(text))
         left -= state.used - before
-        state.truncated.append(item.id)
+        if text != item.text:
+            state.truncated.append(item.id)
     if summarizable and summarizer is not None:
         left = _summarize(summarizer, items, summarizable, state, left, min_tokens)
     return left

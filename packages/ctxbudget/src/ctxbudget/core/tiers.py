@@ -3,9 +3,10 @@
 The never-pruned items go in first (or the budget is too small); then the newest history
 exchanges (``min_exchanges``), then each tier in order: the knapsack of `packing` over its
 candidates, the room left to what may be truncated or summarized (`summaries.shrink_rest`), and
-for the history tier its exchanges newest first (`history.HistoryPacker`). Each tier may use what
-is left but the floors kept for the tiers after it, up to its cap; what floors kept but did not
-use is filled last. Everything is written to a `PackState`.
+for the history tier its exchanges newest first (`history.HistoryPacker`), back to the anchor
+`trimming` chooses when ``history_trim="step"``. Each tier may use what is left but the floors
+kept for the tiers after it, up to its cap; what floors kept but did not use is filled last.
+Everything is written to a `PackState`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from ctxbudget.core.packing import solve
 from ctxbudget.core.render import Layout
 from ctxbudget.core.report import PrunedItem, PruneReason, unsendable_reasons
 from ctxbudget.core.summaries import Summarizer, is_redundant, shrink_rest
+from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, TrimReport, plan_steps, step_tokens
 from ctxbudget.errors import BudgetExceededError
 
 __all__ = ["pack_tiers"]
 
 _RECENT = int(Tier.RECENT)
+_QUERY = int(Tier.QUERY)
 
 
 def pack_tiers(
@@ -38,6 +41,9 @@ def pack_tiers(
     exact_limit: int,
     summarizer: Summarizer | None,
     truncate_min_tokens: int,
+    history_trim: TrimMode = "message",
+    trim_step: float = DEFAULT_TRIM_STEP,
+    previous_start: str | None = None,
 ) -> PackState:
     """Pack ``groups`` (items by tier; None: never pruned) into ``budget``.
 
@@ -50,6 +56,10 @@ def pack_tiers(
         exact_limit: largest ``items x capacity`` solved by the exact knapsack.
         summarizer: summarizes ``shrink="summarize"`` items that did not fit whole.
         truncate_min_tokens: shortest truncated text worth keeping.
+        history_trim: ``"step"`` cuts history only at anchors (`ctxbudget.core.trimming`);
+            ``"message"`` keeps the newest exchanges that fit.
+        trim_step: the share of history's room one step drops.
+        previous_start: the id of the user turn the previous call's history started with.
 
     Raises:
         BudgetExceededError: the never-pruned items alone do not fit.
@@ -92,6 +102,8 @@ def pack_tiers(
     if state.used > budget.available:
         raise _too_big(state, budget)
     sent = state.sent = {id(it) for it in required if state.section[it.id] == "history"}
+    # Sent on every call of a session, unlike the query: what the step is a share of the rest of.
+    fixed = state.used - state.tier_tokens.get(_QUERY, 0) - state.tier_tokens.get(_RECENT, 0)
 
     tiers = sorted(set(by_tier) | ({_RECENT} if history else set()))
     reserved = _floors(tiers, by_tier, history, state, promoted)
@@ -132,7 +144,29 @@ def pack_tiers(
                 summarizer=summarizer,
                 truncate_min_tokens=truncate_min_tokens,
             )
-        if tier == _RECENT and history:
+        if tier == _RECENT and history and history_trim == "step":
+            step = step_tokens(trim_step, budget, fixed=fixed, history_tier=_RECENT)
+            allowance = room(_RECENT)
+            header = state.open_cost("history")
+            plan = plan_steps(
+                packer,
+                layout,
+                history,
+                step=step,
+                room=allowance - header,
+                previous_start=previous_start,
+            )
+            _take_history(packer, state, allowance, plan.limit)
+            first = max(0, plan.exchanges - packer.exchanges_kept)
+            state.trim = TrimReport(
+                step_tokens=step,
+                exchanges=plan.exchanges,
+                first_kept=first,
+                # By message, history may still happen to be kept whole.
+                anchored=plan.anchored if plan.limit is not None else not first and not packer.cut,
+                held=plan.held,
+            )
+        elif tier == _RECENT and history:
             _take_history(packer, state, room(_RECENT), None)
         reserved.pop(tier, None)
     if budget.floors:
@@ -227,7 +261,7 @@ def _pack_tier(
             left -= base[i] + extra
     left += held_back
     rest = [i for i in ranked if i not in picked]
-    if summarizer is not None or any(fresh[i].shrink is Shrink.TRUNCATE for i in rest):
+    if summarizer is not None or any(fresh[i].shrink.cuts for i in rest):
         shrink_rest(
             fresh,
             sections,

@@ -97,6 +97,7 @@ def summarize(run: EvalRun) -> dict[str, Any]:
         "benchmark": "locomo",
         "model": run.model,
         "format": run.format,
+        "speakers": run.speakers,
         "budgets": list(run.budgets),
         "methods": {m: LABELS[m] for m in METHODS},
         "conversations": list(run.conversations),
@@ -157,6 +158,16 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _stored(run: EvalRun) -> str:
+    """How the speakers were stored and whether entities were on, where not the default."""
+    forms = {"prefix": "speakers as a 'Name: ' prefix", "role": "no speakers (role only)"}
+    form = forms.get(run.speakers)
+    parts = [form] if form else []
+    if run.settings.get("entities"):
+        parts.append("entities on")
+    return "".join(f", {part}" for part in parts)
+
+
 def to_markdown(run: EvalRun) -> str:
     """The tables: recall, containment, tokens and latency, per category, adversarial apart."""
     data = summarize(run)
@@ -169,7 +180,7 @@ def to_markdown(run: EvalRun) -> str:
     lines.append(
         f"LoCoMo: {conversations} conversation{'s' * (conversations != 1)}, {run.turns:,} "
         f"turns, {n} questions with evidence (adversarial excluded), {run.format} format, "
-        f"counted for {run.model}."
+        f"counted for {run.model}{_stored(run)}."
     )
     for title, key in (
         ("Evidence recall", "recall"),

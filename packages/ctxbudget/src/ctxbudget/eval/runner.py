@@ -2,15 +2,17 @@
 
 For each conversation, every turn is stored in a fresh `ContextMemory` (one session holding all
 the conversation's sessions in order; id = the turn's ``dia_id``, the speaker as the message's
-name, the session date as its timestamp, an image caption kept in the text). Each question is
+name, the session date as its timestamp, an image caption kept in the text). ``speakers=``
+stores the speaker as a ``Name: `` prefix of the text, or not at all, instead
+(`ctxbudget.eval.forms`). Each question is
 then assembled under every budget by the three methods, all rendered by the same assembler in
 the same format with the question as the query:
 
 - ``ctxbudget``: ``ContextMemory.assemble`` with the memory's settings (the defaults unless a
   `MemoryConfig` is given);
 - ``top-k``: the turns most similar to the question that fit, as a plain RAG over the
-  transcript does it: each turn embedded as ``Speaker: text`` by the same model, the question
-  as asked;
+  transcript does it: each turn embedded as ``Speaker: text`` by the same model (the text
+  alone when the speaker is not stored), the question as asked;
 - ``recency``: the newest turns that fit.
 
 Each outcome records evidence recall (the share of the question's evidence turns among the
@@ -33,11 +35,11 @@ from typing import Any
 import numpy as np
 
 from ctxbudget.core.assemble import ContextAssembler
-from ctxbudget.core.items import ContextItem, Tier
 from ctxbudget.core.render import FORMATS, Format
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import BudgetExceededError, ConfigurationError
 from ctxbudget.eval.baselines import query_item, recency_window, top_k
+from ctxbudget.eval.forms import SPEAKER_FORMS, turn_item, turn_line, turn_message
 from ctxbudget.eval.locomo import Conversation, LocomoData, Note, Question
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
@@ -95,7 +97,11 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class EvalRun:
-    """Everything one evaluation measured, and how it was run."""
+    """Everything one evaluation measured, and how it was run.
+
+    ``speakers`` is how the turns' speakers were stored (one of
+    `ctxbudget.eval.forms.SPEAKER_FORMS`); ``settings`` are the `MemoryConfig` used.
+    """
 
     outcomes: tuple[Outcome, ...]
     budgets: tuple[int, ...]
@@ -106,6 +112,7 @@ class EvalRun:
     notes: tuple[Note, ...]
     settings: dict[str, Any]
     seconds: dict[str, float] = field(default_factory=dict)
+    speakers: str = "name"
 
 
 def normalize_answer(text: str) -> str:
@@ -144,6 +151,7 @@ def run_locomo(
     max_questions: int | None = None,
     progress: bool = True,
     workdir: str | Path | None = None,
+    speakers: str = "name",
 ) -> EvalRun:
     """Evaluate ContextMemory and the baselines on LoCoMo conversations.
 
@@ -158,9 +166,13 @@ def run_locomo(
         max_questions: only the first this many scorable questions of each conversation.
         progress: draw a progress bar on stderr.
         workdir: where the temporary stores go (default: the system's temporary folder).
+        speakers: how each turn's speaker is stored: ``"name"`` (the message's name),
+            ``"prefix"`` (``Speaker: text``) or ``"role"`` (not at all); see
+            `ctxbudget.eval.forms`.
 
     Raises:
-        ValueError: an empty budget list, a non-positive budget or limit, an unknown format.
+        ValueError: an empty budget list, a non-positive budget or limit, an unknown format
+            or speakers form.
         UnknownModelError: ``model`` is not registered.
     """
     budgets = tuple(budgets)
@@ -173,6 +185,9 @@ def run_locomo(
             raise ConfigurationError(msg)
     if format not in FORMATS:
         msg = f"format must be one of {list(FORMATS)}, got {format!r}"
+        raise ConfigurationError(msg)
+    if speakers not in SPEAKER_FORMS:
+        msg = f"speakers must be one of {', '.join(SPEAKER_FORMS)}, got {speakers!r}"
         raise ConfigurationError(msg)
     config = config or MemoryConfig()
     TokenCounter.for_model(model)  # an unknown model fails here, before any work
@@ -196,13 +211,16 @@ def run_locomo(
             if bar is not None:
                 bar.set_description(conversation.sample_id)
             store = ChromaStore(root / str(number), embedder=chosen)
-            memory = ContextMemory(store=store, model=model, config=config)
+            # No inclusion log: its background writes would share the store with the timed
+            # assemblies back to back (docs/benchmarks.md, "Inclusion log").
+            memory = ContextMemory(store=store, model=model, config=config, inclusion_log=False)
             try:
                 clock = time.perf_counter()
-                _ingest(memory, conversation)
+                messages = [turn_message(t, conversation, speakers) for t in conversation.turns]
+                memory.add_messages(_SESSION, messages, progress=False)
                 seconds["ingest"] += time.perf_counter() - clock
                 clock = time.perf_counter()
-                runner = _Conversation(memory, conversation, budgets, format)
+                runner = _Conversation(memory, conversation, budgets, format, speakers)
                 seconds["baseline_index"] += time.perf_counter() - clock
                 clock = time.perf_counter()
                 for question in questions:
@@ -228,22 +246,8 @@ def run_locomo(
         notes=tuple(n for n in data.notes if n.where.split(" ")[0] in names),
         settings=_settings(config),
         seconds=seconds,
+        speakers=speakers,
     )
-
-
-def _ingest(memory: ContextMemory, conversation: Conversation) -> None:
-    first = conversation.speakers[0]
-    messages = [
-        {
-            "id": turn.dia_id,
-            "role": "user" if turn.speaker == first else "assistant",
-            "text": turn.text,
-            "name": turn.speaker,
-            "timestamp": turn.timestamp,
-        }
-        for turn in conversation.turns
-    ]
-    memory.add_messages(_SESSION, messages, progress=False)
 
 
 class _Conversation:
@@ -255,6 +259,7 @@ class _Conversation:
         conversation: Conversation,
         budgets: tuple[int, ...],
         fmt: Format,
+        form: str,
     ) -> None:
         self.memory = memory
         self.budgets = budgets
@@ -262,20 +267,8 @@ class _Conversation:
         self.sample_id = conversation.sample_id
         # The baselines pack with history as a plain tier, the way a trimmer sees it.
         self.assembler = ContextAssembler(memory.counter, min_exchanges=0)
-        first = conversation.speakers[0]
-        self.turns = [
-            ContextItem(
-                turn.dia_id,
-                turn.text,
-                tier=Tier.RECENT,
-                role="user" if turn.speaker == first else "assistant",
-                name=turn.speaker,
-                timestamp=turn.timestamp,
-                source="message",
-            )
-            for turn in conversation.turns
-        ]
-        lines = [f"{turn.speaker}: {turn.text}" for turn in conversation.turns]
+        self.turns = [turn_item(turn, conversation, form) for turn in conversation.turns]
+        lines = [turn_line(turn, form) for turn in conversation.turns]
         self.vectors = _unit(memory.store.embedder.embed_documents(lines))
 
     def evaluate(self, question: Question) -> list[Outcome]:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.ids import internal_id
@@ -31,6 +33,9 @@ from ctxbudget.core.render import Format
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.entities.cards import EntityScope, entity_candidates
+from ctxbudget.memory.entities.index import EntityIndexes
+from ctxbudget.memory.entities.stored import ENTITY_MARK, split_pins
 from ctxbudget.memory.inputs import documents_arg
 from ctxbudget.memory.record_items import (
     history_item,
@@ -41,10 +46,10 @@ from ctxbudget.memory.record_items import (
 )
 from ctxbudget.memory.retrieval import QueryVectors, SearchScope, retrieve
 from ctxbudget.memory.scoring import hit_relevance, lexical_terms, record_score
-from ctxbudget.memory.session_index import SessionIndexes, span_of
+from ctxbudget.memory.session_index import SessionIndex, SessionIndexes, span_of
 from ctxbudget.memory.session_state import read_session
 from ctxbudget.store.filters import document_filter
-from ctxbudget.store.records import Hit
+from ctxbudget.store.records import Hit, Record
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
@@ -99,8 +104,11 @@ class Candidates:
         summaries: the session's stored summaries.
         retrieved: older turns of the session, the user's other sessions and documents that
             match the query, best first (tier RETRIEVED; `ContextItem.score` is relevance x
-            recency x salience, see `ctxbudget.memory.scoring`).
+            recency x salience, see `ctxbudget.memory.scoring`); with entity memory, also
+            turns that mention an entity the query names (metadata ``source`` ``"entity"``).
         user_id: the user the search used (given, or the one stored with the session).
+        entities: entity cards and matched patterns (tier ENTITY), when
+            `MemoryConfig.entities` is on (`ctxbudget.memory.entities.cards`).
     """
 
     pinned: tuple[ContextItem, ...]
@@ -108,11 +116,12 @@ class Candidates:
     summaries: tuple[ContextItem, ...]
     retrieved: tuple[ContextItem, ...]
     user_id: str | None
+    entities: tuple[ContextItem, ...] = ()
 
     @property
     def items(self) -> list[ContextItem]:
         """Every candidate, in the order `ContextMemory.assemble` offers them."""
-        return [*self.pinned, *self.history, *self.summaries, *self.retrieved]
+        return [*self.pinned, *self.history, *self.summaries, *self.retrieved, *self.entities]
 
     def added_to(self, held: Collection[str]) -> Additions:
         """What these candidates add to a conversation the caller holds (ids ``held``).
@@ -176,11 +185,14 @@ def gather(
     documents: bool | str | Sequence[str],
     other_sessions: bool | None,
     search_recent: bool,
+    entities: EntityIndexes | None = None,
 ) -> Candidates:
     """`ContextMemory.candidates` (see there) with what it needs.
 
     ``counter_for`` is `ContextMemory.counter_for` (``model``'s counter counts; the query is
-    checked first); ``index_counter`` names the counter whose stored counts size the index.
+    checked first); ``index_counter`` names the counter whose stored counts size the index;
+    ``entities``: the memory's entity indexes (with its extractor), used when
+    `MemoryConfig.entities` is on.
     """
     if not isinstance(query, str) or not query.strip():
         msg = "query must be a non-empty string: the user's current message"
@@ -235,13 +247,67 @@ def gather(
         layout,
         search_recent,
     )
+    # Declared relations and patterns are pinned records of their scope, never pinned facts.
+    pins, relations, patterns = split_pins(state.pins)
+    cards: list[ContextItem] = []
+    if config.entities:
+        cards, turns = entity_candidates(
+            EntityScope(
+                session_id=session_id,
+                query=query,
+                config=config,
+                offered=state.skip | {r.id for r in history},
+                retrieved={it.id: it for it in retrieved},
+                record=_records_of(index),
+                lexical=_matches_of(index),
+                newest=index.newest if index is not None else None,
+            ),
+            (entities or _ENTITIES).current(index) if index is not None else None,
+            relations,
+            patterns,
+        )
+        better = {it.id: it for it in turns}  # new, or scored higher for naming an entity
+        kept = [it for it in retrieved if it.id not in better]
+        retrieved = sorted([*kept, *turns], key=lambda it: (-it.score, it.id))
     return Candidates(
-        pinned=tuple(pinned_items(state.pins, session_id)),
+        pinned=tuple(pinned_items(pins, session_id)),
         history=tuple(history_item(r) for r in history),
         summaries=tuple(summary_items(state.summaries)),
         retrieved=tuple(retrieved),
         user_id=state.user_id,
+        entities=tuple(cards),
     )
+
+
+_ENTITIES = EntityIndexes()  # for callers of gather without a memory's own (its extractor)
+
+
+def _matches_of(index: SessionIndex | None) -> Callable[[list[str]], dict[str, float]]:
+    """The session's turns that hold some of the terms: id -> BM25 over the best's (0, 1]."""
+
+    def matches(terms: list[str]) -> dict[str, float]:
+        if index is None or not terms:
+            return {}
+        scores = index.lexical.array(terms)
+        found = np.flatnonzero(scores)
+        if not len(found):
+            return {}
+        top = float(scores[found].max())
+        return {index.ids[int(p)]: float(scores[p]) / top for p in found}
+
+    return matches
+
+
+def _records_of(index: SessionIndex | None) -> Callable[[str], Record | None]:
+    """The session's message with an id, from its copy in memory (None: not there)."""
+
+    def record(record_id: str) -> Record | None:
+        if index is None:
+            return None
+        position = index.position.get(record_id)
+        return index.records[position] if position is not None else None
+
+    return record
 
 
 def offered(
@@ -261,6 +327,7 @@ def offered(
     items.extend(found.history)
     items.extend(found.summaries)
     items.extend(found.retrieved)
+    items.extend(found.entities)
     items.extend(extras)
     items.append(
         ContextItem(internal_id("query"), query, tier=Tier.QUERY, role="user", source="query")
@@ -326,6 +393,8 @@ def scored_search(
     scoring = config.scoring
     scored = []
     for hit in hits:
+        if ENTITY_MARK in hit.record.metadata:
+            continue  # a declared relation or pattern: entity memory's own, not a memory
         relevance = hit_relevance(scoring, hit.record, hit.similarity, 1.0, words, span)
         score = record_score(scoring, hit.record, relevance, now, session_id)
         scored.append(ScoredHit(hit, score))

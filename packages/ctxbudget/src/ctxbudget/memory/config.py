@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxbudget.errors import ConfigurationError
+from ctxbudget.memory.entities.names import check_entity_settings
 from ctxbudget.memory.scoring import Scoring
 
 __all__ = ["MemoryConfig"]
@@ -46,6 +47,21 @@ class MemoryConfig:
             embedding, the word index and the token count), and no context window holds a
             message much longer; store long text with `ContextMemory.add_documents`, which
             cuts it into chunks.
+        entities: gather entity memory (`ENTITY`-tier cards of the people and things the
+            query names, their relations and matched patterns) as candidates too
+            (`ctxbudget.memory.entities`; docs/entities.md).
+        entity_depth: how far related entities are followed from those the query names
+            (breadth-first; 0: only those named).
+        entity_cards: the most entity cards offered per query (named, related, then the
+            session's most salient).
+        entity_turns: the most turns that mention an entity the query names offered as
+            retrieved candidates (beyond those retrieval found).
+        entity_types: only entities of these types (``"person"``, ``"place"``, ``"org"``,
+            ``"other"``) get cards and turns; empty: all.
+        access_salience: how much a memory the session's assemblies keep including weighs
+            more (its salience times ``1 + access_salience * ln(1 + times included)``, from
+            the inclusion log; `ctxbudget.memory.access`). 0, off, by default: a feedback loop
+            to measure before use (docs/operations.md).
     """
 
     recent_messages: int = 40
@@ -62,6 +78,12 @@ class MemoryConfig:
     min_exchanges: int = 1
     retrieved_floor: float = 0.35
     max_message_chars: int = 1_000_000
+    entities: bool = False
+    entity_depth: int = 1
+    entity_cards: int = 6
+    entity_turns: int = 6
+    entity_types: tuple[str, ...] = ()
+    access_salience: float = 0.0
 
     def __post_init__(self) -> None:
         least, most = self.recent_share
@@ -74,12 +96,19 @@ class MemoryConfig:
         if not 0.0 <= self.query_turn_weight <= 1.0:
             msg = f"MemoryConfig.query_turn_weight must be in [0, 1], got {self.query_turn_weight}"
             raise ConfigurationError(msg)
+        check_entity_settings(self)
         for name in ("recent_messages", "semantic_k", "query_turns", "neighbours"):
             if getattr(self, name) < 0:
                 msg = f"MemoryConfig.{name} cannot be negative, got {getattr(self, name)}"
                 raise ConfigurationError(msg)
         if self.episode_gap < 0:
             msg = f"MemoryConfig.episode_gap cannot be negative, got {self.episode_gap}"
+            raise ConfigurationError(msg)
+        if not 0.0 <= self.access_salience < float("inf"):  # NaN fails too
+            msg = (
+                "MemoryConfig.access_salience must be a finite number >= 0 (0: off), got "
+                f"{self.access_salience!r}"
+            )
             raise ConfigurationError(msg)
         limit = self.max_message_chars
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

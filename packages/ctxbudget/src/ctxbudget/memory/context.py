@@ -9,22 +9,25 @@ words (a BM25 index of the session kept in this object, built on first use and e
 messages arrive). Recent history is not privileged by default: it gets the share of the budget
 that the query's own best matches point to (see `MemoryConfig.recent_share`).
 
-The work is done beside it, in `ctxbudget.memory`: `writes` (how a message, pin or document is
-stored) and `write_behind` (messages stored in the background), `session_state` (what a call
-reads of a session), `candidates` and `retrieval` (which records are candidates, with what
-score), and `upkeep` (summaries, tasks, forgetting: `summarize`, `tasks`, `forget`).
+The work is done beside it, in `ctxbudget.memory`: `writing` and `writes` (how a message, pin
+or document is stored) and `write_behind` (messages stored in the background), `session_state`
+(what a call reads of a session), `candidates` and `retrieval` (which records are candidates,
+with what score), `upkeep` (summaries, tasks, forgetting: `summarize`, `tasks`, `forget`),
+`inclusion_log` (every assembly's record), `entities` (entity cards, relations, patterns) and
+`plan` (strategy presets applied to one call).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.items import ContextItem
+from ctxbudget.core.prefix import PreviousContexts
 from ctxbudget.core.render import Format
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
@@ -34,24 +37,29 @@ from ctxbudget.memory.candidates import (
     ScoredHit,
     gather,
     offered,
-    retrieved_floor,
     scored_search,
 )
 from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.entities.api import EntityMemory
+from ctxbudget.memory.entities.index import EntityIndexes
+from ctxbudget.memory.entities.names import EntityExtractor
+from ctxbudget.memory.inclusion_log import ContextLogging, InclusionLogConfig
 from ctxbudget.memory.inputs import extra_items
+from ctxbudget.memory.plan import memory_strategy, plan_for
+from ctxbudget.memory.presets import StrategyLike
 from ctxbudget.memory.retrieval import QueryVectors
 from ctxbudget.memory.session_index import SessionIndexes
 from ctxbudget.memory.upkeep import SessionUpkeep
 from ctxbudget.memory.write_behind import open_write_behind
-from ctxbudget.memory.writes import Writer
+from ctxbudget.memory.writing import MemoryWrites
 from ctxbudget.store.chroma_store import ChromaStore
-from ctxbudget.store.records import MetadataValue, Record
+from ctxbudget.store.records import Record
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = []
 
 
-class ContextMemory(SessionUpkeep):
+class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
     """Memory for an LLM app: store everything, assemble what matters within a token budget.
 
     Args:
@@ -69,6 +77,12 @@ class ContextMemory(SessionUpkeep):
         write_behind: acknowledge messages once journaled and store them in the background
             (`ctxbudget.memory.write_behind`): True journals in an embedded store's folder
             (a server writes synchronously), a folder journals there (any store), False never.
+        strategy: a preset (``"chat"``, ``"agent"``, ``"coding"``, ``"rag"``), a `Strategy` or
+            a mapping of its fields, applied over ``config`` (`ctxbudget.memory.strategy`).
+        inclusion_log: record every assembly (`ctxbudget.memory.inclusion_log`; read back with
+            `contexts`, `budget_stats`): True, False, or an `InclusionLogConfig` (retention).
+        entity_extractor: finds entities in messages for `MemoryConfig.entities` (default
+            the built-in rules, no model; `ctxbudget.memory.entities`, docs/entities.md).
 
     Ids are unique within their scope (session, user, document collection); how ids, scopes
     and tool calls are kept and shown is in docs/concepts.md ("Ids", "Tool calls").
@@ -91,6 +105,9 @@ class ContextMemory(SessionUpkeep):
         config: MemoryConfig | None = None,
         summarizer: Summarizer | None = None,
         write_behind: bool | str | os.PathLike[str] = True,
+        strategy: StrategyLike | None = None,
+        inclusion_log: bool | InclusionLogConfig = True,
+        entity_extractor: EntityExtractor | None = None,
     ) -> None:
         if store is None:
             chosen: Embedder | None = None if embedder is None else as_embedder(embedder)
@@ -98,13 +115,16 @@ class ContextMemory(SessionUpkeep):
         self.store = store
         self.namespace = namespace
         self.model = model
-        self.config = config or MemoryConfig()
+        self.config, self.strategy = memory_strategy(config, strategy)
         self._counters: dict[str, TokenCounter] = {}
         self.counter = self.counter_for(model)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter.count)
         self._indexes = SessionIndexes()  # each session's word index, built on first use
         self._vectors = QueryVectors()  # earlier user turns' vectors, for multi-query search
+        self._entities = EntityIndexes(entity_extractor)  # each session's, beside its index
         self._behind = open_write_behind(store, write_behind)
+        self.previous_contexts = PreviousContexts()  # each session's last, for previous=
+        self._log = self._open_log(inclusion_log)
 
     def counter_for(self, model: str | None) -> TokenCounter:
         """The (cached) token counter of ``model`` (the default model when None)."""
@@ -114,148 +134,20 @@ class ContextMemory(SessionUpkeep):
             counter = self._counters[name] = TokenCounter.for_model(name)
         return counter
 
-    # -- writing (ctxbudget.memory.writes) ---------------------------------------------------
-    @property
-    def writes(self) -> Writer:
-        """This memory's write path (`ctxbudget.memory.writes.Writer`), for batch tools."""
-        return Writer(self.store, self.namespace, self.counter, self.config, self._behind)
-
+    # -- writing: add_message(s), pin, unpin, add_documents (ctxbudget.memory.writing) -----
     def _settle(self) -> None:
         # Every read and every other change waits for the messages acknowledged before it.
         if self._behind is not None:
             self._behind.settle()
 
     def flush(self) -> None:
-        """Wait until every acknowledged message is stored (visible to other processes).
+        """Wait until every acknowledged message and logged assembly is stored (for all to see).
 
         Raises:
             StoreError: the store kept failing (the messages stay journaled and retried).
         """
         self._settle()
-
-    def add_message(
-        self,
-        session_id: str,
-        role: str,
-        text: str,
-        *,
-        id: str | None = None,  # noqa: A002 - the name users pass
-        user_id: str | None = None,
-        timestamp: float | datetime | str | None = None,
-        metadata: Mapping[str, MetadataValue] | None = None,
-        name: str | None = None,
-        tool_calls: Sequence[Mapping[str, Any]] | Sequence[str] = (),
-        tool_call_id: str | None = None,
-    ) -> str:
-        """Store one message of a session; returns its id (the one given, or a new one)."""
-        message = {
-            "role": role,
-            "text": text,
-            "id": id,
-            "timestamp": timestamp,
-            "metadata": metadata,
-            "name": name,
-            "tool_calls": tool_calls,
-            "tool_call_id": tool_call_id,
-        }
-        return self.add_messages(session_id, [message], user_id=user_id, progress=False)[0]
-
-    def add_messages(
-        self,
-        session_id: str,
-        messages: Iterable[Mapping[str, Any] | tuple[str, str]],
-        *,
-        user_id: str | None = None,
-        progress: bool | None = None,
-        batch_size: int = 256,
-    ) -> list[str]:
-        """Store messages in order (dicts with role and text/content, or ``(role, text)``).
-
-        Everything is checked before anything is written; a bad message raises an error naming
-        its index. A progress bar shows on long imports (``progress=None``: over 200 messages).
-        """
-        return self.writes.messages(
-            session_id, messages, user_id=user_id, progress=progress, batch_size=batch_size
-        )
-
-    def pin(
-        self,
-        session_id: str | None = None,
-        text: str | None = None,
-        *,
-        user_id: str | None = None,
-        id: str | None = None,  # noqa: A002
-        metadata: Mapping[str, MetadataValue] | None = None,
-    ) -> str:
-        """Pin a fact to a session or to a user; pinned facts are offered on every assembly.
-
-        ``pin("s1", "User is vegetarian")`` or ``pin(user_id="u1", text=...)``. Without an
-        ``id``, pinning the same text to the same scope again returns the same pin.
-
-        Raises:
-            StoreInputError: no text or no session or user, a text over
-                `MemoryConfig.max_message_chars`, reserved or unstorable metadata, or an id
-                already pinned with other text. Nothing was written.
-        """
-        self._settle()
-        return self.writes.pin(session_id, text, user_id=user_id, id=id, metadata=metadata)
-
-    def unpin(
-        self,
-        id: str,  # noqa: A002
-        *,
-        session_id: str | None = None,
-        user_id: str | None = None,
-    ) -> bool:
-        """Remove a pinned fact of a session or of a user; True when it existed.
-
-        Pin ids are scoped like every record id: name the session (``session_id=``) or the
-        user (``user_id=``) the fact was pinned to, as `pin` took it. Only a pinned fact with
-        that id in that scope is removed: a message, task, summary or document with the same
-        id, and pins of other sessions or users, are never touched.
-
-        Raises:
-            StoreInputError: neither or both of ``session_id`` and ``user_id``, or an id in
-                ctxbudget's own id space.
-
-        >>> mem.unpin("diet", user_id="u1")  # doctest: +SKIP
-        True
-        """
-        self._settle()
-        return self.writes.unpin(id, session_id=session_id, user_id=user_id)
-
-    def add_documents(
-        self,
-        documents: Iterable[str | Mapping[str, Any] | tuple[str, str]],
-        *,
-        namespace: str = "kb",
-        chunk_tokens: int = 200,
-        overlap: int = 30,
-        source: str | None = None,
-        progress: bool | None = None,
-    ) -> list[str]:
-        """Store documents, cut into chunks of ``chunk_tokens`` tokens with ``overlap``.
-
-        Documents are strings, ``(id, text)`` pairs or dicts with ``text`` (and optional ``id``,
-        ``source``, ``metadata``). ``namespace`` names the collection of documents within this
-        memory's tenant (``assemble(documents=["kb"])`` restricts to it). Returns chunk ids
-        (``<document id>#<n>``). A document of any length is taken: chunking costs time in
-        proportion to its length.
-
-        Raises:
-            StoreInputError: a malformed document, reserved or unstorable metadata, bad
-                chunking options, or a chunk id already stored with other text. Nothing was
-                written.
-        """
-        self._settle()
-        return self.writes.documents(
-            documents,
-            collection=namespace,
-            chunk_tokens=chunk_tokens,
-            overlap=overlap,
-            source=source,
-            progress=progress,
-        )
+        self._log.flush()
 
     # -- reading (ctxbudget.memory.candidates) -----------------------------------------------
     def history(self, session_id: str, *, limit: int | None = None) -> list[Record]:
@@ -279,6 +171,7 @@ class ContextMemory(SessionUpkeep):
         documents: bool | str | Sequence[str] = True,
         other_sessions: bool | None = None,
         extra: Sequence[ContextItem] = (),
+        strategy: StrategyLike | None = None,
     ) -> AssembledContext:
         """The context for answering ``query`` in ``session_id``, within ``budget``.
 
@@ -301,8 +194,10 @@ class ContextMemory(SessionUpkeep):
             documents: search documents (True), none (False), or only these collections.
             other_sessions: search the user's other sessions (default: the config's setting).
             extra: more items to consider, as they are.
+            strategy: merged over the memory's for this call (a preset, `Strategy` or mapping).
         """
         extras = extra_items(extra)
+        plan = plan_for(self.config, self.strategy, strategy)
         found = self.candidates(
             session_id,
             query,
@@ -312,15 +207,18 @@ class ContextMemory(SessionUpkeep):
             format=format,
             documents=documents,
             other_sessions=other_sessions,
+            strategy=strategy,
         )
         items = offered(found, query, system=system, tools=tools, extras=extras)
         assembler = ContextAssembler(
             self.counter_for(model),
             summarizer=self.summarizer,
-            min_exchanges=self.config.min_exchanges,
+            min_exchanges=plan.config.min_exchanges,
         )
-        budget = retrieved_floor(budget, self.config.retrieved_floor)
-        return assembler.assemble(items, budget=budget, format=format)
+        run = partial(assembler.assemble, previous=self.previous_contexts.get(session_id))
+        ctx = self._logged(run, items, plan.budget(budget), format, session_id, found, model)
+        self.previous_contexts.put(session_id, ctx)  # its prefix_tokens: shared with this one
+        return ctx
 
     def candidates(
         self,
@@ -335,6 +233,7 @@ class ContextMemory(SessionUpkeep):
         other_sessions: bool | None = None,
         search_recent: bool = False,
         wait: bool = True,
+        strategy: StrategyLike | None = None,
     ) -> Candidates:
         """The scored candidates for ``query`` in ``session_id``, bounded by ``budget``.
 
@@ -349,16 +248,17 @@ class ContextMemory(SessionUpkeep):
         search the newest turns (for a caller that holds the history itself, like an agent's
         state): they come back in ``retrieved`` too when they match, with their ``history`` ids;
         and ``wait``: False for such a caller, which needs not wait for the messages it just
-        added to be stored (a failure of earlier writes is still raised).
+        added to be stored (a failure of earlier writes is still raised); ``strategy``: as in
+        `assemble`.
         """
         if wait:
             self._settle()
         elif self._behind is not None:
             self._behind.check()
-        return gather(
+        found = gather(
             self.store,
             self.namespace,
-            self.config,
+            plan_for(self.config, self.strategy, strategy).config,
             indexes=self._indexes,
             vectors=self._vectors,
             index_counter=self.counter.name,
@@ -372,7 +272,9 @@ class ContextMemory(SessionUpkeep):
             documents=documents,
             other_sessions=other_sessions,
             search_recent=search_recent,
+            entities=self._entities,
         )
+        return self._with_access(session_id, found)
 
     def search(
         self,
@@ -384,6 +286,7 @@ class ContextMemory(SessionUpkeep):
         user_id: str | None = None,
         collections: bool | str | Sequence[str] | None = None,
         vector: Sequence[float] | None = None,
+        strategy: StrategyLike | None = None,
     ) -> list[ScoredHit]:
         """Stored records matching ``query``, scored the way `candidates` scores them.
 
@@ -391,13 +294,14 @@ class ContextMemory(SessionUpkeep):
         session, user or document collections), each hit scored by relevance (its similarity
         within the hits' range and its content words shared with the query) x recency x
         salience, best first. ``kinds=None`` searches every kind; ``collections`` narrows
-        documents as in `assemble`; ``vector`` is the query's embedding when the caller has it.
+        documents as in `assemble`; ``vector`` is the query's embedding when the caller has it;
+        ``strategy`` (as in `assemble`) sets the scoring weights.
         """
         self._settle()
         return scored_search(
             self.store,
             self.namespace,
-            self.config,
+            plan_for(self.config, self.strategy, strategy).config,
             query,
             k=k,
             kinds=kinds,

@@ -28,6 +28,7 @@ from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.record_items import history_item, item_id, prime, retrieved_item
 from ctxbudget.memory.scoring import Floats, Scoring, hit_relevance, lexical_terms, record_score
 from ctxbudget.memory.session_index import Query, SessionIndex, span_of, without_names
+from ctxbudget.memory.speakers import spoken
 from ctxbudget.store.filters import document_filter
 from ctxbudget.store.records import Hit, Record
 from ctxbudget.tokens.counter import TokenCounter
@@ -104,7 +105,8 @@ def retrieve(
     named = index.named_in(search.query) if index is not None else set()
     turns = [r for r in reversed(recent) if r.role == "user"][: config.query_turns]
     queries = [Query(1.0, without_names(search.query, named), lexical_terms(search.query), None)]
-    queries += [Query(config.query_turn_weight, r.text, lexical_terms(r.text), r.id) for r in turns]
+    said = [(r, spoken(r)) for r in turns]  # what the turn says, not who said it
+    queries += [Query(config.query_turn_weight, t, lexical_terms(t), r.id) for r, t in said]
     embedded = vectors.embed(queries, store.embedder)
     fit = search.available / ((index.mean_tokens if index is not None else 30.0) + 3.0)
     pool = max(config.semantic_k, math.ceil(_POOL_FACTOR * fit))

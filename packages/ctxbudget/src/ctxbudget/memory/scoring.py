@@ -18,8 +18,12 @@ Relevance of a message of the session, for one query, in four steps:
 
    An *episode* is a run of messages with no pause longer than ``MemoryConfig.episode_gap``;
    neighbours count only within one.
-3. *author*: when the query names some, but not all, of the session's authors (message
-   ``name``), the others' messages count ``1 - author_weight``.
+3. *author*: when the query names some, but not all, of the session's authors (the message's
+   ``name``, or a ``Name: `` prefix of its text: `ctxbudget.memory.speakers`), the others'
+   messages count ``1 - author_weight``. Who said a turn is matched by words (its author is
+   one of its BM25 terms) and by this weight, never by meaning: the dense side sees what was
+   said, without a speaker prefix, so a session scores the same however its speakers were
+   stored.
 4. scaled so the best candidate has relevance 1.
 
 Then, for every candidate (documents and other sessions get ``match`` with a plain word
@@ -44,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxbudget.errors import ConfigurationError
+from ctxbudget.memory.speakers import spoken
 from ctxbudget.store.records import Record
 
 __all__ = [
@@ -308,7 +313,8 @@ def hit_relevance(
     """
     low, high = span
     dense = (similarity - low) / (high - low) if high > low else 1.0
-    lexical = len(words & set(lexical_terms(record.text))) / len(words) if words else 0.0
+    said = spoken(record)  # a speaker prefix is not what the turn says (see session_index)
+    lexical = len(words & set(lexical_terms(said))) / len(words) if words else 0.0
     return weight * scoring.match(min(1.0, max(0.0, dense)), lexical)
 
 

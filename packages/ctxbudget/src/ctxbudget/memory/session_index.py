@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ctxbudget.memory.scoring import Floats, Ints, LexicalIndex, Scoring, lexical_terms
+from ctxbudget.memory.speakers import find_speaker
 from ctxbudget.store.records import Hit, Record
 
 if TYPE_CHECKING:
@@ -83,10 +84,12 @@ class SessionIndex:
             norm = float(np.linalg.norm(unit))
             self._add_row(unit / norm if norm > 0 else unit)
             self.records.append(record)
-            name = record.metadata.get("_name")
-            # Participants are who speaks: the names of user and assistant messages, not tools.
-            author = str(name) if name and record.role in ("user", "assistant") else None
-            self.lexical.add(f"{author} {record.text}" if author else record.text)
+            # Participants are who speaks (user and assistant turns, not tools), in `name` or as
+            # a "Name: " prefix (`speaker_of`); a prefixed text holds the name already.
+            speaker = find_speaker(record) if record.role in ("user", "assistant") else None
+            author = speaker.name if speaker is not None else None
+            given = speaker is not None and not speaker.prefixed
+            self.lexical.add(f"{author} {record.text}" if given else record.text)
             self.position[record.id] = len(self.ids)
             self.ids.append(record.id)
             self.authors.append(author)

@@ -267,7 +267,12 @@ class Writer:
         check_message_id(id, "unpin")
         scope = {"session_id": session_id} if session_id is not None else {"user_id": user_id}
         found = self.store.get([id], namespace=self.namespace, **scope)
-        pins = [r.id for r in found if r.kind == "pinned" and "_task" not in r.metadata]
+        # Tasks and entity memory's relations and patterns are pinned records too, never pins.
+        pins = [
+            r.id
+            for r in found
+            if r.kind == "pinned" and "_task" not in r.metadata and "_entity" not in r.metadata
+        ]
         if not pins:
             return False
         return self.store.delete(pins, namespace=self.namespace, kinds=["pinned"], **scope) > 0

@@ -15,13 +15,13 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.embed.base import Embedder, as_embedder, default_embedder
 from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.store.client import import_chromadb, valid_collection_name
 from ctxbudget.store.connection import Connection
+from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.deletes import Deleter
 from ctxbudget.store.journal import JOURNAL_FOLDER, replay
 from ctxbudget.store.layout import LAYOUT_VERSION, Collections, scoped_keys
@@ -116,6 +116,7 @@ class ChromaStore:
             self._writer = Writer(cols, self._vectors, self._sessions, sequences, self._layout)
             self._reader = Reader(cols, self._sessions)
             self._deleter = Deleter(cols, self._sessions)
+            self.on_close(self._deleter.logs.close)  # queued log records are written first
             if self.folder is not None:  # what a process that died acknowledged, stored first
                 replay(self.folder / JOURNAL_FOLDER / self._name, self.add)
         except StoreError:
@@ -126,6 +127,11 @@ class ChromaStore:
     def embedder(self) -> Embedder:
         """The embedder used for records and queries."""
         return self._embedder
+
+    @property
+    def logs(self) -> ContextLogs:
+        """The context logs of `ContextMemory` assemblies (`ctxbudget.store.context_log`)."""
+        return self._deleter.logs
 
     @property
     def location(self) -> str:
@@ -156,12 +162,7 @@ class ChromaStore:
     def __enter__(self) -> ChromaStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- writing ---------------------------------------------------------------------------

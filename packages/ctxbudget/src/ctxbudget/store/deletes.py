@@ -4,7 +4,9 @@ Deletes hold the store's lock like writes do, and read only the partitions that 
 they delete. Session entries survive a `delete` (their counter moved past the deleted messages
 first, so a seq is never given out twice in a session, and their version bumped so processes
 keeping the session in memory read it again); they go with the last records of their session
-(`delete_session`, `delete_user`), and a partition left empty by them is deleted.
+(`delete_session`, `delete_user`), and a partition left empty by them is deleted. A session's
+context log (`ctxbudget.store.context_log`) goes with the session, and a user's records in
+other sessions' logs with the user.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxbudget.errors import StoreInputError
+from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.keys import matches, where_keys
 from ctxbudget.store.layout import Collections, session_partition, user_partition
 from ctxbudget.store.records import KINDS, Scope, json_key, require_name
@@ -26,6 +29,8 @@ class Deleter:
     def __init__(self, collections: Collections, sessions: Sessions) -> None:
         self._collections = collections
         self._sessions = sessions
+        self.logs = ContextLogs(collections)
+        """The store's context logs, deleted with their sessions and users."""
 
     def delete(
         self, scope: Scope, keys: list[str], *, namespace: str, kinds: Sequence[str] | None = None
@@ -79,6 +84,7 @@ class Deleter:
                 if entry.home == session_partition(cols.name, ns, sid):
                     cols.drop(entry.home)
             cols.delete(cols.meta, _session_entries(cols, ns, sid))
+            self.logs.delete_session(ns, sid)
         return len(keys)
 
     def delete_user(self, *, namespace: str, user_id: str) -> int:
@@ -114,14 +120,17 @@ class Deleter:
             cols.delete(cols.meta, [key for key, _, _ in members])
             cols.delete(cols.meta, [json_key("user", ns, uid)])
             entries = self._sessions.entries((ns, s) for s in sessions)
+            gone: list[str] = []
             for sid in sorted(sessions):
                 entry = entries.get((ns, sid))
                 session = where_keys(ns, sid, None, None, None)
                 if entry is None or not cols.part_rows(entry.home, where=session, documents=False):
+                    gone.append(sid)
                     cols.delete(cols.meta, _session_entries(cols, ns, sid))
                     if entry is not None and entry.home != mine:
                         self._drop_if_empty(entry.home)
             self._drop_if_empty(mine)
+            self.logs.delete_user(ns, uid, sessions=gone)
         return deleted
 
     def _drop_if_empty(self, partition: str) -> None:

@@ -12,7 +12,9 @@ that hold its own user's or session's data and its cost does not grow with other
   (a session whose first records had no user), ``d`` a namespace's documents (records with no
   session and no user: `ContextMemory.add_documents`). A session lives wholly in one partition,
   its **home**, chosen at its first write and kept in its session entry; a message another user
-  writes into it stays there, and that user's entry lists the home as ``elsewhere``.
+  writes into it stays there, and that user's entry lists the home as ``elsewhere``. A session's
+  context log has a collection of its own, ``l-`` (`log_partition`), outside the partitions:
+  it holds no records and no record read visits it (`ctxbudget.store.context_log`).
 - ``<collection>.meta`` holds the store's entries: one per session (its last ``seq``, its home,
   its owner and a version bumped whenever a message of it is deleted or replaced, so a process
   keeping a session in memory knows when to read it again), one per (session, user) pair (for
@@ -57,6 +59,7 @@ __all__ = [
     "Row",
     "docs_partition",
     "existing",
+    "log_partition",
     "missing",
     "partition_name",
     "scoped_keys",
@@ -99,6 +102,11 @@ def session_partition(store: str, namespace: str, session_id: str) -> str:
 def docs_partition(store: str, namespace: str) -> str:
     """The partition of a namespace's records with no session and no user (documents)."""
     return partition_name(store, "docs", namespace, "")
+
+
+def log_partition(store: str, namespace: str, session_id: str) -> str:
+    """A session's context log (no records: see `ctxbudget.store.context_log`)."""
+    return partition_name(store, "log", namespace, session_id)
 
 
 def missing(exc: BaseException) -> bool:

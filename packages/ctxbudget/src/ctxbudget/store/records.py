@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from ctxbudget.core.ids import internal_id
+from ctxbudget.core.speaker_prefix import without_speaker
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.keys import key_fields
 
@@ -232,13 +233,19 @@ def embedding_text(record: Record) -> str:
     """What is embedded for a record: its text, or for a tool-call-only turn its calls.
 
     The description names each call and its arguments (from ``metadata["_tool_calls"]``, the
-    canonical calls `ContextMemory` keeps), so the turn is found by what it did.
+    canonical calls `ContextMemory` keeps), so the turn is found by what it did. A user or
+    assistant turn without a name that starts with a speaker prefix (``Caroline: ...``) is
+    embedded without it, as a turn whose speaker is in ``name`` is: who said it is matched by
+    words (`ctxbudget.memory.speakers`), not by meaning.
 
     >>> embedding_text(Record(id="a", kind="message", text="", session_id="s", tool_calls=("c1",)))
     'tool call c1'
     """
     if record.text.strip():
-        return record.text
+        if record.kind != "message" or record.role not in ("user", "assistant"):
+            return record.text
+        named = str(record.metadata.get("_name") or "").strip()
+        return record.text if named else without_speaker(record.text)
     if not record.tool_calls:
         return f"tool result of {record.tool_call_id or 'a call'}: no output"
     raw = record.metadata.get("_tool_calls")

@@ -8,11 +8,21 @@
 - `encodings`: tiktoken encodings loaded offline.
 - `images`: image content parts and their token cost.
 - `models`: the model registry (window, encoding, per-message overhead).
+- `served`: the window a local server (Ollama, vLLM, LM Studio) serves a model with;
+  `server_api` reads their answers.
 """
 
 from __future__ import annotations
 
 from ctxbudget.tokens.counter import TokenCounter
 from ctxbudget.tokens.models import ModelInfo, lookup_model, register_model
+from ctxbudget.tokens.served import DetectedWindow, detect_window
 
-__all__ = ["ModelInfo", "TokenCounter", "lookup_model", "register_model"]
+__all__ = [
+    "DetectedWindow",
+    "ModelInfo",
+    "TokenCounter",
+    "detect_window",
+    "lookup_model",
+    "register_model",
+]

@@ -9,7 +9,8 @@ report counts exactly the messages ``get`` returns.
 `assemble_session` gathers the session's candidates with `ContextMemory.candidates` (the
 gathering `ContextMemory.assemble` uses, with its assembler settings), offers the stored system
 messages once, as never-cut system items (their pinned records are not offered a second time),
-and packs everything with the core `ContextAssembler`.
+and packs everything with the core `ContextAssembler`, with the session's previous assembly
+as ``previous=`` (`ContextMemory.previous_contexts`): its report says what prefix they share.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, TokenCounter
-from ctxbudget.memory.candidates import offered, retrieved_floor
+from ctxbudget.memory.candidates import offered
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.inputs import extra_items
+from ctxbudget.memory.plan import plan_for
+from ctxbudget.memory.presets import StrategyLike
 from ctxbudget.memory.session_state import is_stored_query
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget.budget import call_budget
@@ -91,6 +94,7 @@ def assemble_session(
     model: str,
     user_id: str | None,
     extra: Sequence[ContextItem],
+    strategy: StrategyLike | None = None,
 ) -> AssembledContext:
     """The assembly of one ``get``: what it returns is exactly ``to_messages()``.
 
@@ -102,11 +106,13 @@ def assemble_session(
         model: the model whose tokenizer counts.
         user_id: the user (pins, other sessions).
         extra: more items (memory blocks), offered as they are.
+        strategy: merged over the memory's (`ctxbudget.memory.plan.plan_for`).
 
     Raises:
         BudgetExceededError: the system messages, never-cut items and a pending question alone
             do not fit.
     """
+    plan = plan_for(memory.config, memory.strategy, strategy)
     asked = question.asked
     found = memory.candidates(
         session_id,
@@ -117,6 +123,7 @@ def assemble_session(
         user_id=user_id,
         documents=asked,
         other_sessions=None if asked else False,
+        strategy=strategy,
     )
     systems = system_items(memory, session_id)
     # The system messages are pinned records too: offered once, as system items.
@@ -132,11 +139,16 @@ def assemble_session(
     assembler = ContextAssembler(
         memory.counter_for(model),
         summarizer=memory.summarizer,
-        min_exchanges=memory.config.min_exchanges,
+        min_exchanges=plan.config.min_exchanges,
     )
-    return assembler.assemble(
-        items, budget=retrieved_floor(budget, memory.config.retrieved_floor), format="messages"
+    # The session's previous assembly (by `get` or `ContextMemory.assemble`): the prefix shared.
+    previous = memory.previous_contexts.get(session_id)
+    ctx = assembler.assemble(
+        items, budget=plan.budget(budget), format="messages", previous=previous
     )
+    memory.previous_contexts.put(session_id, ctx)
+    memory.record_context(ctx, session_id=session_id, user_id=found.user_id, model=model)
+    return ctx
 
 
 def assemble_get(
@@ -150,6 +162,7 @@ def assemble_get(
     model: str,
     user_id: str | None,
     extra: Sequence[ContextItem],
+    strategy: StrategyLike | None = None,
 ) -> AssembledContext:
     """One ``get``: its question (`question_of`), its budget (`call_budget`), its assembly.
 
@@ -165,5 +178,12 @@ def assemble_get(
         sent_after=question.text if question.sent_by_caller else None,
     )
     return assemble_session(
-        memory, session_id, question, budget=budget, model=model, user_id=user_id, extra=extra
+        memory,
+        session_id,
+        question,
+        budget=budget,
+        model=model,
+        user_id=user_id,
+        extra=extra,
+        strategy=strategy,
     )

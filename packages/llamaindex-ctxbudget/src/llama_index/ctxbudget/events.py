@@ -47,6 +47,8 @@ class ContextAssembledEvent(BaseEvent):
         solver: the least exact packing used: ``"greedy"`` (by density), ``"exact"``
             (knapsack) or ``"all"`` (everything offered fit); None when no tier needed one.
         solvers: per tier name, how it was packed (see `ctxbudget.core.packing`).
+        prefix_tokens: leading tokens identical to the session's previous assembly (what a
+            provider's prompt cache can reuse, `ctxbudget.core.prefix`); None without one.
         context: the call's `AssembledContext` (``explain()``, ``to_json()``, ``included``,
             ``pruned`` with reasons); not serialized. None when nothing could be packed (a
             budget below the cost of the layout itself).
@@ -66,6 +68,7 @@ class ContextAssembledEvent(BaseEvent):
     truncated: int = 0
     solver: str | None = None
     solvers: dict[str, str] = Field(default_factory=dict)
+    prefix_tokens: int | None = None
     context: AssembledContext | None = Field(default=None, exclude=True, repr=False)
 
     @classmethod

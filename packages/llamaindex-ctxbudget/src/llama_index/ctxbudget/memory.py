@@ -31,6 +31,7 @@ from ctxbudget.core.summaries import Summarizer
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.presets import StrategyLike, as_strategy
 from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.blocks import check_block_tiers, run_sync, session_blocks
 from llama_index.ctxbudget.convert import from_provider, from_record, input_text
@@ -78,6 +79,8 @@ class CtxBudgetMemory(BaseMemory):
         user_id: the user, for user-wide pinned facts and the user's other sessions.
         memory_blocks: LlamaIndex memory blocks read on every `get` (see `block_tier`).
         block_tiers: tiers by block name, overriding `block_tier`'s default.
+        strategy: a preset name (``"chat"``, ``"rag"``...) or a `ctxbudget.Strategy` as a dict,
+            merged over the `ContextMemory`'s on every `get` (`ctxbudget.memory.strategy`).
 
     >>> memory = CtxBudgetMemory.from_defaults(token_limit=2048, path=tmp_path)  # doctest: +SKIP
     >>> memory.put(ChatMessage(role="user", content="I moved to Lisbon"))  # doctest: +SKIP
@@ -95,6 +98,7 @@ class CtxBudgetMemory(BaseMemory):
         default_factory=list, exclude=True
     )
     block_tiers: dict[str, int] = Field(default_factory=dict)
+    strategy: str | dict[str, Any] | None = None
 
     _memory: ContextMemory = PrivateAttr()
     _owns_memory: bool = PrivateAttr(default=False)
@@ -108,6 +112,10 @@ class CtxBudgetMemory(BaseMemory):
             msg = f"token_limit must be a positive int number of tokens, got {limit!r}"
             raise InvalidBudgetError(msg)
         data["block_tiers"] = check_block_tiers(data.get("block_tiers") or {})
+        given = data.get("strategy")
+        if given is not None:  # checked now; kept JSON-ready for to_dict
+            chosen = as_strategy(given)
+            data["strategy"] = given if isinstance(given, str) else chosen.as_dict()
         super().__init__(**data)
         self._memory = memory
         self._owns_memory = owns_memory
@@ -165,6 +173,7 @@ class CtxBudgetMemory(BaseMemory):
         path: str | os.PathLike[str] | None = None,
         memory: ContextMemory | None = None,
         model: str = "gpt-4o",
+        base_url: str | None = None,
         user_id: str | None = None,
         system_prompt: str | None = None,
         chat_history: Sequence[ChatMessage] | None = None,
@@ -173,16 +182,20 @@ class CtxBudgetMemory(BaseMemory):
         embedder: object = None,
         config: MemoryConfig | None = None,
         summarizer: Summarizer | None = None,
+        strategy: StrategyLike | None = None,
     ) -> CtxBudgetMemory:
         """A memory for one session, on a new `ContextMemory` in ``path`` or on ``memory``.
 
         Args:
             token_limit: the most tokens `get` may return; default: what ``model`` allows
-                (``Budget.for_model(model).available``: its window minus a reply reserve).
+                (``Budget.for_model(model, base_url=base_url).available``: its window minus a
+                reply reserve).
             session_id: the conversation (default: a new random id).
             path: folder of the embedded Chroma store (default ``./.ctxbudget``).
             memory: an existing `ContextMemory` instead of ``path`` (not closed by `close`).
             model: the model whose tokenizer counts.
+            base_url: the local server of ``model`` (Ollama, vLLM, LM Studio) to ask its window
+                from when ``token_limit`` is not given (`ctxbudget.detect_window`).
             user_id: the user (user-wide pinned facts, the user's other sessions).
             system_prompt: put as a system message: kept on every `get`, never cut.
             chat_history: replaces the session's stored messages (like `set`).
@@ -192,18 +205,20 @@ class CtxBudgetMemory(BaseMemory):
                 the local all-MiniLM-L6-v2 with a cache of recent vectors).
             config: candidate gathering of a new `ContextMemory` (`MemoryConfig`).
             summarizer: the summarizer of a new `ContextMemory` (e.g. `LLMSummarizer`).
+            strategy: a preset, `ctxbudget.Strategy` or mapping, merged over the memory's.
 
         Raises:
             ConfigurationError: both ``path`` and ``memory``, or ``embedder``/``config``/
                 ``summarizer`` with ``memory`` (set those on the `ContextMemory`).
             InvalidBudgetError: ``token_limit`` is not a positive int.
             UnknownModelError: ``model`` is not registered in ctxbudget.
+            WindowDetectionError: the server at ``base_url`` cannot tell ``model``'s window.
         """
+        if token_limit is None:  # before opening a store that an error would leave open
+            token_limit = Budget.for_model(model, base_url=base_url).available
         memory, owns = open_memory(
             memory, path=path, model=model, embedder=embedder, config=config, summarizer=summarizer
         )
-        if token_limit is None:
-            token_limit = Budget.for_model(model).available
         built = cls(
             memory=memory,
             owns_memory=owns,
@@ -213,6 +228,7 @@ class CtxBudgetMemory(BaseMemory):
             user_id=user_id,
             memory_blocks=list(memory_blocks),
             block_tiers=dict(block_tiers or {}),
+            strategy=strategy,
         )
         if chat_history is not None:
             built.set(list(chat_history))
@@ -295,6 +311,7 @@ class CtxBudgetMemory(BaseMemory):
             model=self.model,
             user_id=self.user_id,
             extra=extra,
+            strategy=self.strategy,
         )
 
     def _report(self, context: AssembledContext) -> list[ChatMessage]:

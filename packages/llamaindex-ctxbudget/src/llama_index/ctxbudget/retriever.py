@@ -22,6 +22,7 @@ from ctxbudget.core.documents import pack_documents
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.candidates import ScoredHit
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.presets import StrategyLike, as_strategy
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget.events import LastContext, report_assembly
 
@@ -68,6 +69,8 @@ class CtxBudgetRetriever(BaseRetriever):
         session_id: also search this session's messages and summaries.
         user_id: also search this user's messages and summaries (every session).
         model: the model whose tokenizer counts (default: the memory's model).
+        strategy: a preset, `ctxbudget.Strategy` or mapping, merged over the memory's: its
+            scoring weights rank the hits.
         callback_manager: LlamaIndex callbacks.
         verbose: LlamaIndex's verbose flag.
 
@@ -87,6 +90,7 @@ class CtxBudgetRetriever(BaseRetriever):
         session_id: str | None = None,
         user_id: str | None = None,
         model: str | None = None,
+        strategy: StrategyLike | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         token_budget: int | None = None,
@@ -115,7 +119,10 @@ class CtxBudgetRetriever(BaseRetriever):
                 "a session_id or a user_id"
             )
             raise ConfigurationError(msg)
+        if strategy is not None:
+            as_strategy(strategy)  # an unknown preset or invalid strategy fails here
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self.strategy = strategy
         self.memory = memory
         self.budget = budget
         self.documents = documents
@@ -142,14 +149,25 @@ class CtxBudgetRetriever(BaseRetriever):
         vector = memory.store.embedder.embed_query(query)  # one embedding for every search
         found: list[ScoredHit] = []
         k = self.fetch_k
+        chosen = self.strategy
         if self.documents:
             found += memory.search(
-                query, vector=vector, k=k, kinds=["document"], collections=self.collections
+                query,
+                vector=vector,
+                k=k,
+                kinds=["document"],
+                collections=self.collections,
+                strategy=chosen,
             )
         for scope in ({"session_id": self.session_id}, {"user_id": self.user_id}):
             if next(iter(scope.values())) is not None:
                 found += memory.search(
-                    query, vector=vector, k=k, kinds=["message", "summary"], **scope
+                    query,
+                    vector=vector,
+                    k=k,
+                    kinds=["message", "summary"],
+                    strategy=chosen,
+                    **scope,
                 )
         return found
 

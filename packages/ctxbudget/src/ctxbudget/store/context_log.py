@@ -1,0 +1,287 @@
+"""Context logs: one stored record per assembly, kept per session, written in the background.
+
+`ContextMemory` logs what each `assemble` included and pruned (`ctxbudget.memory.inclusion`
+builds the records); this module keeps them apart from memory, writes them off the call's
+critical path, and reads and deletes them per session. The store never looks inside a record:
+it is a JSON document with a time-ordered key.
+
+**Layout.** Each session's log is a collection of its own, outside the partitions of records;
+how the logs are laid out, read and deleted: `ctxbudget.store.log_partitions`.
+
+**Writing.** `ContextLogs.append` queues an entry and returns at once. One background thread
+(started when work arrives, gone after 30 s idle) waits for a pause: ``linger`` seconds
+without a new entry, or ``max_wait`` seconds since the oldest queued one (calls back to back),
+so it writes while the application waits for its model rather than during its next call. It
+builds the documents, then writes each session's entries in one upsert and drops the session's
+oldest records beyond the entry's ``retain``. At most ``max_pending`` entries wait: beyond that
+an entry is dropped (counted in `ContextLogs.dropped`), the caller never blocks. A write that
+fails is tried ``attempts`` times, then dropped (counted in `ContextLogs.failed`); every drop is
+logged. Entries are not journaled: a process that dies loses at most what was still queued (a
+log, not memory). A session's rows are written by one call, each row whole, and a document that
+does not decode is skipped when read, so a crash never leaves anything that breaks a reader.
+
+**Deleting.** Deletes hold the store's lock, and the writer holds it around each upsert,
+after checking that its entries are still queued: entries of a deleted session or user are
+discarded under that lock, so a deleted log never comes back from this process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import itertools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+
+from ctxbudget.errors import StoreError
+from ctxbudget.store.layout import Collections
+from ctxbudget.store.log_partitions import LogEntry, LogPartitions, LogRow
+
+__all__ = ["ContextLogs", "LogEntry", "LogRow"]
+
+logger = logging.getLogger(__name__)
+
+_BATCH = 256  # entries written at once, at most
+_IDLE = 30.0  # seconds an idle writer thread waits for work before it ends
+
+
+class ContextLogs:
+    """The context logs of one store (see the module docstring).
+
+    Args:
+        collections: the store's collections.
+        linger: seconds without a new entry the writer waits for before it writes.
+        max_wait: the longest an entry waits while new ones keep arriving.
+        max_pending: at most this many entries wait; more are dropped, never waited for.
+        attempts: tries of a failing write before its entries are dropped.
+    """
+
+    def __init__(
+        self,
+        collections: Collections,
+        *,
+        linger: float = 0.05,
+        max_wait: float = 5.0,
+        max_pending: int = 2048,
+        attempts: int = 3,
+    ) -> None:
+        self._collections = collections
+        self._parts = LogPartitions(collections)
+        self.linger = linger
+        """Seconds without a new entry before the writer writes (may be changed at any time)."""
+        self.max_wait = max_wait
+        """The longest an entry waits while new ones keep arriving (may be changed)."""
+        self.max_pending = max_pending
+        """The most entries that wait; more are dropped (may be changed at any time)."""
+        self.attempts = attempts
+        self._queue: dict[int, LogEntry] = {}  # in order of arrival
+        self._next = 0
+        self._first = 0.0  # when the oldest queued entry arrived
+        self._last = 0.0  # when the newest did
+        self._hurry = 0  # callers waiting for the queue to empty: no lingering
+        self._writing = False
+        self._closed = False
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+        """Entries dropped because the queue was full (or the log closed)."""
+        self.failed = 0
+        """Entries dropped because the store kept failing to write them."""
+        self._exit_hook = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._exit_hook)
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(self, entry: LogEntry) -> bool:
+        """Queue ``entry`` for the background writer; False when it was dropped (queue full)."""
+        with self._cond:
+            if self._closed or len(self._queue) >= self.max_pending:
+                self.dropped += 1
+                logger.warning(
+                    "context log entry of session %r dropped: %s",
+                    entry.session_id,
+                    "the log is closed" if self._closed else f"{self.max_pending} are queued",
+                )
+                return False
+            if not self._queue:
+                self._first = time.monotonic()
+            self._last = time.monotonic()
+            self._queue[self._next] = entry
+            self._next += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="ctxbudget-context-log", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+        return True
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every queued entry is written or dropped; False if ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._hurry += 1
+            self._cond.notify_all()
+            try:
+                while self._queue or self._writing:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+            finally:
+                self._hurry -= 1
+        return True
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write what is queued (for at most ``timeout``), then stop taking entries."""
+        atexit.unregister(self._exit_hook)
+        written = self.flush(timeout)
+        with self._cond:
+            if not written:
+                logger.error("closing the context log: %d entries not written", len(self._queue))
+                self.dropped += len(self._queue)
+            self._closed = True
+            self._queue.clear()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        ended = False  # False: an error ended the thread, which must not restart on it
+        idle = time.monotonic()
+        try:
+            while True:
+                with self._cond:
+                    if not self._queue:  # kept a while: starting a thread delays `append`
+                        rest = idle + _IDLE - time.monotonic()
+                        if self._closed or rest <= 0:
+                            ended = True
+                            return
+                        self._cond.wait(rest)
+                        continue
+                    left = self._waiting()
+                    if left > 0:
+                        self._cond.wait(left)
+                        continue
+                    taken = list(itertools.islice(self._queue.items(), _BATCH))
+                    self._writing = True
+                try:
+                    self._write(taken)
+                finally:
+                    with self._cond:
+                        self._writing = False
+                        self._first = idle = time.monotonic()  # what came meanwhile waits
+                        self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._thread = None
+                if ended and self._queue and not self._closed:  # came as this thread ended
+                    self._thread = threading.Thread(
+                        target=self._run, name="ctxbudget-context-log", daemon=True
+                    )
+                    self._thread.start()
+                self._cond.notify_all()
+
+    def _waiting(self) -> float:
+        """Seconds to wait before writing the queue (0 or less: none)."""
+        if self._hurry or len(self._queue) >= _BATCH:
+            return 0.0
+        until = min(self._last + self.linger, self._first + self.max_wait)
+        return until - time.monotonic()
+
+    def _write(self, taken: list[tuple[int, LogEntry]]) -> None:
+        documents = {number: _build(entry) for number, entry in taken}
+        wait = 0.05
+        for attempt in range(1, self.attempts + 1):
+            try:
+                self._store(taken, documents)
+            except StoreError as exc:
+                if attempt < self.attempts:
+                    logger.warning("writing the context log failed (%s); retrying", exc)
+                    time.sleep(wait)
+                    wait *= 4
+                    continue
+                with self._cond:
+                    left = len(self._live(taken, documents))
+                    self.failed += left
+                    self._remove(n for n, _ in taken)
+                logger.error("%d context log entries dropped: %s", left, exc)
+                return
+            with self._cond:
+                self._remove(n for n, _ in taken)  # written, or discarded by a delete
+            return
+
+    def _live(
+        self, taken: list[tuple[int, LogEntry]], documents: dict[int, str]
+    ) -> list[tuple[int, LogEntry]]:
+        """What is still to write of ``taken``: queued (not discarded by a delete), built."""
+        with self._cond:
+            return [(n, e) for n, e in taken if n in self._queue and documents[n]]
+
+    def _remove(self, numbers: Iterable[int]) -> None:
+        for number in numbers:
+            self._queue.pop(number, None)
+
+    def _store(self, taken: list[tuple[int, LogEntry]], documents: dict[int, str]) -> None:
+        parts = self._parts
+        sessions: dict[tuple[str, str], list[tuple[int, LogEntry]]] = {}
+        for number, entry in self._live(taken, documents):
+            sessions.setdefault((entry.namespace, entry.session_id), []).append((number, entry))
+        parts.register([entry for entries in sessions.values() for _, entry in entries])
+        for (ns, sid), entries in sessions.items():
+            # The store's lock only around one upsert (the calls it delays are short): a delete
+            # comes wholly before it (and discarded the entries) or wholly after.
+            with self._collections.conn.lock:
+                entries = self._live(entries, documents)
+                if not entries:
+                    continue
+                parts.write([(entry, documents[n]) for n, entry in entries])
+                with self._cond:
+                    self._remove(n for n, _ in entries)  # written: a retry skips them
+            parts.retain(ns, sid, min(entry.retain for _, entry in entries))
+
+    # -- reading (`LogPartitions`) -----------------------------------------------------------
+    def read(self, namespace: str, session_id: str, *, limit: int | None = None) -> list[LogRow]:
+        """The stored records of a session's log, newest first (the newest ``limit``)."""
+        return self._parts.read(namespace, session_id, limit=limit)
+
+    def sessions(self, namespace: str, *, user_id: str | None = None) -> list[str]:
+        """The sessions of a namespace (or those one user was assembled for) with a log."""
+        return self._parts.sessions(namespace, user_id=user_id)
+
+    # -- deleting (the store's Deleter calls these holding the store's lock) -----------------
+    def delete_session(self, namespace: str, session_id: str) -> None:
+        """Drop a session's log, its entries in ``meta`` and what is queued for it."""
+        with self._collections.conn.lock:
+            self._discard(lambda e: (e.namespace, e.session_id) == (namespace, session_id))
+            self._parts.drop(namespace, session_id)
+
+    def delete_user(self, namespace: str, user_id: str, *, sessions: Sequence[str] = ()) -> None:
+        """Drop the logs of ``sessions`` (gone with the user) and the user's records elsewhere.
+
+        A log left with no record is dropped with its entries in ``meta``.
+        """
+        with self._collections.conn.lock:
+            self._discard(lambda e: e.namespace == namespace and e.user_id == user_id)
+            for session_id in sessions:
+                self.delete_session(namespace, session_id)
+            self._parts.drop_user(namespace, user_id)
+
+    def _discard(self, which: Callable[[LogEntry], bool]) -> None:
+        with self._cond:
+            self._remove([n for n, e in self._queue.items() if which(e)])
+            self._cond.notify_all()
+
+
+def _build(entry: LogEntry) -> str:
+    try:
+        return entry.document()
+    except (ValueError, TypeError, KeyError) as exc:  # a bug in the record: skip, say so
+        logger.error("context log entry of session %r not built: %s", entry.session_id, exc)
+        return ""
+
+
+def _close_at_exit(ref: weakref.ref[ContextLogs]) -> None:
+    logs = ref()
+    if logs is not None:
+        logs.close(timeout=5.0)

@@ -1,0 +1,409 @@
+"""What Ollama, vLLM and LM Studio answer about a served model's window (their documented JSON).
+
+The HTTP side of `ctxbudget.tokens.served` (which lists the endpoints and fields read): one small
+JSON request at a time with the standard library, and one reader per server that takes only the
+fields its server documents and ignores any other or malformed one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ctxbudget.errors import WindowDetectionError
+
+__all__ = [
+    "Ask",
+    "Found",
+    "Server",
+    "ServerReply",
+    "WindowSource",
+    "ask_json",
+    "is_lmstudio",
+    "json_object",
+    "lmstudio_window",
+    "not_served",
+    "ollama_default_window",
+    "ollama_version",
+    "ollama_window",
+    "openai_models",
+    "vllm_window",
+]
+
+Server = Literal["ollama", "vllm", "lmstudio"]
+"""The servers `ctxbudget.tokens.served.detect_window` knows."""
+
+WindowSource = Literal["loaded", "num_ctx", "server_default", "max_model_len"]
+"""Where a window came from: the loaded model (Ollama ``/api/ps``, LM Studio's loaded instance),
+the Modelfile's ``num_ctx`` (Ollama), Ollama's default for models without one, or vLLM's
+``max_model_len``."""
+
+_MAX_BYTES = 16 * 1024 * 1024
+_PASS_WINDOW = (
+    "or pass the window yourself: Budget.for_model(model, window=<tokens>) (on Ollama the "
+    "num_ctx it serves the model with)"
+)
+_START = "`ollama serve`, `vllm serve <model>` or `lms server start`"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReply:
+    """One answer: ``"GET /api/ps"``, the status, its JSON (None if not JSON) and its text."""
+
+    request: str
+    status: int
+    body: object
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A window read from a server: tokens, source, the model's maximum and what was read."""
+
+    window: int
+    source: WindowSource
+    model_max: int | None
+    detail: str
+
+
+Ask = Callable[[str, Mapping[str, object] | None], ServerReply]
+"""``ask(path, payload)``: GET ``path``, or POST ``payload`` as JSON when one is given."""
+
+
+def ask_json(
+    root: str, *, timeout: float, api_key: str | None = None, start: str | None = None
+) -> Ask:
+    """An `Ask` for the server at ``root``: any HTTP status is a reply, no answer an error.
+
+    ``start`` says how to start the server, in the error when it does not answer.
+
+    Raises (when called):
+        WindowDetectionError: the server cannot be reached or does not answer in ``timeout``.
+    """
+    # Imported on first use: urllib.request pulls in http.client, email and ssl.
+    import http.client
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    # A server on this machine is asked directly: an HTTP(S)_PROXY meant for the internet
+    # would otherwise receive the request (or refuse it) unless NO_PROXY lists the host.
+    host = (urllib.parse.urlsplit(root).hostname or "").lower()
+    local = host in {"localhost", "::1"} or host.startswith("127.")
+    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if local else []))
+
+    def ask(path: str, payload: Mapping[str, object] | None) -> ServerReply:
+        method = "GET" if payload is None else "POST"
+        headers = {"Accept": "application/json"}
+        data = None
+        if payload is not None:
+            data = json.dumps(payload).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        request = urllib.request.Request(root + path, data=data, headers=headers, method=method)
+        try:
+            try:
+                with opener.open(request, timeout=timeout) as response:
+                    status, raw = int(response.status), response.read(_MAX_BYTES)
+            except urllib.error.HTTPError as exc:
+                with exc:
+                    status, raw = exc.code, exc.read(_MAX_BYTES)
+        except (OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", exc)
+            what = (
+                f"no answer within {timeout:g} s"
+                if isinstance(reason, TimeoutError)
+                else str(reason) or type(reason).__name__
+            )
+            msg = (
+                f"cannot reach a model server at {root} to ask its context window ({method} "
+                f"{path}: {what}); start the server ({start or _START}) and check the URL, "
+                f"{_PASS_WINDOW}"
+            )
+            raise WindowDetectionError(msg, url=root) from exc
+        text = raw.decode("utf-8", "replace")
+        try:
+            body: object = json.loads(text)
+        except ValueError:
+            body = None
+        return ServerReply(f"{method} {path}", status, body, text)
+
+    return ask
+
+
+def json_object(reply: ServerReply, root: str, who: str) -> dict[str, Any]:
+    """The JSON object of a 200 reply.
+
+    Raises:
+        WindowDetectionError: another status, or a body that is not a JSON object; the message
+            quotes what came back.
+    """
+    if reply.status == 200 and isinstance(reply.body, dict):
+        return reply.body
+    if reply.status == 200:
+        msg = (
+            f"{who} at {root} answered {reply.request} with something else than a JSON object "
+            f"({_snippet(reply.text)}); check that {root} is {who}, {_PASS_WINDOW}"
+        )
+    else:
+        advice = (
+            "the server wants a key: pass api_key= to detect_window, "
+            if reply.status in (401, 403)
+            else "see the server's log, "
+        )
+        msg = (
+            f"{who} at {root} answered {reply.request} with HTTP {reply.status} "
+            f"({_error_text(reply)}); {advice}{_PASS_WINDOW}"
+        )
+    raise WindowDetectionError(msg, url=root)
+
+
+def not_served(
+    root: str, name: str, who: str, listed: Sequence[Mapping[str, Any]] | None, request: str
+) -> WindowDetectionError:
+    """The error for a model the server does not serve, naming the models it does."""
+    names = sorted({str(e["id"]) for e in listed or () if isinstance(e.get("id"), str)})
+    if listed is None:
+        served = f"it did not list its models on GET {request}"
+    elif names:
+        more = ", ..." if len(names) > 8 else ""
+        served = f"it serves {', '.join(repr(n) for n in names[:8])}{more}"
+    else:
+        served = "it lists no model"
+    msg = (
+        f"{who} at {root} does not serve {name!r} ({served}); use the name the server lists "
+        f"or serve that model, {_PASS_WINDOW}"
+    )
+    return WindowDetectionError(msg, url=root)
+
+
+# -- Ollama -------------------------------------------------------------------------------------
+def ollama_version(ask: Ask) -> str | None:
+    """The ``version`` of Ollama's ``GET /api/version``; None when the server does not answer it."""
+    reply = ask("/api/version", None)
+    version = reply.body.get("version") if isinstance(reply.body, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def ollama_default_window(version: str | None) -> int:
+    """The context Ollama ``version`` gives a model no ``num_ctx`` sets (the smallest it may be).
+
+    2,048 before 0.6.7 (and for a version it cannot read), 4,096 since; from 0.15.5 that is the
+    tier of servers with less than 24 GiB of VRAM (more VRAM: 32,768 or 262,144).
+    ``OLLAMA_CONTEXT_LENGTH`` on the server replaces it.
+
+    >>> ollama_default_window("0.5.7"), ollama_default_window("0.12.3")
+    (2048, 4096)
+    """
+    parts = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version or "")
+    if parts is None:
+        return 2048
+    return 2048 if tuple(int(p) for p in parts.groups()) < (0, 6, 7) else 4096
+
+
+def ollama_window(root: str, name: str, ask: Ask) -> Found:
+    """The window Ollama serves ``name`` with: loaded, else ``num_ctx``, else its default.
+
+    Raises:
+        WindowDetectionError: Ollama does not have the model, or answered something else.
+    """
+    shown = ask("/api/show", {"model": name})
+    if shown.status == 404:
+        msg = (
+            f"Ollama at {root} does not have the model {name!r} ({_error_text(shown)}); pull it "
+            f"(`ollama pull {name}`) or use a name `ollama list` shows, {_PASS_WINDOW}"
+        )
+        raise WindowDetectionError(msg, url=root)
+    info = json_object(shown, root, "Ollama")
+    model_max = _trained_length(info.get("model_info"))
+    running = ask("/api/ps", None)
+    if running.status == 200:
+        loaded = _loaded_context(json_object(running, root, "Ollama"), name)
+        if loaded is not None:
+            detail = f"loaded with a context of {loaded:,} tokens (GET /api/ps)"
+            return Found(loaded, "loaded", model_max, detail)
+    configured = _num_ctx(info.get("parameters"))
+    if configured is not None:
+        window = configured if model_max is None else min(configured, model_max)
+        capped = "" if window == configured else f", capped at its trained {window:,}"
+        return Found(
+            window, "num_ctx", model_max, f"its Modelfile sets num_ctx {configured}{capped}"
+        )
+    known = ollama_version(ask)
+    default = ollama_default_window(known)
+    window = default if model_max is None else min(default, model_max)
+    detail = (
+        f"not loaded and no num_ctx in its Modelfile: the default context of Ollama "
+        f"{known or '(version unknown)'}, {window:,} tokens (OLLAMA_CONTEXT_LENGTH on the "
+        "server changes it, and from 0.15.5 a server with 24 GiB of VRAM or more uses more; "
+        "GET /api/ps shows the real one once the model is loaded)"
+    )
+    return Found(window, "server_default", model_max, detail)
+
+
+def _trained_length(model_info: object) -> int | None:
+    if not isinstance(model_info, dict):
+        return None
+    arch = model_info.get("general.architecture")
+    if isinstance(arch, str):
+        found = _positive(model_info.get(f"{arch}.context_length"))
+        if found is not None:
+            return found
+    lengths = [_positive(v) for k, v in model_info.items() if str(k).endswith(".context_length")]
+    return min((n for n in lengths if n is not None), default=None)
+
+
+def _num_ctx(parameters: object) -> int | None:
+    # Modelfile parameters, one per line: "num_ctx                        8192".
+    if not isinstance(parameters, str):
+        return None
+    for line in parameters.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "num_ctx" and parts[1].isdigit():
+            return _positive(int(parts[1]))
+    return None
+
+
+def _ollama_name(name: str) -> str:
+    key = name.strip().lower()
+    for prefix in ("registry.ollama.ai/", "library/"):
+        key = key.removeprefix(prefix)
+    return key if ":" in key.rsplit("/", 1)[-1] else f"{key}:latest"
+
+
+def _loaded_context(running: Mapping[str, Any], name: str) -> int | None:
+    wanted = _ollama_name(name)
+    for entry in _dicts(running.get("models")):
+        names = {entry.get("model"), entry.get("name")}
+        if any(isinstance(n, str) and _ollama_name(n) == wanted for n in names):
+            return _positive(entry.get("context_length"))  # absent before 0.9.7
+    return None
+
+
+# -- vLLM and other OpenAI-compatible servers ---------------------------------------------------
+def openai_models(root: str, ask: Ask, *, required: bool) -> list[dict[str, Any]] | None:
+    """``data`` of ``GET /v1/models``; None when the server has no such list (unless required).
+
+    Raises:
+        WindowDetectionError: a 200 that is not JSON, or (``required``) no list at all.
+    """
+    reply = ask("/v1/models", None)
+    data = reply.body.get("data") if isinstance(reply.body, dict) else None
+    if reply.status == 200 and isinstance(data, list):
+        return _dicts(data)
+    if required or (reply.status == 200 and reply.body is None):
+        json_object(reply, root, "vLLM" if required else "the server")
+        msg = f"the server at {root} answered GET /v1/models without a model list; {_PASS_WINDOW}"
+        raise WindowDetectionError(msg, url=root)
+    return None
+
+
+def vllm_window(listed: Sequence[Mapping[str, Any]], name: str) -> Found | None:
+    """``max_model_len`` of ``name`` in ``GET /v1/models`` (a LoRA adapter: its parent's)."""
+    by_id = {entry["id"]: entry for entry in listed if isinstance(entry.get("id"), str)}
+    entry = by_id.get(name)
+    if entry is None:
+        return None
+    length = _positive(entry.get("max_model_len"))
+    whose = ""
+    parent = by_id.get(str(entry.get("parent")))
+    if length is None and parent is not None:
+        length, whose = _positive(parent.get("max_model_len")), f" of its base {parent['id']}"
+    if length is None:
+        return None
+    detail = f"served with max_model_len {length:,}{whose} (GET /v1/models)"
+    return Found(length, "max_model_len", length, detail)
+
+
+# -- LM Studio ----------------------------------------------------------------------------------
+_LMSTUDIO_LISTS = (("/api/v1/models", "models"), ("/api/v0/models", "data"))
+
+
+def is_lmstudio(ask: Ask) -> bool:
+    """Whether the server answers LM Studio's ``/api/v1/models`` or ``/api/v0/models``."""
+    return any(_lmstudio_list(ask, path, key) is not None for path, key in _LMSTUDIO_LISTS)
+
+
+def lmstudio_window(root: str, name: str, ask: Ask) -> Found:
+    """The context LM Studio loaded ``name`` with.
+
+    Raises:
+        WindowDetectionError: LM Studio does not have the model, has not loaded it, or did not
+            answer its model lists.
+    """
+    models = _lmstudio_list(ask, "/api/v1/models", "models")
+    if models is not None:
+        for model in models:
+            loaded = _dicts(model.get("loaded_instances"))
+            if model.get("key") != name and all(i.get("id") != name for i in loaded):
+                continue
+            chosen = [i for i in loaded if i.get("id") == name] or loaded
+            configs = [i.get("config") for i in chosen]
+            lengths = [_positive(c.get("context_length")) for c in configs if isinstance(c, dict)]
+            return _lmstudio_found(root, name, model, [n for n in lengths if n], "/api/v1/models")
+        keyed = [{"id": m.get("key")} for m in models]
+        raise not_served(root, name, "LM Studio", keyed, "/api/v1/models")
+    data = _lmstudio_list(ask, "/api/v0/models", "data")
+    if data is None:
+        msg = (
+            f"the server at {root} answered neither GET /api/v1/models nor GET /api/v0/models "
+            f"as LM Studio 0.3.6 or later does; {_PASS_WINDOW}"
+        )
+        raise WindowDetectionError(msg, url=root)
+    for model in data:
+        if model.get("id") == name:
+            length = _positive(model.get("loaded_context_length"))
+            return _lmstudio_found(root, name, model, [length] if length else [], "/api/v0/models")
+    raise not_served(root, name, "LM Studio", data, "/api/v0/models")
+
+
+def _lmstudio_list(ask: Ask, path: str, key: str) -> list[dict[str, Any]] | None:
+    reply = ask(path, None)
+    found = reply.body.get(key) if isinstance(reply.body, dict) else None
+    return _dicts(found) if reply.status == 200 and isinstance(found, list) else None
+
+
+def _lmstudio_found(
+    root: str, name: str, model: Mapping[str, Any], lengths: list[int], path: str
+) -> Found:
+    model_max = _positive(model.get("max_context_length"))
+    if lengths:
+        detail = f"loaded with a context of {min(lengths):,} tokens (GET {path})"
+        return Found(min(lengths), "loaded", model_max, detail)
+    most = f"; it allows up to {model_max:,}" if model_max else ""
+    msg = (
+        f"LM Studio at {root} has {name!r} but has not loaded it, so the context it will be "
+        f"served with is not known yet{most}; load it with the context you want (`lms load "
+        f"{name} --context-length <tokens>`), {_PASS_WINDOW}"
+    )
+    raise WindowDetectionError(msg, url=root)
+
+
+# -- reading answers ----------------------------------------------------------------------------
+def _dicts(value: object) -> list[dict[str, Any]]:
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _error_text(reply: ServerReply) -> str:
+    body = reply.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):  # vLLM: {"error": {"message": ..., "type": ...}}
+            error = error.get("message")
+        for text in (error, body.get("message"), body.get("detail")):
+            if isinstance(text, str) and text:
+                return repr(text)
+    return _snippet(reply.text)
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return repr(flat[:80] + ("..." if len(flat) > 80 else "")) if flat else "an empty body"

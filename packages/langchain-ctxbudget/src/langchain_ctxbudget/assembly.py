@@ -1,0 +1,63 @@
+"""`CallAssembler`: how `CtxBudgetMiddleware` runs the core on each model call.
+
+One `ctxbudget.ContextAssembler` per token counter, built with the middleware's options
+(``min_exchanges``, ``history_trim``, ``trim_step``), and the thread's previous call passed as
+``previous=`` (its report then says what prefix the two share). A budget the never-pruned items
+do not fit says so, and that the tool schemas were counted in its reserve when there were some.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ctxbudget import AssembledContext, Budget, BudgetExceededError, ContextAssembler, TokenCounter
+from ctxbudget.core.items import ContextItem
+from ctxbudget.core.trimming import TrimOptions
+
+__all__ = ["CallAssembler"]
+
+
+class CallAssembler:
+    """The middleware's assemblers, one per counter (shared by its calls; assembling is pure).
+
+    Args:
+        min_exchanges: newest exchanges kept before pinned facts and memories are packed.
+        trim: the trimming options (`ctxbudget.core.trimming.trim_options`).
+    """
+
+    def __init__(self, *, min_exchanges: int, trim: TrimOptions) -> None:
+        self.min_exchanges = min_exchanges
+        self.trim = trim
+        self._assemblers: dict[int, ContextAssembler] = {}
+        self._lock = threading.Lock()
+
+    def assembler(self, counter: TokenCounter) -> ContextAssembler:
+        """The (cached) assembler of ``counter``."""
+        with self._lock:
+            assembler = self._assemblers.get(id(counter))
+            if assembler is None or assembler.counter is not counter:
+                assembler = ContextAssembler(counter, min_exchanges=self.min_exchanges, **self.trim)
+                self._assemblers[id(counter)] = assembler
+            return assembler
+
+    def assemble(
+        self,
+        counter: TokenCounter,
+        items: list[ContextItem],
+        budget: Budget,
+        *,
+        tools: bool,
+        previous: AssembledContext | None,
+    ) -> AssembledContext:
+        """One call's context (``tools``: the call carries tool schemas, counted in the reserve).
+
+        Raises:
+            BudgetExceededError: the never-pruned items alone do not fit.
+        """
+        try:
+            return self.assembler(counter).assemble(items, budget=budget, previous=previous)
+        except BudgetExceededError as exc:
+            if not tools:
+                raise
+            msg = f"{exc} (the reserve includes the tool schemas)"
+            raise BudgetExceededError(msg, required=exc.required, available=exc.available) from exc
