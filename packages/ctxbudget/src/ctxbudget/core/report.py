@@ -15,12 +15,13 @@ from enum import StrEnum
 from typing import Any
 
 from ctxbudget.core.budget import Budget
+from ctxbudget.core.explain import explain_context
 from ctxbudget.core.history import Unsendable
 from ctxbudget.core.items import ContextItem, tier_name
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.render import Format, Layout, Part
 from ctxbudget.core.trimming import TrimReport
-from ctxbudget.tokens.images import IMAGE_TOKENS_MAX, image_size_unknown
+from ctxbudget.tokens.images import image_size_unknown
 
 __all__ = [
     "AssembledContext",
@@ -322,85 +323,8 @@ class AssembledContext:
         )
 
     def explain(self, *, width: int = 40, show_pruned: int = 12) -> str:
-        """A per-tier table, a budget bar, and what was cut and why."""
-        lines: list[str] = []
-        label = " (APPROXIMATE count)" if self.approximate else ""
-        budget = self.budget
-        if budget.reserve or budget.safety:
-            given = (
-                f"window {budget.window:,} - reserve {budget.reserve:,} - safety {budget.safety:,}"
-            )
-        else:  # a plain token budget: nothing kept back to describe
-            given = f"budget {budget.window:,}"
-        lines.append(
-            f"context: {self.tokens_used:,} of {self.tokens_available:,} tokens ({given}), "
-            f"format {self.format}, counter {self.counter_name}{label}"
-        )
-        lines.append(self._bar(width))
-        lines.append(f"{'tier':<12}{'offered':>8}{'kept':>7}{'cut':>6}{'tokens':>9}  solver")
-        for tier in sorted(self.tiers):
-            usage = self.tiers[tier]
-            solver = self.solvers.get(tier)
-            how = ""
-            if solver is not None:
-                how = solver.solver
-                if solver.solver == "greedy":
-                    how += f" (within {solver.gap:.1%} of optimum)"
-            lines.append(
-                f"{usage.name:<12}{usage.offered:>8}{usage.kept:>7}{usage.pruned:>6}"
-                f"{usage.tokens:>9,}  {how}"
-            )
-        pruned = self.pruned
-        if pruned:
-            reasons: dict[str, int] = {}
-            for p in pruned:
-                reasons[p.reason.value] = reasons.get(p.reason.value, 0) + 1
-            summary = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
-            lines.append(f"cut: {len(pruned)} items ({summary})")
-            for p in pruned[:show_pruned]:
-                preview = p.item.text.replace("\n", " ")[:48]
-                detail = f" ({p.detail})" if p.detail else ""
-                lines.append(
-                    f"  - {p.item.id} [{tier_name(p.item.tier)}] {p.reason.value}{detail}: "
-                    f"{preview!r}"
-                )
-            if len(pruned) > show_pruned:
-                lines.append(f"  ... and {len(pruned) - show_pruned} more")
-        if self.truncated:
-            lines.append(f"truncated to fit: {', '.join(self.truncated)}")
-        estimated = self.estimated
-        if estimated:
-            lines.append(
-                f"images of unknown size counted as {IMAGE_TOKENS_MAX:,} tokens each in: "
-                f"{', '.join(estimated)}"
-            )
-        if self.trim is not None:
-            lines.append(self.trim.describe())
-        if self.prefix_tokens is not None:
-            share = self.prefix_tokens / max(self.tokens_used, 1)
-            lines.append(
-                f"prefix shared with the previous call: {self.prefix_tokens:,} of "
-                f"{self.tokens_used:,} tokens ({share:.0%}), reusable by a provider's prompt cache"
-            )
-        lines.append(f"assembled in {self.timing_ms:.2f} ms")
-        return "\n".join(lines)
-
-    def _bar(self, width: int) -> str:
-        marks = "#=+*~-:.o"
-        cells: list[str] = []
-        total = max(self.tokens_available, 1)
-        for index, tier in enumerate(sorted(self.tiers)):
-            n = round(self.tiers[tier].tokens * width / total)
-            cells.append(marks[index % len(marks)] * n)
-        bar = "".join(cells)[:width]
-        bar += " " * (width - len(bar))
-        legend = " ".join(
-            f"{marks[i % len(marks)]}={self.tiers[t].name}"
-            for i, t in enumerate(sorted(self.tiers))
-            if self.tiers[t].tokens
-        )
-        share = self.tokens_used / total
-        return f"[{bar}] {share:.0%}  {legend}"
+        """A per-tier table, a budget bar, and what was cut and why (`core.explain`)."""
+        return explain_context(self, width=width, show_pruned=show_pruned)
 
     def __repr__(self) -> str:
         return (

@@ -3,7 +3,7 @@
 `gather` is `ContextMemory.candidates`: it reads the session's state once (`read_session`:
 recent turns, pins and tasks, summaries), brings the session's word index up to date, and
 searches (`ctxbudget.memory.retrieval.retrieve`). `ContextMemory.assemble` is candidates + the
-core assembler (`offered`: what it hands over). `scored_search` is `ContextMemory.search`.
+core assembler (`offered`: what it hands over). `ctxbudget.memory.search` is `ContextMemory.search`.
 The LangChain middleware, both retrievers and LlamaIndex's `CtxBudgetMemory` use the same
 gathering (`ContextMemory.candidates` and `ContextMemory.search`), so every adapter ranks
 records the way `ContextMemory` does. The gathering is bounded by the budget: the search pool
@@ -18,7 +18,6 @@ memory adds, and copies of its own older turns that matter only when its history
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,7 +34,7 @@ from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.cards import EntityScope, entity_candidates
 from ctxbudget.memory.entities.index import EntityIndexes
-from ctxbudget.memory.entities.stored import ENTITY_MARK, split_pins
+from ctxbudget.memory.entities.stored import split_pins
 from ctxbudget.memory.inputs import documents_arg
 from ctxbudget.memory.record_items import (
     history_item,
@@ -45,11 +44,9 @@ from ctxbudget.memory.record_items import (
     tool_items,
 )
 from ctxbudget.memory.retrieval import QueryVectors, SearchScope, retrieve
-from ctxbudget.memory.scoring import hit_relevance, lexical_terms, record_score
-from ctxbudget.memory.session_index import SessionIndex, SessionIndexes, span_of
+from ctxbudget.memory.session_index import SessionIndex, SessionIndexes
 from ctxbudget.memory.session_state import read_session
-from ctxbudget.store.filters import document_filter
-from ctxbudget.store.records import Hit, Record
+from ctxbudget.store.records import Record
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
@@ -58,12 +55,10 @@ if TYPE_CHECKING:
 __all__ = [
     "Additions",
     "Candidates",
-    "ScoredHit",
     "gather",
     "offered",
     "retrieved_floor",
     "retrieved_floors",
-    "scored_search",
 ]
 
 
@@ -157,14 +152,6 @@ class Candidates:
                 seen.add(item.id)
                 extras.append(item)
         return Additions(extras=tuple(extras), copies=copies)
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredHit:
-    """A store hit with the score `ContextMemory` gives it (see `ContextMemory.search`)."""
-
-    hit: Hit
-    score: float
 
 
 def gather(
@@ -359,44 +346,3 @@ def retrieved_floor(budget: Budget | int, floor: float) -> Budget:
     if plain and floors:
         budget = Budget(window=budget.window, floors=floors)
     return budget
-
-
-def scored_search(
-    store: ChromaStore,
-    namespace: str,
-    config: MemoryConfig,
-    query: str,
-    *,
-    k: int,
-    kinds: Sequence[str] | None,
-    session_id: str | None,
-    user_id: str | None,
-    collections: bool | str | Sequence[str] | None,
-    vector: Sequence[float] | None,
-) -> list[ScoredHit]:
-    """`ContextMemory.search` (see there): one store search, hits scored, best first."""
-    if not isinstance(query, str) or not query.strip():
-        return []
-    where = None if collections is None else document_filter(collections)
-    hits = store.search(
-        query if vector is None else vector,
-        namespace=namespace,
-        k=k,
-        kinds=None if kinds is None else list(kinds),
-        session_id=session_id,
-        user_id=user_id,
-        where=where,
-    )
-    words = set(lexical_terms(query))
-    span = span_of(h.similarity for h in hits)
-    now = time.time()
-    scoring = config.scoring
-    scored = []
-    for hit in hits:
-        if ENTITY_MARK in hit.record.metadata:
-            continue  # a declared relation or pattern: entity memory's own, not a memory
-        relevance = hit_relevance(scoring, hit.record, hit.similarity, 1.0, words, span)
-        score = record_score(scoring, hit.record, relevance, now, session_id)
-        scored.append(ScoredHit(hit, score))
-    scored.sort(key=lambda s: (-s.score, s.hit.record.id))
-    return scored

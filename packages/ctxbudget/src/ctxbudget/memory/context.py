@@ -34,10 +34,8 @@ from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.embed.base import Embedder, as_embedder
 from ctxbudget.memory.candidates import (
     Candidates,
-    ScoredHit,
     gather,
     offered,
-    scored_search,
 )
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.api import EntityMemory
@@ -48,6 +46,7 @@ from ctxbudget.memory.inputs import extra_items
 from ctxbudget.memory.plan import memory_strategy, plan_for
 from ctxbudget.memory.presets import StrategyLike
 from ctxbudget.memory.retrieval import QueryVectors
+from ctxbudget.memory.search import ScoredHit, scored_search
 from ctxbudget.memory.session_index import SessionIndexes
 from ctxbudget.memory.upkeep import SessionUpkeep
 from ctxbudget.memory.write_behind import open_write_behind

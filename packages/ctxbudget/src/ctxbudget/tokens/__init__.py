@@ -9,7 +9,7 @@
 - `images`: image content parts and their token cost.
 - `models`: the model registry (window, encoding, per-message overhead).
 - `served`: the window a local server (Ollama, vLLM, LM Studio) serves a model with;
-  `server_api` reads their answers.
+  `server_api` reads their answers (`server_http` asks).
 """
 
 from __future__ import annotations

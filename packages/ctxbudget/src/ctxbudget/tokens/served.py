@@ -42,19 +42,17 @@ from urllib.parse import urlsplit
 
 from ctxbudget.errors import ConfigurationError, WindowDetectionError
 from ctxbudget.tokens.server_api import (
-    Ask,
     Found,
     Server,
     WindowSource,
-    ask_json,
     is_lmstudio,
     lmstudio_window,
-    not_served,
     ollama_version,
     ollama_window,
     openai_models,
     vllm_window,
 )
+from ctxbudget.tokens.server_http import Ask, ask_json, not_served
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -1,31 +1,26 @@
 """What Ollama, vLLM and LM Studio answer about a served model's window (their documented JSON).
 
-The HTTP side of `ctxbudget.tokens.served` (which lists the endpoints and fields read): one small
-JSON request at a time with the standard library, and one reader per server that takes only the
-fields its server documents and ignores any other or malformed one.
+For `ctxbudget.tokens.served` (which lists the endpoints and fields read): one reader per server
+that takes only the fields its server documents and ignores any other or malformed one; the
+requests themselves are `ctxbudget.tokens.server_http`'s.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctxbudget.errors import WindowDetectionError
+from ctxbudget.tokens.server_http import PASS_WINDOW, Ask, error_text, json_object, not_served
 
 __all__ = [
-    "Ask",
     "Found",
     "Server",
-    "ServerReply",
     "WindowSource",
-    "ask_json",
     "is_lmstudio",
-    "json_object",
     "lmstudio_window",
-    "not_served",
     "ollama_default_window",
     "ollama_version",
     "ollama_window",
@@ -41,23 +36,6 @@ WindowSource = Literal["loaded", "num_ctx", "server_default", "max_model_len"]
 the Modelfile's ``num_ctx`` (Ollama), Ollama's default for models without one, or vLLM's
 ``max_model_len``."""
 
-_MAX_BYTES = 16 * 1024 * 1024
-_PASS_WINDOW = (
-    "or pass the window yourself: Budget.for_model(model, window=<tokens>) (on Ollama the "
-    "num_ctx it serves the model with)"
-)
-_START = "`ollama serve`, `vllm serve <model>` or `lms server start`"
-
-
-@dataclass(frozen=True, slots=True)
-class ServerReply:
-    """One answer: ``"GET /api/ps"``, the status, its JSON (None if not JSON) and its text."""
-
-    request: str
-    status: int
-    body: object
-    text: str
-
 
 @dataclass(frozen=True, slots=True)
 class Found:
@@ -67,118 +45,6 @@ class Found:
     source: WindowSource
     model_max: int | None
     detail: str
-
-
-Ask = Callable[[str, Mapping[str, object] | None], ServerReply]
-"""``ask(path, payload)``: GET ``path``, or POST ``payload`` as JSON when one is given."""
-
-
-def ask_json(
-    root: str, *, timeout: float, api_key: str | None = None, start: str | None = None
-) -> Ask:
-    """An `Ask` for the server at ``root``: any HTTP status is a reply, no answer an error.
-
-    ``start`` says how to start the server, in the error when it does not answer.
-
-    Raises (when called):
-        WindowDetectionError: the server cannot be reached or does not answer in ``timeout``.
-    """
-    # Imported on first use: urllib.request pulls in http.client, email and ssl.
-    import http.client
-    import urllib.error
-    import urllib.parse
-    import urllib.request
-
-    # A server on this machine is asked directly: an HTTP(S)_PROXY meant for the internet
-    # would otherwise receive the request (or refuse it) unless NO_PROXY lists the host.
-    host = (urllib.parse.urlsplit(root).hostname or "").lower()
-    local = host in {"localhost", "::1"} or host.startswith("127.")
-    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if local else []))
-
-    def ask(path: str, payload: Mapping[str, object] | None) -> ServerReply:
-        method = "GET" if payload is None else "POST"
-        headers = {"Accept": "application/json"}
-        data = None
-        if payload is not None:
-            data = json.dumps(payload).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        request = urllib.request.Request(root + path, data=data, headers=headers, method=method)
-        try:
-            try:
-                with opener.open(request, timeout=timeout) as response:
-                    status, raw = int(response.status), response.read(_MAX_BYTES)
-            except urllib.error.HTTPError as exc:
-                with exc:
-                    status, raw = exc.code, exc.read(_MAX_BYTES)
-        except (OSError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", exc)
-            what = (
-                f"no answer within {timeout:g} s"
-                if isinstance(reason, TimeoutError)
-                else str(reason) or type(reason).__name__
-            )
-            msg = (
-                f"cannot reach a model server at {root} to ask its context window ({method} "
-                f"{path}: {what}); start the server ({start or _START}) and check the URL, "
-                f"{_PASS_WINDOW}"
-            )
-            raise WindowDetectionError(msg, url=root) from exc
-        text = raw.decode("utf-8", "replace")
-        try:
-            body: object = json.loads(text)
-        except ValueError:
-            body = None
-        return ServerReply(f"{method} {path}", status, body, text)
-
-    return ask
-
-
-def json_object(reply: ServerReply, root: str, who: str) -> dict[str, Any]:
-    """The JSON object of a 200 reply.
-
-    Raises:
-        WindowDetectionError: another status, or a body that is not a JSON object; the message
-            quotes what came back.
-    """
-    if reply.status == 200 and isinstance(reply.body, dict):
-        return reply.body
-    if reply.status == 200:
-        msg = (
-            f"{who} at {root} answered {reply.request} with something else than a JSON object "
-            f"({_snippet(reply.text)}); check that {root} is {who}, {_PASS_WINDOW}"
-        )
-    else:
-        advice = (
-            "the server wants a key: pass api_key= to detect_window, "
-            if reply.status in (401, 403)
-            else "see the server's log, "
-        )
-        msg = (
-            f"{who} at {root} answered {reply.request} with HTTP {reply.status} "
-            f"({_error_text(reply)}); {advice}{_PASS_WINDOW}"
-        )
-    raise WindowDetectionError(msg, url=root)
-
-
-def not_served(
-    root: str, name: str, who: str, listed: Sequence[Mapping[str, Any]] | None, request: str
-) -> WindowDetectionError:
-    """The error for a model the server does not serve, naming the models it does."""
-    names = sorted({str(e["id"]) for e in listed or () if isinstance(e.get("id"), str)})
-    if listed is None:
-        served = f"it did not list its models on GET {request}"
-    elif names:
-        more = ", ..." if len(names) > 8 else ""
-        served = f"it serves {', '.join(repr(n) for n in names[:8])}{more}"
-    else:
-        served = "it lists no model"
-    msg = (
-        f"{who} at {root} does not serve {name!r} ({served}); use the name the server lists "
-        f"or serve that model, {_PASS_WINDOW}"
-    )
-    return WindowDetectionError(msg, url=root)
 
 
 # -- Ollama -------------------------------------------------------------------------------------
@@ -214,8 +80,8 @@ def ollama_window(root: str, name: str, ask: Ask) -> Found:
     shown = ask("/api/show", {"model": name})
     if shown.status == 404:
         msg = (
-            f"Ollama at {root} does not have the model {name!r} ({_error_text(shown)}); pull it "
-            f"(`ollama pull {name}`) or use a name `ollama list` shows, {_PASS_WINDOW}"
+            f"Ollama at {root} does not have the model {name!r} ({error_text(shown)}); pull it "
+            f"(`ollama pull {name}`) or use a name `ollama list` shows, {PASS_WINDOW}"
         )
         raise WindowDetectionError(msg, url=root)
     info = json_object(shown, root, "Ollama")
@@ -297,7 +163,7 @@ def openai_models(root: str, ask: Ask, *, required: bool) -> list[dict[str, Any]
         return _dicts(data)
     if required or (reply.status == 200 and reply.body is None):
         json_object(reply, root, "vLLM" if required else "the server")
-        msg = f"the server at {root} answered GET /v1/models without a model list; {_PASS_WINDOW}"
+        msg = f"the server at {root} answered GET /v1/models without a model list; {PASS_WINDOW}"
         raise WindowDetectionError(msg, url=root)
     return None
 
@@ -351,7 +217,7 @@ def lmstudio_window(root: str, name: str, ask: Ask) -> Found:
     if data is None:
         msg = (
             f"the server at {root} answered neither GET /api/v1/models nor GET /api/v0/models "
-            f"as LM Studio 0.3.6 or later does; {_PASS_WINDOW}"
+            f"as LM Studio 0.3.6 or later does; {PASS_WINDOW}"
         )
         raise WindowDetectionError(msg, url=root)
     for model in data:
@@ -378,7 +244,7 @@ def _lmstudio_found(
     msg = (
         f"LM Studio at {root} has {name!r} but has not loaded it, so the context it will be "
         f"served with is not known yet{most}; load it with the context you want (`lms load "
-        f"{name} --context-length <tokens>`), {_PASS_WINDOW}"
+        f"{name} --context-length <tokens>`), {PASS_WINDOW}"
     )
     raise WindowDetectionError(msg, url=root)
 
@@ -390,20 +256,3 @@ def _dicts(value: object) -> list[dict[str, Any]]:
 
 def _positive(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _error_text(reply: ServerReply) -> str:
-    body = reply.body
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):  # vLLM: {"error": {"message": ..., "type": ...}}
-            error = error.get("message")
-        for text in (error, body.get("message"), body.get("detail")):
-            if isinstance(text, str) and text:
-                return repr(text)
-    return _snippet(reply.text)
-
-
-def _snippet(text: str) -> str:
-    flat = " ".join(text.split())
-    return repr(flat[:80] + ("..." if len(flat) > 80 else "")) if flat else "an empty body"

@@ -20,9 +20,9 @@ from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, T
 from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
-from ctxbudget.memory.candidates import ScoredHit
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.presets import StrategyLike, as_strategy
+from ctxbudget.memory.search import ScoredHit
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget.events import LastContext, report_assembly
 
