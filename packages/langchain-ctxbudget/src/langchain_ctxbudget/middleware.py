@@ -1,7 +1,8 @@
 """`CtxBudgetMiddleware`: every model call of a ``create_agent`` agent fits the model's window.
 
 Needs the ``agents`` extra (``pip install 'langchain-ctxbudget[agents]'``), which brings
-``langchain``.
+``langchain``. `langchain_ctxbudget.model_request` turns each model request into items, and
+the assembled context back into the request the model receives.
 """
 
 from __future__ import annotations
@@ -11,29 +12,26 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import run_in_executor
 
-from ctxbudget import (
-    AssembledContext,
-    Budget,
-    ContextItem,
-    Summarizer,
-    Tier,
-    TokenCounter,
-)
+from ctxbudget import AssembledContext, Budget, ContextItem, Summarizer, TokenCounter
 from ctxbudget.compat import renamed
-from ctxbudget.core.ids import internal_id
-from ctxbudget.core.items import Shrink, side_items
-from ctxbudget.core.split import split_prefix
+from ctxbudget.core.items import side_items
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, trim_options
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.memory.plan import plan_for
 from ctxbudget.memory.presets import StrategyLike
 from langchain_ctxbudget.assembly import CallAssembler
 from langchain_ctxbudget.budget import call_budget, model_name, model_window, window_budget
-from langchain_ctxbudget.convert import counter_for, item_of, resolve_counter
+from langchain_ctxbudget.convert import counter_for, resolve_counter
 from langchain_ctxbudget.identity import message_keys, run_identity, run_thread
+from langchain_ctxbudget.model_request import (
+    conversation_items,
+    fixed_items,
+    request_parts,
+    sent_request,
+)
 from langchain_ctxbudget.observe import (
     CallContext,
     CallObserver,
@@ -301,31 +299,12 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         thread: str | None = None,
     ) -> tuple[ModelRequest[Any], AssembledContext]:
         counter = self._counter or self._counter_of(request.model)
-        messages = list(request.messages)
-        items: list[ContextItem] = []
-        system = request.system_message
-        if system is None and messages and isinstance(messages[0], SystemMessage):
-            system, messages = messages[0], messages[1:]
-        if system is not None and system.text.strip():
-            items.append(
-                ContextItem(internal_id("system"), system.text, tier=Tier.SYSTEM, source="system")
-            )
-        items.extend(
-            ContextItem(
-                internal_id("pinned", i),
-                fact,
-                tier=Tier.PINNED,
-                shrink=Shrink.NEVER,
-                source="pinned",
-            )
-            for i, fact in enumerate(self.pinned)
-        )
+        system, messages = request_parts(request)
+        items = fixed_items(system, self.pinned)
         items.extend(self.extra)
         keys = message_keys(messages, ids[0] if ids is not None else None, thread)
-        originals: dict[str, AnyMessage] = {}
-        for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
-            items.append(item_of(message, id=key, index=index))
-            originals[key] = message
+        conversation, originals = conversation_items(messages, keys)
+        items.extend(conversation)
         added: Additions | None = None
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
@@ -358,14 +337,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if self.memory is not None and ids is not None:
             self.memory.record_context(ctx, session_id=ids[0], user_id=ids[1], counter=counter)
         # Prefix and memories in one system message (see `ctxbudget.core.split`).
-        prefix, kept_ids = split_prefix(ctx, originals)
-        new_system: SystemMessage | None = None
-        if prefix is not None:
-            new_system = SystemMessage(content=prefix, id=system.id if system is not None else None)
-        sent = request.override(
-            system_message=new_system, messages=[originals[key] for key in kept_ids]
-        )
-        return sent, ctx
+        return sent_request(request, ctx, originals, system), ctx
 
     def _make_budget(self, model: str | None, declared: int | None = None) -> Budget:
         return window_budget(

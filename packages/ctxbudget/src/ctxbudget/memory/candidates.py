@@ -33,6 +33,7 @@ from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.cards import EntityScope, entity_candidates
+from ctxbudget.memory.entities.documents import document_matches
 from ctxbudget.memory.entities.index import EntityIndexes
 from ctxbudget.memory.entities.stored import split_pins
 from ctxbudget.memory.inputs import documents_arg
@@ -252,6 +253,7 @@ def gather(
             (entities or _ENTITIES).current(index) if index is not None else None,
             relations,
             patterns,
+            document_matches(store, namespace, query, documents, config),
         )
         better = {it.id: it for it in turns}  # new, or scored higher for naming an entity
         kept = [it for it in retrieved if it.id not in better]

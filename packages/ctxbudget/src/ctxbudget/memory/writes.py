@@ -19,6 +19,8 @@ from ctxbudget.core.items import ROLES
 from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
 from ctxbudget.memory.chunking import chunk_text
 from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.entities.documents import chunk_entities
+from ctxbudget.memory.entities.names import EntityExtractor
 from ctxbudget.memory.inputs import (
     check_message_id,
     document_parts,
@@ -49,6 +51,7 @@ class Writer:
     counter: TokenCounter
     config: MemoryConfig
     behind: WriteBehind | None = None  # messages acknowledged at once, stored in the background
+    extractor: EntityExtractor | None = None  # documents' entities are indexed (entity memory)
 
     def messages(
         self,
@@ -326,7 +329,13 @@ class Writer:
                         metadata={**metadata, "doc_namespace": collection, "doc_id": doc_id},
                     )
                 )
-        return self.write(records, "document chunk", progress)
+        # Entities are read before anything is written: an extractor that fails writes nothing.
+        extractor = self.extractor if self.config.entities else None
+        found = chunk_entities(extractor, records) if extractor is not None else []
+        ids = self.write(records, "document chunk", progress)
+        if found:
+            self.store.doc_entities.add(self.namespace, found)
+        return ids
 
 
 def refuse_changes(

@@ -16,6 +16,7 @@ from ctxbudget.store.records import MetadataValue
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
+    from ctxbudget.memory.entities.index import EntityIndexes
     from ctxbudget.memory.write_behind import WriteBehind
     from ctxbudget.store.chroma_store import ChromaStore
 
@@ -30,6 +31,7 @@ class MemoryWrites:
     config: MemoryConfig
     counter: TokenCounter
     _behind: WriteBehind | None
+    _entities: EntityIndexes
 
     def _settle(self) -> None:  # ContextMemory's: wait for acknowledged messages
         raise NotImplementedError  # pragma: no cover
@@ -37,7 +39,8 @@ class MemoryWrites:
     @property
     def writes(self) -> Writer:
         """This memory's write path (`ctxbudget.memory.writes.Writer`), for batch tools."""
-        return Writer(self.store, self.namespace, self.counter, self.config, self._behind)
+        extract = self._entities.extractor
+        return Writer(self.store, self.namespace, self.counter, self.config, self._behind, extract)
 
     def add_message(
         self,

@@ -23,6 +23,7 @@ from ctxbudget.store.client import import_chromadb, valid_collection_name
 from ctxbudget.store.connection import Connection
 from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.deletes import Deleter
+from ctxbudget.store.doc_entities import DocEntities
 from ctxbudget.store.journal import JOURNAL_FOLDER, replay
 from ctxbudget.store.layout import LAYOUT_VERSION, Collections, scoped_keys
 from ctxbudget.store.migration import LayoutVersion
@@ -134,6 +135,11 @@ class ChromaStore:
         return self._deleter.logs
 
     @property
+    def doc_entities(self) -> DocEntities:
+        """The entities documents name (`ctxbudget.store.doc_entities`)."""
+        return self._deleter.entities
+
+    @property
     def location(self) -> str:
         """Where the data is, for messages: the folder or the server URL."""
         return self._conn.location
@@ -174,10 +180,6 @@ class ChromaStore:
         ``replace=True`` (a replaced message keeps its seq). ``seq`` and ``tokens`` do not count
         as content.
 
-        Args:
-            records: the records to store.
-            replace: overwrite stored records with the same id and different content.
-
         Returns:
             The stored records, in the order given, with ``seq`` set on messages.
 
@@ -194,11 +196,7 @@ class ChromaStore:
         return self._writer.add(batch, replace=replace)
 
     def check(self, records: Sequence[Record]) -> None:
-        """Validate records as `add` does, writing nothing (for callers that write in batches).
-
-        Raises:
-            StoreInputError: naming the record (its index in ``records``) and what is wrong.
-        """
+        """Validate records as `add` does, writing nothing; raises `StoreInputError` naming one."""
         check_batch(records)
 
     # -- reading ---------------------------------------------------------------------------
@@ -310,15 +308,11 @@ class ChromaStore:
         exclude_session_id: str | None = None,
         where: dict[str, Any] | None = None,
     ) -> list[Hit]:
-        """The ``k`` records most similar to ``query`` that pass every filter.
+        """The ``k`` records most similar to ``query`` (a text or a vector) passing every filter.
 
-        Filters are evaluated by Chroma, so a record outside them is never read. Arguments as in
-        `search_many`, with one ``query``: a text (embedded with the store's embedder) or a
-        vector; ``where`` is a Chroma filter over the records' user ``metadata`` keys, e.g.
-        ``{"topic": "travel"}`` or ``{"$or": [{"lang": "en"}, {"lang": "pt"}]}``.
-
-        Returns:
-            Hits by similarity, highest first, ties broken by id.
+        Filters are evaluated by Chroma, so a record outside them is never read; arguments as in
+        `search_many`, e.g. ``where={"$or": [{"lang": "en"}, {"lang": "pt"}]}``. Returns hits by
+        similarity, highest first, ties broken by id.
         """
         return self.search_many(
             [query],

@@ -6,15 +6,18 @@ first, so a seq is never given out twice in a session, and their version bumped 
 keeping the session in memory read it again); they go with the last records of their session
 (`delete_session`, `delete_user`), and a partition left empty by them is deleted. A session's
 context log (`ctxbudget.store.context_log`) goes with the session, and a user's records in
-other sessions' logs with the user.
+other sessions' logs with the user; a deleted document chunk leaves the documents' entity index
+(`ctxbudget.store.doc_entities`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.context_log import ContextLogs
+from ctxbudget.store.doc_entities import DocEntities
 from ctxbudget.store.keys import matches, where_keys
 from ctxbudget.store.layout import Collections, session_partition, user_partition
 from ctxbudget.store.records import KINDS, Scope, json_key, require_name
@@ -31,6 +34,8 @@ class Deleter:
         self._sessions = sessions
         self.logs = ContextLogs(collections)
         """The store's context logs, deleted with their sessions and users."""
+        self.entities = DocEntities(collections)
+        """The documents' entity index; a deleted chunk is taken out of it."""
 
     def delete(
         self, scope: Scope, keys: list[str], *, namespace: str, kinds: Sequence[str] | None = None
@@ -65,6 +70,9 @@ class Deleter:
                 self._sessions.touched(rows, wrote="; nothing was deleted")
                 cols.delete_in(partition, [key for key, _, _ in rows])
                 deleted += len(rows)
+                if kind == "collection" and rows:
+                    chunks = [(name, str(json.loads(key)[-1])) for key, _, _ in rows]
+                    self.entities.remove(namespace, chunks)
         return deleted
 
     def delete_session(self, *, namespace: str, session_id: str) -> int:

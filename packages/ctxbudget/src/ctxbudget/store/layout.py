@@ -14,7 +14,9 @@ that hold its own user's or session's data and its cost does not grow with other
   its **home**, chosen at its first write and kept in its session entry; a message another user
   writes into it stays there, and that user's entry lists the home as ``elsewhere``. A session's
   context log has a collection of its own, ``l-`` (`log_partition`), outside the partitions:
-  it holds no records and no record read visits it (`ctxbudget.store.context_log`).
+  it holds no records and no record read visits it (`ctxbudget.store.context_log`); nor does
+  a namespace's documents' entity index, ``e-`` (`entity_partition`,
+  `ctxbudget.store.doc_entities`).
 - ``<collection>.meta`` holds the store's entries: one per session (its last ``seq``, its home,
   its owner and a version bumped whenever a message of it is deleted or replaced, so a process
   keeping a session in memory knows when to read it again), one per (session, user) pair (for
@@ -58,6 +60,7 @@ __all__ = [
     "Collections",
     "Row",
     "docs_partition",
+    "entity_partition",
     "existing",
     "log_partition",
     "missing",
@@ -107,6 +110,11 @@ def docs_partition(store: str, namespace: str) -> str:
 def log_partition(store: str, namespace: str, session_id: str) -> str:
     """A session's context log (no records: see `ctxbudget.store.context_log`)."""
     return partition_name(store, "log", namespace, session_id)
+
+
+def entity_partition(store: str, namespace: str) -> str:
+    """A namespace's documents' entity index (no records: see `ctxbudget.store.doc_entities`)."""
+    return partition_name(store, "entities", namespace, "")
 
 
 def missing(exc: BaseException) -> bool:

@@ -17,6 +17,9 @@ Here: the class, its constructors and attributes, ``encode`` and ``decode``. It 
 - `ctxbudget.tokens.backends`: the tokenizers themselves (tiktoken, Hugging Face loading, the
   approximation).
 
+``approximate`` is a constructor on the class and a bool on a counter: the descriptor that makes
+it both is `ctxbudget.tokens.approximate.ApproximateAttribute`.
+
 >>> counter = TokenCounter.for_model("gpt-4o")
 >>> counter.count("hello world")
 2
@@ -27,9 +30,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, overload
+from typing import Any
 
 from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
+from ctxbudget.tokens.approximate import ApproximateAttribute
 from ctxbudget.tokens.backends import Approximate, Backend, HuggingFace, Tiktoken, check_text
 from ctxbudget.tokens.cache import CachedCounting, CacheInfo, shared_cache
 from ctxbudget.tokens.encodings import ensure_offline_encodings, tiktoken_encoding
@@ -38,37 +42,6 @@ from ctxbudget.tokens.messages import MessageCounting
 from ctxbudget.tokens.models import lookup_model
 
 __all__ = ["CacheInfo", "TokenCounter", "ensure_offline_encodings", "image_tokens"]
-
-
-class _ApproximateConstructor(Protocol):
-    def __call__(
-        self,
-        *,
-        model: str | None = None,
-        per_message: int = 3,
-        per_name: int = 1,
-        reply_priming: int = 3,
-    ) -> TokenCounter: ...
-
-
-class _ApproximateAttribute:
-    """``TokenCounter.approximate(...)`` builds the fallback; ``counter.approximate`` is a bool."""
-
-    @overload
-    def __get__(self, obj: None, owner: type[TokenCounter]) -> _ApproximateConstructor: ...
-
-    @overload
-    def __get__(self, obj: TokenCounter, owner: type[TokenCounter] | None = None) -> bool: ...
-
-    def __get__(
-        self, obj: TokenCounter | None, owner: type[TokenCounter] | None = None
-    ) -> _ApproximateConstructor | bool:
-        if obj is None:
-            return (owner or TokenCounter)._approximate_counter
-        return obj._approximate
-
-
-# -- the counter -------------------------------------------------------------------------------
 
 
 class TokenCounter(CachedCounting, MessageCounting):
@@ -116,7 +89,7 @@ class TokenCounter(CachedCounting, MessageCounting):
         "_stats",
     )
 
-    approximate = _ApproximateAttribute()
+    approximate = ApproximateAttribute()
 
     def __init__(
         self,

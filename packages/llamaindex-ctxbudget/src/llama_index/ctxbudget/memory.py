@@ -8,7 +8,8 @@ counted with the model's own tokenizer (`llama_index.ctxbudget.assembly`).
 
 Each ``get`` dispatches a `ContextAssembledEvent` (LlamaIndex instrumentation) and logs its
 ``explain()`` at DEBUG on this module's logger (`llama_index.ctxbudget.events`); ``to_dict`` and
-``from_dict`` round-trip its settings and store (`llama_index.ctxbudget.opening`).
+``from_dict`` round-trip its settings and store (`llama_index.ctxbudget.opening`). Pinned facts
+and summaries (``pin``, ``unpin``, ``summarize``) come from `llama_index.ctxbudget.long_term`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from llama_index.core.memory.types import BaseMemory
 
 from ctxbudget import AssembledContext, Budget, ContextItem, TokenCounter
 from ctxbudget.core.summaries import Summarizer
-from ctxbudget.errors import ConfigurationError, InvalidBudgetError
+from ctxbudget.errors import InvalidBudgetError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.presets import StrategyLike, as_strategy
@@ -36,6 +37,7 @@ from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.blocks import check_block_tiers, run_sync, session_blocks
 from llama_index.ctxbudget.convert import from_provider, from_record, input_text
 from llama_index.ctxbudget.events import LastContext, report_assembly
+from llama_index.ctxbudget.long_term import LongTermMemory
 from llama_index.ctxbudget.opening import STORE_KEY, from_dict_parts, open_memory, store_dict
 from llama_index.ctxbudget.storing import SYSTEM_KEY as SYSTEM_KEY  # re-exported: its old home
 from llama_index.ctxbudget.storing import (
@@ -51,7 +53,7 @@ logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 
-class CtxBudgetMemory(BaseMemory):
+class CtxBudgetMemory(BaseMemory, LongTermMemory):
     """LlamaIndex memory over a ctxbudget `ContextMemory`: `get` always fits ``token_limit``.
 
     Build it with `from_defaults`. Every message `put` is stored (and embedded) in the session;
@@ -374,34 +376,6 @@ class CtxBudgetMemory(BaseMemory):
     def clear(self, *, pins: bool = False) -> None:
         """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
         clear_session(self._memory, self.session_id, pins=pins)
-
-    # -- long-term memory --------------------------------------------------------------------
-    def pin(self, text: str, *, user_wide: bool = False) -> str:
-        """Pin a fact, offered on every `get` at ``Tier.PINNED``; returns its id.
-
-        Args:
-            text: the fact.
-            user_wide: attach it to ``user_id`` (every session of the user), not the session.
-        """
-        if user_wide:
-            if self.user_id is None:
-                msg = "pin(user_wide=True) needs a user_id; pass user_id= to from_defaults"
-                raise ConfigurationError(msg)
-            return self._memory.pin(user_id=self.user_id, text=text)
-        return self._memory.pin(self.session_id, text)
-
-    def unpin(self, id: str) -> bool:  # noqa: A002 - the name ContextMemory uses
-        """Remove a pinned fact of the session, or else of the user; True when it existed."""
-        if self._memory.unpin(id, session_id=self.session_id):
-            return True
-        return self.user_id is not None and self._memory.unpin(id, user_id=self.user_id)
-
-    def summarize(self, summarizer: Summarizer | None = None, **kwargs: Any) -> list[str]:
-        """Fold old stretches of the session into stored summaries (`ContextMemory.summarize`).
-
-        Pass an `LLMSummarizer` to summarize with a LlamaIndex LLM; returns the new summary ids.
-        """
-        return self._memory.summarize(self.session_id, summarizer, **kwargs)
 
     def close(self) -> None:
         """Close the `ContextMemory` if `from_defaults` opened it (idempotent)."""

@@ -23,7 +23,6 @@ its metadata (with the entity's key, type and turns), so reports explain it like
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,10 +31,17 @@ from datetime import UTC, datetime
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.memory.config import MemoryConfig
+from ctxbudget.memory.entities.documents import (
+    DocumentMatch,
+    document_lines,
+    mention_chunks,
+    query_grams,
+)
 from ctxbudget.memory.entities.graph import DECLARED_WEIGHT, Graph
 from ctxbudget.memory.entities.index import Entity, EntityIndex, Resolved
-from ctxbudget.memory.entities.lexicon import COMMON, KIN, MODIFIERS, PETS, ROLES
+from ctxbudget.memory.entities.lexicon import KIN, MODIFIERS, PETS, ROLES
 from ctxbudget.memory.entities.names import entity_key
+from ctxbudget.memory.entities.quotes import QUOTE_CHARS, label, sentence
 from ctxbudget.memory.entities.stored import (
     Pattern,
     Relation,
@@ -48,11 +54,8 @@ from ctxbudget.store.records import Record, json_key, scope_of
 
 __all__ = ["EntityScope", "entity_candidates", "named_in"]
 
-_PLAIN_ID = re.compile(r"[\w:.#/\-]{1,64}", re.UNICODE)
 _WORD = re.compile(r"[^\W\d_][\w'\u2019\-]*", re.UNICODE)
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*", re.UNICODE)
 _QUOTES = 2  # quoted mentions per card
-_QUOTE_CHARS = 160
 _RELATED = 5  # related entities named per card
 _PATTERNS = 3  # patterns offered per query
 _TURN_RELEVANCE = 0.5  # a mention turn's relevance: half for its entity, half for the words
@@ -104,15 +107,8 @@ def named_in(
                 at += 1
             if at < len(words) and words[at].casefold() in KIN | ROLES | PETS:
                 add(entity_key(f"{speaker}'s {words[at]}"), True)
-        for size in (4, 3, 2, 1):
-            gram = words[start : start + size]
-            if len(gram) < size:
-                continue
-            if size == 1 and gram[0].casefold().split("'")[0] in COMMON:
-                continue
-            key = entity_key(" ".join(gram))
-            if key:
-                add(key, all(w[:1].isupper() for w in gram))
+    for key, capitalized in query_grams(query).items():
+        add(key, capitalized)
     return found
 
 
@@ -121,11 +117,13 @@ def entity_candidates(
     index: EntityIndex | None,
     relations: Sequence[Relation],
     patterns: Sequence[tuple[Record, Pattern]],
+    documents: Sequence[DocumentMatch] = (),
 ) -> tuple[list[ContextItem], list[ContextItem]]:
-    """Cards and matched patterns (tier ENTITY), and mention turns (tier RETRIEVED).
+    """Cards and matched patterns (tier ENTITY), and mention turns and chunks (tier RETRIEVED).
 
     See the module docstring; ``index`` is the session's `EntityIndex` (None: no messages),
-    ``relations`` and ``patterns`` those stored for the session and its user.
+    ``relations`` and ``patterns`` those stored for the session and its user, ``documents``
+    the entities the query names that documents name (`document_matches`).
     """
     config = scope.config
     declared = declared_aliases(relations)
@@ -141,14 +139,21 @@ def entity_candidates(
         known.setdefault(a, relation.a)
         known.setdefault(b, relation.b)
     named = named_in(scope.query, resolved, speaker, known)
+    in_docs: dict[str, DocumentMatch] = {}  # a card's key -> what documents say of it
+    for match in documents:
+        in_docs.setdefault(_canon(resolved, match.entity.key), match)
     wanted = set(config.entity_types)
 
     def allowed(key: str) -> bool:
         entity = resolved.entities.get(key)
-        return not wanted or (entity.type if entity is not None else "other") in wanted
+        kind = entity.type if entity is not None else "other"
+        if entity is None and key in in_docs:
+            kind = in_docs[key].entity.type
+        return not wanted or kind in wanted
 
     chosen: dict[str, float] = {}
-    for key, distance in graph.walk(named, depth=config.entity_depth, fanout=_RELATED):
+    start = named + [k for k in in_docs if k not in named]
+    for key, distance in graph.walk(start, depth=config.entity_depth, fanout=_RELATED):
         if allowed(key) and len(chosen) < config.entity_cards:
             chosen[key] = 0.9 * 0.5**distance
     salient = sorted(
@@ -163,10 +168,11 @@ def entity_candidates(
             chosen[entity.key] = 0.3 * entity.salience / top
     terms = set(lexical_terms(scope.query))
     turns = _mention_turns(scope, resolved, [k for k in named if allowed(k)], terms)
+    turns += mention_chunks(documents, scope.query, config, scope.session_id, scope.newest)
     shown = set(scope.offered) | set(scope.retrieved) | {t.id for t in turns}
     matches = scope.lexical(sorted(terms)) if chosen else {}
     cards = [
-        _card(scope, resolved, graph, key, known, score, matches, shown)
+        _card(scope, resolved, graph, key, known, score, matches, shown, in_docs.get(key))
         for key, score in chosen.items()
     ]
     cards += _pattern_items(scope, patterns)
@@ -234,21 +240,33 @@ def _card(
     score: float,
     matches: Mapping[str, float],
     shown: set[str],
+    docs: DocumentMatch | None,
 ) -> ContextItem:
     entity = resolved.entities.get(key)
     name = known.get(key, key)
-    lines = [_headline(entity, name)]
+    if entity is None and docs is not None:
+        name = docs.entity.name
+        lines = [_doc_headline(docs)]
+    else:
+        lines = [_headline(entity, name)]
     related = []
     for edge in graph.edges(key, fanout=_RELATED):
         other = resolved.entities.get(edge.target)
-        label = other.name if other is not None else known.get(edge.target, edge.target)
+        called = other.name if other is not None else known.get(edge.target, edge.target)
         together = max(1, int(edge.weight))
         how = ", ".join(edge.kinds) or f"together in {together} turn{'s' if together > 1 else ''}"
-        related.append(f"{label} ({how})")
+        related.append(f"{called} ({how})")
     if related:
         lines.append("Related: " + "; ".join(related) + ".")
     quotes = _quotes(scope, resolved, entity, matches, shown) if entity is not None else []
-    lines += [f"{_label(turn)}: {quote}" for turn, quote in quotes]
+    lines += [f"{label(turn)}: {quote}" for turn, quote in quotes]
+    quoted = [turn for turn, _ in quotes]
+    if docs is not None:
+        line, doc_quotes, doc_quoted = document_lines(
+            docs, lexical_terms(scope.query), shown, scope.session_id
+        )
+        lines += [line, *doc_quotes]
+        quoted += doc_quoted
     text = "\n".join(lines)
     return ContextItem(
         internal_id("entity", json_key(scope.session_id, key)),
@@ -261,11 +279,18 @@ def _card(
             "source": "entity",
             "entity": entity.name if entity is not None else name,
             "entity_key": key,
-            "type": entity.type if entity is not None else "other",
+            "type": entity.type if entity is not None else docs.entity.type if docs else "other",
             "turns": list(entity.turns) if entity is not None else [],
-            "quoted": [turn for turn, _ in quotes],
+            "quoted": quoted,
         },
     )
+
+
+def _doc_headline(docs: DocumentMatch) -> str:
+    entity = docs.entity
+    others = [s for s in sorted(entity.surfaces) if s != entity.name][:4]
+    head = f"{entity.name} ({entity.type})"
+    return head + (", also called " + ", ".join(others) if others else "") + "."
 
 
 def _headline(entity: Entity | None, name: str) -> str:
@@ -276,20 +301,19 @@ def _headline(entity: Entity | None, name: str) -> str:
         head += ", also called " + ", ".join(entity.aliases[:4])
     parts = [head]
     if entity.spoke:
-        parts.append(f"speaks in {entity.spoke} turns")
+        parts.append(f"speaks in {_turns(entity.spoke)}")
     if entity.mentions and entity.turns:
         first, last = entity.turns[0], entity.turns[-1]
-        said = f"mentioned in {entity.mentions} turns: first {_label(first)}"
+        said = f"mentioned in {_turns(entity.mentions)}: first {label(first)}"
         said += _date(entity.first_time)
         if last != first:
-            said += f", latest {_label(last)}{_date(entity.last_time)}"
+            said += f", latest {label(last)}{_date(entity.last_time)}"
         parts.append(said)
     return "; ".join(parts) + "."
 
 
-def _label(turn_id: str) -> str:
-    """A turn id as a card shows it: as it is when plain, else quoted (no markup, no breaks)."""
-    return turn_id if _PLAIN_ID.fullmatch(turn_id) else json.dumps(turn_id[:64])
+def _turns(count: int) -> str:
+    return f"{count} turn{'s' if count != 1 else ''}"
 
 
 def _date(when: float | None) -> str:
@@ -317,18 +341,9 @@ def _quotes(
         if record is None or turn in shown or not record.text.strip():
             continue
         # The best match of the query first; then the one that says most (not "Thanks, Mel!").
-        size = min(len(record.text), _QUOTE_CHARS)
+        size = min(len(record.text), QUOTE_CHARS)
         ranked.append((-matches.get(turn, 0.0), -size, -(record.seq or 0), turn, record))
-    return [(turn, _sentence(record.text, names)) for *_, turn, record in sorted(ranked)[:_QUOTES]]
-
-
-def _sentence(text: str, names: Sequence[str]) -> str:
-    """The sentence of ``text`` that names the entity (else its first), on one short line."""
-    sentences = [s.strip() for s in _SENTENCE.findall(text[:4_000]) if s.strip()] or [text]
-    folded = [n.casefold() for n in names if n]
-    chosen = next((s for s in sentences if any(n in s.casefold() for n in folded)), sentences[0])
-    chosen = " ".join(chosen.split())
-    return chosen if len(chosen) <= _QUOTE_CHARS else chosen[: _QUOTE_CHARS - 3].rstrip() + "..."
+    return [(turn, sentence(record.text, names)) for *_, turn, record in sorted(ranked)[:_QUOTES]]
 
 
 def _pattern_items(

@@ -1,0 +1,100 @@
+"""An agent's `ModelRequest` as ctxbudget items, and the assembled context as the request sent.
+
+`CtxBudgetMiddleware` turns each model call's request into items (`request_parts`,
+`fixed_items`, `conversation_items`), hands them to the core with whatever memory adds, and
+sends the model `sent_request`: one system message holding everything rendered before the
+conversation, then the very message objects of the state that were kept.
+
+Separate from `langchain_ctxbudget.middleware`, which decides when to assemble and what else
+to offer (memories, the budget of the call, the report): this module only converts between
+LangChain's request and ctxbudget's items, both ways, and holds no algorithm. It needs
+LangChain's agents only for type checking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AnyMessage, SystemMessage
+
+from ctxbudget import AssembledContext, ContextItem, Tier
+from ctxbudget.core.ids import internal_id
+from ctxbudget.core.items import Shrink
+from ctxbudget.core.split import split_prefix
+from langchain_ctxbudget.convert import item_of
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import ModelRequest
+
+__all__ = ["conversation_items", "fixed_items", "request_parts", "sent_request"]
+
+
+def request_parts(request: ModelRequest[Any]) -> tuple[SystemMessage | None, list[AnyMessage]]:
+    """The request's system message and its conversation.
+
+    A request without a system message whose first message is one takes that message as its
+    system message (it is then not part of the conversation).
+    """
+    messages = list(request.messages)
+    system = request.system_message
+    if system is None and messages and isinstance(messages[0], SystemMessage):
+        system, messages = messages[0], messages[1:]
+    return system, messages
+
+
+def fixed_items(system: SystemMessage | None, pinned: Sequence[str]) -> list[ContextItem]:
+    """The items every call offers: the system prompt (unless blank), then the pinned facts.
+
+    Both get ids in ctxbudget's own id space (`ctxbudget.core.ids.internal_id`), which no
+    message can take; pinned facts are never shrunk.
+    """
+    items: list[ContextItem] = []
+    if system is not None and system.text.strip():
+        items.append(
+            ContextItem(internal_id("system"), system.text, tier=Tier.SYSTEM, source="system")
+        )
+    items.extend(
+        ContextItem(
+            internal_id("pinned", i),
+            fact,
+            tier=Tier.PINNED,
+            shrink=Shrink.NEVER,
+            source="pinned",
+        )
+        for i, fact in enumerate(pinned)
+    )
+    return items
+
+
+def conversation_items(
+    messages: Sequence[AnyMessage], keys: Sequence[str]
+) -> tuple[list[ContextItem], dict[str, AnyMessage]]:
+    """The conversation's items (one per message, id ``keys[i]``) and the messages by key."""
+    items: list[ContextItem] = []
+    originals: dict[str, AnyMessage] = {}
+    for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
+        items.append(item_of(message, id=key, index=index))
+        originals[key] = message
+    return items, originals
+
+
+def sent_request(
+    request: ModelRequest[Any],
+    context: AssembledContext,
+    originals: Mapping[str, AnyMessage],
+    system: SystemMessage | None,
+) -> ModelRequest[Any]:
+    """``request`` with the assembled context: what the model receives.
+
+    Everything rendered before the conversation (system prompt, pinned facts, memories) becomes
+    one system message, with the id of ``system`` (see `ctxbudget.core.split`); the messages
+    are the original objects of the conversation that were kept, in order.
+    """
+    prefix, kept_ids = split_prefix(context, originals)
+    new_system: SystemMessage | None = None
+    if prefix is not None:
+        new_system = SystemMessage(content=prefix, id=system.id if system is not None else None)
+    return request.override(
+        system_message=new_system, messages=[originals[key] for key in kept_ids]
+    )
