@@ -149,17 +149,17 @@ def test_ingest_every_file_kind_and_stats_counts_them(
     assert out == "stored 4 messages in 2 sessions from chat.jsonl\n"
     code, out, _ = run(capsys, "--path", store, "ingest", str(tmp_path / "chat.json"))
     assert code == 0
-    assert out == "stored 2 messages in 1 sessions from chat.json\n"
+    assert out == "stored 2 messages in 1 session from chat.json\n"
     code, out, _ = run(
         capsys, "--path", store, "ingest", str(tmp_path / "list.json"), "--session", "s4"
     )
     assert code == 0
-    assert out == "stored 2 messages in 1 sessions from list.json\n"
+    assert out == "stored 2 messages in 1 session from list.json\n"
     code, out, _ = run(
         capsys, "--path", store, "ingest", str(tmp_path / "notes.md"), "--collection", "notes"
     )
     assert code == 0
-    assert out == "stored notes.md as 1 chunks in collection 'notes'\n"
+    assert out == "stored notes.md as 1 chunk in collection 'notes'\n"
 
     counts = stats(capsys, store)
     assert counts["records"] == 9
@@ -167,6 +167,26 @@ def test_ingest_every_file_kind_and_stats_counts_them(
     assert counts["sessions"] == 4
     assert counts["namespaces"] == 1
     assert str(Path(store).resolve()) in counts["location"]
+
+
+def test_index_entities_indexes_documents_stored_by_ingest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    store = str(tmp_path / "store")
+    doc = tmp_path / "history.md"
+    doc.write_text("Acme Robotics was founded by Priya Raman in Porto.\n", encoding="utf-8")
+    assert run(capsys, "--path", store, "ingest", str(doc))[0] == 0
+    code, out, _ = run(capsys, "--path", store, "index-entities", "--collection", "kb")
+    assert code == 0
+    assert re.fullmatch(r"indexed 1 chunk of 'kb': 1 of them name \d+ entities\n", out), out
+    code, out, _ = run(capsys, "--path", store, "index-entities", "--json", "--rebuild")
+    assert code == 0
+    assert json.loads(out)["collections"] == ["kb"] and json.loads(out)["chunks"] == 1
+    code, out, _ = run(capsys, "--path", store, "index-entities", "--collection", "wiki")
+    assert (code, out) == (0, "no document chunks stored in 'wiki' (namespace 'default')\n")
+    assert_usage_error(
+        *run(capsys, "--path", store, "index-entities", "--collection", ""), "collection"
+    )
 
 
 # -- assemble and explain --------------------------------------------------------------------

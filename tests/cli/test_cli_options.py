@@ -366,7 +366,7 @@ def test_the_ingest_help_example_works_as_documented(
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "--path", folder, *command[1:])
     assert code == 0, err
-    assert out == "stored 2 messages in 1 sessions from chat.jsonl\n"
+    assert out == "stored 2 messages in 1 session from chat.jsonl\n"
     stored = records(folder, "s1")
     assert [(r.role, r.user_id) for r in stored] == [("user", "maya"), ("assistant", "maya")]
     assert stored[0].timestamp == 1772442840.0  # 2026-03-02T09:14:00Z

@@ -315,3 +315,24 @@ def test_a_custom_extractor_and_type_filters_apply_to_documents(
         assert cards == kept
     finally:
         memory.close()
+
+
+def test_counts_are_per_collection_and_cover_chunks_no_longer_listed(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    store = ChromaStore(tmp_path / "db", embedder=embedder)
+    try:
+        index = store.doc_entities
+        many = CHUNKS_KEPT + 6
+        refs = [("kb", f"d{i}#0") for i in range(many)] + [("wiki", "w#0")]
+        index.add("ns", [ChunkEntities(c, i, (Named("porto", "Porto", "place"),)) for c, i in refs])
+        porto = index.lookup("ns", ["porto"])["porto"]
+        assert porto.counts == {"kb": many, "wiki": 1} and len(porto.chunks) == CHUNKS_KEPT
+        assert index.lookup("ns", ["porto"], collections=["wiki"])["porto"].count == 1
+        unlisted = next(r for r in refs if r not in porto.chunks)
+        index.remove("ns", [unlisted, ("wiki", "w#0")])
+        porto = index.lookup("ns", ["porto"])["porto"]
+        assert porto.counts == {"kb": many - 1} and len(porto.chunks) == CHUNKS_KEPT - 1
+        assert index.lookup("ns", ["porto"], collections=["wiki"]) == {}
+    finally:
+        store.close()

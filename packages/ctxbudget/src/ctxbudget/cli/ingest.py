@@ -1,13 +1,16 @@
 """``ctxbudget ingest``: chat logs (JSON, JSON Lines) and text documents into the store.
 
-The input schema is documented in ``ctxbudget ingest --help`` (`ctxbudget.cli.epilogs.INGEST`);
-keep the two together.
+And ``ctxbudget index-entities``: the entities of documents stored already, indexed for entity
+memory (`ContextMemory.index_document_entities`). The input schema is documented in
+``ctxbudget ingest --help`` (`ctxbudget.cli.epilogs.INGEST`); keep the two together.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from ctxbudget.cli.commands import UsageError, open_memory
 from ctxbudget.cli.progress import ProgressEmbedder
 from ctxbudget.errors import CtxBudgetError
 
-__all__ = ["ingest"]
+__all__ = ["index_entities", "ingest"]
 
 
 def ingest(args: argparse.Namespace) -> int:
@@ -43,7 +46,7 @@ def ingest(args: argparse.Namespace) -> int:
         except CtxBudgetError as exc:
             msg = f"{path}: {exc}"
             raise UsageError(msg) from exc
-        print(f"stored {name} as {len(ids)} chunks in collection {args.collection!r}")
+        print(f"stored {name} as {_count(len(ids), 'chunk')} in collection {args.collection!r}")
         return 0
     if suffix not in (".json", ".jsonl"):
         msg = f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .json, .txt or .md"
@@ -82,8 +85,43 @@ def ingest(args: argparse.Namespace) -> int:
     except CtxBudgetError as exc:
         msg = f"{path}: {exc} (nothing of the file was stored)"
         raise UsageError(msg) from exc
-    print(f"stored {len(records)} messages in {len(sessions)} sessions from {name}")
+    print(
+        f"stored {_count(len(records), 'message')} in {_count(len(sessions), 'session')} "
+        f"from {name}"
+    )
     return 0
+
+
+def index_entities(args: argparse.Namespace) -> int:
+    """``ctxbudget index-entities``: index the entities of stored document chunks."""
+    memory = open_memory(args)
+    names = args.collection or None
+
+    def say(collection: str, done: int, total: int) -> None:
+        if args.progress:
+            print(f"{collection}: {done}/{total} chunks", file=sys.stderr)
+
+    try:
+        found = memory.index_document_entities(names, rebuild=args.rebuild, progress=say)
+    except CtxBudgetError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(dataclasses.asdict(found), sort_keys=True))
+        return 0
+    if not found.chunks:
+        which = ", ".join(repr(c) for c in names) if names else "any collection"
+        print(f"no document chunks stored in {which} (namespace {args.namespace!r})")
+        return 0
+    print(
+        f"indexed {_count(found.chunks, 'chunk')} of "
+        f"{', '.join(repr(c) for c in found.collections)}: {found.naming} of them name "
+        f"{_count(found.entities, 'entity', 'entities')}"
+    )
+    return 0
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _load_model(memory: Any) -> None:

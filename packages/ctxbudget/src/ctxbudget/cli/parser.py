@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from ctxbudget.cli import commands as run
 from ctxbudget.cli import epilogs
-from ctxbudget.cli.ingest import ingest
+from ctxbudget.cli.ingest import index_entities, ingest
 from ctxbudget.cli.output import one_line, versions
 
 __all__ = ["GLOBAL_OPTIONS", "CliParser", "build_parser"]
@@ -117,6 +117,26 @@ def build_parser() -> argparse.ArgumentParser:
     stored.add_argument("--user", help="user id for the messages")
     stored.add_argument("--collection", default="kb", help="document collection (default kb)")
     stored.set_defaults(run=ingest)
+
+    indexed = command(
+        "index-entities",
+        "index the entities of stored documents, for entity memory",
+        description="Index the entities of document chunks already stored (documents stored "
+        "while entity memory was off, or through 'ctxbudget ingest'), with the built-in "
+        "extractor. Chunks indexed already are not counted twice; nothing stored is changed.",
+    )
+    indexed.add_argument(
+        "--collection",
+        action="append",
+        help="a document collection to index (repeatable; default: every collection)",
+    )
+    indexed.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="first forget what was indexed for these chunks (after changing the extractor)",
+    )
+    indexed.add_argument("--json", action="store_true", help="print one JSON document")
+    indexed.set_defaults(run=index_entities)
 
     for name, helptext in (
         ("assemble", "print the assembled context for a query"),

@@ -2,6 +2,7 @@
 
 - `base`: the `Embedder` protocol, `as_embedder`, `default_embedder` (an `OnnxEmbedder`).
 - `onnx`: `OnnxEmbedder`, all-MiniLM-L6-v2 on onnxruntime (int8, no torch): the default.
+- `onnx_files`: the files `OnnxEmbedder` loads, found and checked against their sha256 pins.
 - `local`: `LocalEmbedder`, sentence-transformers on torch (the ``torch`` extra).
 """
 

@@ -312,6 +312,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
 
     def close(self) -> None:
         """Store the acknowledged messages, then release the store's client."""
+        self._entities.close()
         if self._behind is not None:
             self._behind.close()
         self.store.close()

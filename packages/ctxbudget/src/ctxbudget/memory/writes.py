@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ class Writer:
     config: MemoryConfig
     behind: WriteBehind | None = None  # messages acknowledged at once, stored in the background
     extractor: EntityExtractor | None = None  # documents' entities are indexed (entity memory)
+    stored: Callable[[Sequence[Record]], None] | None = None  # messages acknowledged (entities)
 
     def messages(
         self,
@@ -84,7 +85,10 @@ class Writer:
             for r, m in zip(records, given, strict=True)
             if not isinstance(m, Mapping) or m.get("id") in (None, "")
         }
-        return self.write(records, "message", progress, batch_size, made=made)
+        ids = self.write(records, "message", progress, batch_size, made=made)
+        if self.stored is not None:
+            self.stored(records)
+        return ids
 
     def write(
         self,

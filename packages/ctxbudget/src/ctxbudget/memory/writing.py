@@ -39,8 +39,17 @@ class MemoryWrites:
     @property
     def writes(self) -> Writer:
         """This memory's write path (`ctxbudget.memory.writes.Writer`), for batch tools."""
-        extract = self._entities.extractor
-        return Writer(self.store, self.namespace, self.counter, self.config, self._behind, extract)
+        entities = self._entities
+        stored = entities.prepare if self.config.entities else None
+        return Writer(
+            self.store,
+            self.namespace,
+            self.counter,
+            self.config,
+            self._behind,
+            entities.extractor,
+            stored,
+        )
 
     def add_message(
         self,

@@ -13,8 +13,8 @@ memory layer found (`ctxbudget.memory.entities.documents`).
 
 - ``k:<key>`` per entity: how it was written (``s``: surface -> count), its types by votes
   (``t``), whether every mention was weak (``w``), other keys said with it (``a``), how many
-  chunks name it (``n``) and the chunks, as ``[collection, chunk id]``: the first ones and the
-  newest, `CHUNKS_KEPT` at most;
+  chunks of each collection name it (``n``) and the chunks, as ``[collection, chunk id]``:
+  the first ones and the newest, `CHUNKS_KEPT` at most;
 - ``c:<collection, chunk id>`` per chunk: the keys it named, so deleting the chunk
   (`ChromaStore.delete` in a collection) takes it out of its entities' rows; an entity named
   by no chunk any more is deleted.
@@ -83,7 +83,7 @@ class DocEntity:
         types: its types -> votes.
         weak: every mention was weak.
         aliases: keys of other names said with it.
-        count: how many chunks name it (all of them, not only those listed).
+        counts: collection -> how many of its chunks name it (all, not only those listed).
         chunks: ``(collection, chunk id)``: the first ones that named it, then the newest.
     """
 
@@ -92,8 +92,13 @@ class DocEntity:
     types: dict[str, int] = field(default_factory=dict)
     weak: bool = True
     aliases: list[str] = field(default_factory=list)
-    count: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
     chunks: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        """How many chunks name it, in every collection read."""
+        return sum(self.counts.values())
 
     @property
     def name(self) -> str:
@@ -117,7 +122,7 @@ class DocEntity:
                 "t": self.types,
                 "w": self.weak,
                 "a": self.aliases,
-                "n": self.count,
+                "n": self.counts,
                 "c": [list(c) for c in self.chunks],
             },
             ensure_ascii=False,
@@ -129,14 +134,18 @@ class DocEntity:
         """A row's entity, or None when its document does not decode (skipped, never raised)."""
         try:
             data = json.loads(text)
+            chunks = [(str(c), str(i)) for c, i in data.get("c", [])]
+            counts = data.get("n", {})
+            if not isinstance(counts, dict):  # a total of every collection: count those listed
+                counts = {c: sum(1 for o, _ in chunks if o == c) for c, _ in chunks}
             return cls(
                 key,
                 {str(s): int(n) for s, n in dict(data.get("s", {})).items()},
                 {str(t): int(n) for t, n in dict(data.get("t", {})).items()},
                 bool(data.get("w", True)),
                 [str(a) for a in data.get("a", [])],
-                int(data.get("n", 0)),
-                [(str(c), str(i)) for c, i in data.get("c", [])],
+                {str(c): int(n) for c, n in counts.items()},
+                chunks,
             )
         except (ValueError, TypeError, AttributeError):
             return None
@@ -188,6 +197,7 @@ class DocEntities:
             for key in list(found):
                 entity = found[key]
                 entity.chunks = [c for c in entity.chunks if c[0] in allowed]
+                entity.counts = {c: n for c, n in entity.counts.items() if c in allowed}
                 if not entity.chunks:
                     del found[key]
         return found
@@ -203,20 +213,24 @@ class DocEntities:
             rows = cols.part_rows(partition, ids=ids, documents=False)
             if not rows:
                 return
-            keys: set[str] = set()
-            for _, _, meta in rows:
+            refs = {_chunk_id(c, i): (c, i) for c, i in chunks}
+            named: dict[str, list[tuple[str, str]]] = {}  # entity key -> its chunks deleted
+            for row_id, _, meta in rows:
                 try:
-                    keys.update(str(k) for k in json.loads(str(meta.get("r", "[]"))))
+                    keys = {str(k) for k in json.loads(str(meta.get("r", "[]")))}
                 except ValueError:
                     continue
-            gone = set(chunks)
-            entities = self._read(partition, sorted(keys))
+                for key in keys:
+                    named.setdefault(key, []).append(refs[row_id])
+            entities = self._read(partition, sorted(named))
             emptied: list[str] = []
             kept: dict[str, str] = {}
             for key, entity in entities.items():
-                before = len(entity.chunks)
+                gone = set(named[key])  # counted even when no longer listed (`CHUNKS_KEPT`)
+                for collection, _ in gone:
+                    entity.counts[collection] = entity.counts.get(collection, 0) - 1
                 entity.chunks = [c for c in entity.chunks if c not in gone]
-                entity.count = max(0, entity.count - (before - len(entity.chunks)))
+                entity.counts = {c: n for c, n in entity.counts.items() if n > 0}
                 if entity.count == 0 or not entity.chunks:
                     emptied.append(_entity_id(key))
                 else:
@@ -261,7 +275,10 @@ class DocEntities:
                         embeddings=[_VECTOR] * len(chunk),
                         metadatas=[{"r": rows[k]} for k in chunk],
                     ),
-                    wrote="; the chunks are stored: add the documents again to index them",
+                    wrote=(
+                        "; the chunks are stored: index them with "
+                        "ContextMemory.index_document_entities()"
+                    ),
                 )
 
         cols.run(partition, upsert, create=True)
@@ -277,7 +294,7 @@ def _merge(entity: DocEntity, named: Named, ref: tuple[str, str]) -> None:
     if named.alias and named.alias != entity.key and named.alias not in entity.aliases:
         entity.aliases.append(named.alias)
         entity.aliases.sort()
-    entity.count += 1
+    entity.counts[ref[0]] = entity.counts.get(ref[0], 0) + 1
     entity.chunks.append(ref)
     if len(entity.chunks) > CHUNKS_KEPT:
         entity.chunks = entity.chunks[:_FIRST] + entity.chunks[-(CHUNKS_KEPT - _FIRST) :]

@@ -2,6 +2,8 @@
 
 - `counter`: `TokenCounter`, the one way every layer counts (text, messages, images, tool calls):
   its constructors (which tokenizer), attributes, encode and decode.
+- `approximate`: the descriptor that makes ``approximate`` a constructor on the class and a bool
+  on a counter.
 - `cache`: the count cache every counter of a tokenizer shares; ``count`` and ``count_many``.
 - `messages`: how chat messages are counted (per-message overhead, content parts, tool calls).
 - `backends`: the tokenizers (tiktoken, Hugging Face ``tokenizer.json`` loading, approximate).

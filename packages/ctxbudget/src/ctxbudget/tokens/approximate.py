@@ -35,7 +35,16 @@ class ApproximateConstructor(Protocol):
 
 
 class ApproximateAttribute:
-    """``TokenCounter.approximate(...)`` builds the fallback; ``counter.approximate`` is a bool."""
+    """``TokenCounter.approximate(...)`` builds the fallback; ``counter.approximate`` is a bool.
+
+    The owner names the classmethod that builds the fallback (``constructor``) and the slot that
+    holds each counter's flag (``slot``), as `functools.cached_property` is told its attribute:
+    this module reads no name of the counter's it was not given.
+    """
+
+    def __init__(self, *, constructor: str, slot: str) -> None:
+        self._constructor = constructor
+        self._slot = slot
 
     def __set_name__(self, owner: type[TokenCounter], name: str) -> None:
         self._owner = owner
@@ -50,5 +59,7 @@ class ApproximateAttribute:
         self, obj: TokenCounter | None, owner: type[TokenCounter] | None = None
     ) -> ApproximateConstructor | bool:
         if obj is None:
-            return (owner or self._owner)._approximate_counter
-        return obj._approximate
+            built: ApproximateConstructor = getattr(owner or self._owner, self._constructor)
+            return built
+        flag: bool = getattr(obj, self._slot)
+        return flag

@@ -89,7 +89,7 @@ class TokenCounter(CachedCounting, MessageCounting):
         "_stats",
     )
 
-    approximate = ApproximateAttribute()
+    approximate = ApproximateAttribute(constructor="_approximate_counter", slot="_approximate")
 
     def __init__(
         self,

@@ -12,13 +12,14 @@ reporting outcomes of one pattern at the same moment may count one of them only.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.index import Entity, EntityIndexes
 from ctxbudget.memory.entities.names import ENTITY_TYPES, entity_key
+from ctxbudget.memory.entities.reindex import IndexedDocuments, index_documents
 from ctxbudget.memory.entities.stored import (
     Pattern,
     declared_aliases,
@@ -52,6 +53,41 @@ class EntityMemory:
 
     def _settle(self) -> None:  # ContextMemory's: wait for acknowledged messages
         raise NotImplementedError  # pragma: no cover
+
+    def index_document_entities(
+        self,
+        namespace: str | Sequence[str] | None = None,
+        *,
+        rebuild: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> IndexedDocuments:
+        """Index the entities of documents already stored, for entity memory.
+
+        `add_documents` indexes a chunk's entities only while `MemoryConfig.entities` is on:
+        this reads the stored chunks of the document collection ``namespace`` (a name, a list
+        of names, or None for every collection) and indexes them with this memory's
+        extractor, whether entity memory is on or not. A chunk indexed already is not counted
+        twice. ``rebuild=True`` first forgets what was indexed for these chunks (after
+        changing the extractor). ``progress(collection, done, total)`` is called after each
+        batch. Nothing is written to the stored chunks.
+
+        Raises:
+            StoreInputError: ``namespace`` is not a name, a non-empty list of names or None.
+            ConfigurationError: the extractor's answer is malformed (the batches before it
+                are indexed; run again to finish).
+
+        >>> mem.index_document_entities("kb").chunks  # doctest: +SKIP
+        120
+        """
+        self._settle()
+        return index_documents(
+            self.store,
+            self.namespace,
+            self._entities.extractor,
+            namespace,
+            rebuild=rebuild,
+            progress=progress,
+        )
 
     def relate(
         self,

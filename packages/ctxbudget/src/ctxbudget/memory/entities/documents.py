@@ -248,7 +248,9 @@ def _with_aliases(entity: DocEntity, found: Mapping[str, DocEntity]) -> DocEntit
         for kind, n in member.types.items():
             merged.types[kind] = merged.types.get(kind, 0) + n
         merged.chunks += [c for c in member.chunks if c not in merged.chunks]
-    merged.count = max(len(merged.chunks), max(e.count for e in group))
+    for collection in {c for e in group for c in e.counts}:
+        listed = sum(1 for c, _ in merged.chunks if c == collection)
+        merged.counts[collection] = max([listed] + [e.counts.get(collection, 0) for e in group])
     merged.aliases = sorted({e.key for e in group} - {head.key})
     return merged
 

@@ -5,7 +5,8 @@ its messages a `ContextMemory` keeps, read again whenever the session's version 
 was deleted or replaced) and extracts the entities of the messages it has not seen yet, so a
 session's entities always follow its stored messages and cost what its new messages cost.
 Each message is read once per copy; a custom extractor's answers are also remembered by text
-(`_Memo`), so a copy read again does not ask a model again.
+and asked for as messages are stored (`ctxbudget.memory.entities.answers`), so a copy read
+again does not ask a model again, and an assembly seldom waits for one.
 
 Per entity (after `resolve` merged its names): its names, type (by votes: a title, kin or a
 speaker makes a person; ``moved to`` a place...), how many turns mention it and how many it
@@ -19,17 +20,17 @@ import math
 import re
 import threading
 import weakref
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.entities.aliases import resolve
+from ctxbudget.memory.entities.answers import BATCH, Answers, Key, message_key
 from ctxbudget.memory.entities.graph import Graph
 from ctxbudget.memory.entities.names import EntityExtractor, Mention, as_mentions, entity_key
 from ctxbudget.memory.entities.rules import MAX_CHARS, RuleExtractor
-from ctxbudget.memory.speakers import speaker_prefix
 from ctxbudget.store.records import Record
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ TURNS_KEPT = 12
 _PAIRS_PER_TURN = 12  # entities of one turn that relate to each other (the first ones)
 _SPEAKER_EDGE = 0.5  # a speaker and what they mention, per turn
 _SALIENCE_HALF_LIFE = 200  # turns after which an entity's salience halves
-_MEMO = 50_000  # texts whose mentions a custom extractor gave, remembered
-_BATCH = 64  # texts sent to an extractor at once
 _LOWER = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
 
 
@@ -122,31 +121,10 @@ class Resolved:
     mentioned: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-class _Memo:
-    """Mentions a (custom) extractor gave for a (text, speaker), least recently used go."""
-
-    def __init__(self) -> None:
-        self._found: OrderedDict[tuple[str, str | None], list[Mention]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str | None]) -> list[Mention] | None:
-        with self._lock:
-            found = self._found.get(key)
-            if found is not None:
-                self._found.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str | None], mentions: list[Mention]) -> None:
-        with self._lock:
-            self._found[key] = mentions
-            while len(self._found) > _MEMO:
-                self._found.popitem(last=False)
-
-
 class EntityIndex:
     """The entities of one session's messages (see the module docstring); thread-safe."""
 
-    def __init__(self, extractor: EntityExtractor, memo: _Memo | None) -> None:
+    def __init__(self, extractor: EntityExtractor, memo: Answers | None) -> None:
         self._extractor = extractor
         self._memo = memo
         self.done = 0  # records of the session index read so far
@@ -175,40 +153,23 @@ class EntityIndex:
             self._version += 1
 
     def _read(self, records: Sequence[Record], authors: Sequence[str | None]) -> None:
-        texts: list[str] = []
-        for record in records:
-            text = record.text
-            prefix = speaker_prefix(text)
-            texts.append(text[prefix.end :] if prefix is not None else text)
-        found = self._extract(texts, list(authors), [r.role for r in records])
+        keys = [message_key(r, a) for r, a in zip(records, authors, strict=True)]
+        texts = [text for text, _ in keys]
+        found = self._extract(keys)
         for record, author, mentions in zip(records, authors, found, strict=True):
             self._add(record, author, mentions)
         for text in texts:
             self.lower.update(w for w in _LOWER.findall(text[:MAX_CHARS]) if w[0].islower())
 
-    def _extract(
-        self, texts: list[str], authors: list[str | None], roles: list[str | None]
-    ) -> list[list[Mention]]:
-        speakers = [a or r for a, r in zip(authors, roles, strict=True)]
-        if self._memo is None:
-            out: list[list[Mention]] = []
-            for start in range(0, len(texts), _BATCH):
-                chunk = slice(start, start + _BATCH)
-                given = self._extractor.extract(texts[chunk], speakers=speakers[chunk])
-                out += as_mentions(given, len(texts[chunk]), type(self._extractor).__name__)
-            return out
-        keys = list(zip(texts, speakers, strict=True))
-        known = {k: m for k in keys if (m := self._memo.get(k)) is not None}
-        todo = list(dict.fromkeys(k for k in keys if k not in known))
-        for start in range(0, len(todo), _BATCH):
-            batch = todo[start : start + _BATCH]
+    def _extract(self, keys: list[Key]) -> list[list[Mention]]:
+        if self._memo is not None:  # a custom extractor: answers remembered, or being asked
+            return self._memo.mentions(keys)
+        out: list[list[Mention]] = []
+        for start in range(0, len(keys), BATCH):
+            batch = keys[start : start + BATCH]
             given = self._extractor.extract([t for t, _ in batch], speakers=[s for _, s in batch])
-            for key, mentions in zip(
-                batch, as_mentions(given, len(batch), type(self._extractor).__name__), strict=True
-            ):
-                known[key] = mentions
-                self._memo.put(key, mentions)
-        return [known[k] for k in keys]
+            out += as_mentions(given, len(batch), type(self._extractor).__name__)
+        return out
 
     def _tally(self, key: str) -> _Tally:
         tally = self.tallies.get(key)
@@ -369,11 +330,21 @@ class EntityIndexes:
             raise ConfigurationError(msg)
         self.extractor: EntityExtractor = extractor if extractor is not None else RuleExtractor()
         builtin = type(self.extractor) is RuleExtractor
-        self._memo = None if builtin else _Memo()
+        self._memo = None if builtin else Answers(self.extractor)
         self._by_index: weakref.WeakKeyDictionary[SessionIndex, EntityIndex] = (
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
+
+    def prepare(self, records: Sequence[Record]) -> None:
+        """Have a custom extractor read messages just stored, off the caller's thread."""
+        if self._memo is not None:
+            self._memo.prepare(records)
+
+    def close(self) -> None:
+        """Stop reading messages in the background (see `Answers.close`)."""
+        if self._memo is not None:
+            self._memo.close()
 
     def current(self, index: SessionIndex) -> EntityIndex:
         """The entities of ``index``'s session, up to its newest message."""

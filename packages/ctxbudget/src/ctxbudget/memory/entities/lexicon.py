@@ -17,11 +17,14 @@ __all__ = [
     "KIN",
     "MODIFIERS",
     "NOT_POSSESSED",
+    "AUTHORED",
     "ORG_CUES",
     "ORG_WORDS",
     "PETS",
+    "PERSON_CUES",
     "PLACE_CUES",
     "PLACE_WORDS",
+    "TALKED",
     "ROLES",
     "TITLES",
     "WEAK_SUFFIXES",
@@ -158,6 +161,18 @@ PLACE_CUES = _words("in near from visited visit visiting moved move moving flew 
 
 ORG_CUES = _words("joined hired employed interned interning")
 """Words before a name that make it an organization (``works at``/``for`` too)."""
+
+PERSON_CUES = _words("met meet meets meeting married marry marrying dating dated hugged texted")
+"""Words before a name that make it a person (``written by``, ``talked with`` too)."""
+
+AUTHORED = _words(
+    "founded cofounded co-founded written directed painted authored composed created invented "
+    "discovered designed sung"
+)
+"""Words before ``by`` that make the name after it a person (``founded by Priya Raman``)."""
+
+TALKED = _words("talked talking spoke speaking chatted chatting argued arguing")
+"""Words before ``with`` or ``to`` that make the name after it a person."""
 
 WEAK_SUFFIXES = (
     "ing",

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxbudget.memory.entities.lexicon import (
+    AUTHORED,
     COMMON,
     CONNECTORS,
     GREETINGS,
@@ -36,10 +37,12 @@ from ctxbudget.memory.entities.lexicon import (
     NOT_POSSESSED,
     ORG_CUES,
     ORG_WORDS,
+    PERSON_CUES,
     PETS,
     PLACE_CUES,
     PLACE_WORDS,
     ROLES,
+    TALKED,
     TITLES,
     WEAK_SUFFIXES,
 )
@@ -292,12 +295,19 @@ def _type_of(tokens: list[_Token], first: int, last: int, titled: bool) -> str:
         return "org"
     if titled:
         return "person"
-    cue = tokens[first - 1].folded if first > 0 and not tokens[first].boundary else ""
-    before = tokens[first - 2].folded if first > 1 else ""
+    # Only a word right before the name is a cue ("in 2019 Caroline moved" has none).
+    adjacent = first > 0 and not tokens[first].boundary and not tokens[first].gap.strip()
+    cue = tokens[first - 1].folded if adjacent else ""
+    joined = cue and first > 1 and not tokens[first - 1].gap.strip()
+    before = tokens[first - 2].folded if joined else ""
     if cue in PLACE_CUES or (cue == "to" and before in _MOVES):
         return "place"
     if cue in ORG_CUES or (cue in ("at", "for") and before in _WORKS):
         return "org"
+    if cue in PERSON_CUES or (cue == "by" and before in AUTHORED):
+        return "person"
+    if cue in ("with", "to") and before in TALKED:
+        return "person"
     return "other"
 
 
