@@ -96,3 +96,16 @@ def test_arguments_are_checked(guides: ContextMemory) -> None:
         CtxBudgetRetriever(memory=guides, budget=10, documents=False)
     with pytest.raises(ValueError, match="k must be"):
         CtxBudgetRetriever(memory=guides, budget=10, k=0)
+
+
+def test_k_caps_the_nodes_and_last_context_lists_exactly_them(guides: ContextMemory) -> None:
+    everything = CtxBudgetRetriever(memory=guides, budget=2_000).retrieve("Porto and Lisbon")
+    assert len(everything) > 2
+    retriever = CtxBudgetRetriever(memory=guides, budget=2_000, k=2)
+    nodes = retriever.retrieve("Porto and Lisbon")
+    assert [n.node_id for n in nodes] == [n.node_id for n in everything[:2]]
+    context = retriever.last_context
+    assert context is not None
+    assert sorted(i.id for i in context.included) == sorted(n.node_id for n in nodes)
+    limited = {p.item.id for p in context.pruned if p.reason.value == "over_limit"}
+    assert limited == {n.node_id for n in everything[2:]}

@@ -31,8 +31,9 @@ class CtxBudgetRetriever(BaseRetriever):
     """The best chunks of a `ctxbudget.memory.context.ContextMemory` that fit a token budget.
 
     The ``fetch_k`` nearest records are scored as `ContextMemory` scores candidates (relevance
-    x recency x salience, `ctxbudget.memory.scoring.Scoring` of the memory's config), the core packs
-    the best total score into ``budget``, and the ``k`` best of those are returned, best
+    x recency x salience, `ctxbudget.memory.scoring.Scoring` of the memory's config), the core
+    packs the best total score into ``budget``, and the ``k`` best of those are returned
+    (packed again on their own: `ctxbudget.core.documents.pack_documents` with ``k``), best
     first. Each `Document` carries in its metadata: ``id``, ``score``, ``similarity``,
     ``tokens`` (of its ``page_content``, with the model's tokenizer), ``kind`` and the record's
     own fields (``session_id``, ``user_id``, ``source``, ``timestamp`` and its metadata).
@@ -129,11 +130,11 @@ class CtxBudgetRetriever(BaseRetriever):
             ContextItem(hit.record.id, hit.record.text, tier=Tier.RETRIEVED, score=score)
             for hit, score in zip(hits, scores, strict=True)
         ]
-        packed = pack_documents(items, ContextAssembler(counter), budget)
+        packed = pack_documents(items, ContextAssembler(counter), budget, k=limit)
         kept = [] if packed is None else list(packed.included)
-        kept.sort(key=lambda it: -it.score)
+        kept.sort(key=lambda it: (-it.score, it.id))
         by_id = {hit.record.id: hit for hit in hits}
-        return [_document(by_id[it.id], it.score, counter.count(it.text)) for it in kept[:limit]]
+        return [_document(by_id[it.id], it.score, counter.count(it.text)) for it in kept]
 
 
 def _document(hit: Hit, score: float, tokens: int) -> Document:

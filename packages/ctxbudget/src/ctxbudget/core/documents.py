@@ -13,14 +13,18 @@ from collections.abc import Sequence
 from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.items import ContextItem
-from ctxbudget.core.report import AssembledContext
-from ctxbudget.errors import BudgetExceededError
+from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason
+from ctxbudget.errors import BudgetExceededError, InvalidItemError
 
 __all__ = ["pack_documents"]
 
 
 def pack_documents(
-    items: Sequence[ContextItem], assembler: ContextAssembler, tokens: int
+    items: Sequence[ContextItem],
+    assembler: ContextAssembler,
+    tokens: int,
+    *,
+    k: int | None = None,
 ) -> AssembledContext | None:
     """What `assembler` keeps of `items` within ``tokens``, layout included.
 
@@ -29,13 +33,42 @@ def pack_documents(
             none may be never-pruned.
         assembler: the assembler (its counter, near-duplicate threshold and summarizer).
         tokens: tokens the documents may use, rendered.
+        k: at most this many kept (None: as many as fit): of the items that fit together,
+            the ``k`` with the highest scores (ties: by id), packed again on their own; the
+            others that fit are pruned as ``over_limit``. A retriever's ``k``.
 
     Returns:
         The assembly (``included``: the kept documents, truncated ones with their cut text;
         ``pruned``: the others with their reasons), or None when ``tokens`` is below what the
         layout alone costs (then nothing fits).
+
+    Raises:
+        InvalidItemError: ``k`` is not a non-negative int.
     """
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+        msg = f"k must be a non-negative int (or None for as many as fit), got {k!r}"
+        raise InvalidItemError(msg)
+    offered = list(items)
     try:
-        return assembler.assemble(list(items), budget=Budget(window=tokens), format="text")
+        packed = assembler.assemble(offered, budget=Budget(window=tokens), format="text")
+        if k is None or len(packed.included) <= k:
+            return packed
+        ranked = sorted(packed.included, key=lambda item: (-item.score, item.id))
+        best = {item.id for item in ranked[:k]}
+        left = {id(entry.item) for entry in packed.pruned}
+        kept = assembler.assemble(
+            [item for item in offered if item.id in best],
+            budget=Budget(window=tokens),
+            format="text",
+        )
     except BudgetExceededError:
         return None
+    detail = f"k={k}: {k} items that fit scored higher"
+    more = [entry for entry in packed.pruned if entry.item.id not in best]
+    more += [
+        PrunedItem(item, PruneReason.OVER_LIMIT, detail)
+        for item in offered
+        if item.id not in best and id(item) not in left
+    ]
+    kept.extend_pruned(more)
+    return kept

@@ -10,7 +10,7 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -52,6 +52,8 @@ class PruneReason(StrEnum):
     """An assistant turn whose tool calls are not all answered by results that are sent."""
     NO_USER_TURN = "no_user_turn"
     """History before the first user turn that is sent: a conversation starts with a user."""
+    OVER_LIMIT = "over_limit"
+    """It fit, but as many items as asked for (a retriever's ``k``) scored higher."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +213,26 @@ class AssembledContext:
                 kept.append(entry)
             self._pruned = kept
         return self._pruned
+
+    def extend_pruned(self, entries: Sequence[PrunedItem]) -> None:
+        """Report more offered items as pruned, with their reasons (and in `tiers`).
+
+        For a packer that offers items in more than one pass (`pack_documents` with ``k``):
+        what an earlier pass left out is offered here, so each offered item is still either
+        included or pruned. An entry whose item is included (by id, unless a duplicate) is
+        dropped, as in `pruned`.
+        """
+        self._pruned.extend(entries)
+        counted = self.pruned  # the partition rules, applied to the new entries too
+        listed = {id(entry.item) for entry in counted}
+        for entry in entries:
+            if id(entry.item) not in listed:
+                continue
+            tier = int(entry.item.tier)
+            usage = self.tiers.get(tier)
+            if usage is None:
+                usage = TierUsage(tier, tier_name(tier), 0, 0, 0, 0)
+            self.tiers[tier] = replace(usage, offered=usage.offered + 1, pruned=usage.pruned + 1)
 
     def _reason_counts(self) -> Counter[str]:
         """How many items `pruned` lists per reason, without building the list.

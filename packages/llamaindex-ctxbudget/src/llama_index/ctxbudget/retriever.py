@@ -61,7 +61,9 @@ class CtxBudgetRetriever(BaseRetriever):
     Args:
         memory: the `ContextMemory` to search (its namespace, store and embedder).
         budget: the most tokens the returned nodes may take (``token_budget`` is its old name).
-        k: at most this many nodes (default: as many as fit).
+        k: at most this many nodes (default: as many as fit): the ``k`` best of the hits
+            that fit, packed again on their own; the others are in `last_context` as pruned
+            ``over_limit``.
         fetch_k: hits per search, before packing.
         documents: search documents (True) or not (False).
         collections: only these document collections (the ``namespace=`` given to
@@ -196,10 +198,10 @@ class CtxBudgetRetriever(BaseRetriever):
             )
             for s in found
         ]
-        context = pack_documents(items, self._assembler, self.budget)
+        context = pack_documents(items, self._assembler, self.budget, k=self.k)
         if context is None:
             return [], None, len(items)
-        kept = sorted(context.included, key=lambda item: (-item.score, item.id))[: self.k]
+        kept = sorted(context.included, key=lambda item: (-item.score, item.id))
         nodes: list[NodeWithScore] = []
         for item in kept:
             metadata = _metadata(records[item.id])
