@@ -106,8 +106,9 @@ def test_an_assembly_right_after_a_write_asks_nothing_twice(
     plain = Model()
     reference = memory_at(tmp_path / "ref", embedder, plain)
     try:
-        messages = turns(3 * BATCH + 5)  # four batches: one being asked, three queued
-        memory.add_messages("s1", messages, progress=False)
+        messages = turns(3 * BATCH + 5)
+        for start in range(0, len(messages), BATCH):  # four writes: one asked, three queued
+            memory.add_messages("s1", messages[start : start + BATCH], progress=False)
         reference.add_messages("s1", messages, progress=False)
         got = [(e.name, e.mentions, e.type) for e in memory.entities("s1")]
         assert got == [(e.name, e.mentions, e.type) for e in reference.entities("s1")]
@@ -115,6 +116,44 @@ def test_an_assembly_right_after_a_write_asks_nothing_twice(
     finally:
         memory.close()
         reference.close()
+
+
+class Held(Model):
+    """The background thread's first request waits until the assembly has asked itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.by: Counter[str] = Counter()
+
+    def extract(self, texts: Sequence[str], *, speakers: Sequence[str | None]) -> object:
+        name = threading.current_thread().name
+        self.by[name] += len(texts)
+        if name.startswith("ctxbudget-entities"):
+            assert self.release.wait(30), "the assembly never asked"
+        found = super().extract(texts, speakers=speakers)
+        if not name.startswith("ctxbudget-entities"):
+            self.release.set()
+        return found
+
+
+def test_an_assembly_takes_queued_batches_and_awaits_the_running_one(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    held = Held()
+    memory = memory_at(tmp_path, embedder, held)
+    try:
+        messages = turns(4 * BATCH)
+        for start in range(0, len(messages), BATCH):  # one batch held running, three queued
+            memory.add_messages("s1", messages[start : start + BATCH], progress=False)
+        wait_for(lambda: sum(held.by.values()) >= BATCH)  # the first batch is being asked
+        assert len(memory.entities("s1")) >= len(NAMES)
+        assert held.by["MainThread"] == 3 * BATCH
+        assert held.by["ctxbudget-entities"] == BATCH
+        assert max(held.asked.values()) == 1 and sum(held.asked.values()) == len(messages)
+    finally:
+        held.release.set()
+        memory.close()
 
 
 def test_a_background_failure_is_logged_and_the_assembly_asks_again(

@@ -10,7 +10,10 @@
   holds.
 - `sequences`: ``seq`` numbers per session, unique across processes; `vectors`: the embedder
   and the dimension a store holds.
-- `writes`, `search`, `reads`, `deletes`: adding, searching, reading and deleting records.
+- `writes`, `search`, `reads`, `deletes`: adding, searching, reading and deleting records
+  (`deletes` also holds `ChromaStore`'s deleting methods, as one of its bases).
+- beside the records: `context_log` (each session's log of assemblies) and `doc_entities` (which
+  document chunks name which entity); `journal`: messages acknowledged, not yet stored.
 - `records`: `Record` and the codec between records and Chroma rows; `validate`, `filters`.
 - `client`: importing Chroma, clients that cannot hang, classifying failed writes.
 - `retry`: `RetryPolicy`; `lock`: one writer per embedded folder.

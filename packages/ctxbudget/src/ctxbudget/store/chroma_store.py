@@ -22,7 +22,7 @@ from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.store.client import import_chromadb, valid_collection_name
 from ctxbudget.store.connection import Connection
 from ctxbudget.store.context_log import ContextLogs
-from ctxbudget.store.deletes import Deleter
+from ctxbudget.store.deletes import DeleteMethods, Deleter
 from ctxbudget.store.doc_entities import DocEntities
 from ctxbudget.store.journal import JOURNAL_FOLDER, replay
 from ctxbudget.store.layout import LAYOUT_VERSION, Collections, scoped_keys
@@ -55,7 +55,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class ChromaStore:
+class ChromaStore(DeleteMethods):
     """Records and their vectors in Chroma: embedded (a local folder) or a Chroma server.
 
     Which Chroma: an explicit ``client``, else ``url`` (a server), else an embedded Chroma in
@@ -378,37 +378,3 @@ class ChromaStore:
     def stats(self) -> StoreStats:
         """Counts per kind, namespaces and sessions (reads every record's metadata)."""
         return self._reader.stats(embedder=self._embedder.name)
-
-    # -- deleting --------------------------------------------------------------------------
-    def delete(
-        self,
-        ids: Sequence[str],
-        *,
-        namespace: str,
-        session_id: str | None = None,
-        user_id: str | None = None,
-        collection: str | None = None,
-        kinds: Sequence[str] | None = None,
-    ) -> int:
-        """Delete records by id in one scope (as `get` names it); returns how many existed.
-
-        A record with the same id in another scope is never touched. With ``kinds``, only
-        records of those kinds are deleted (``kinds=["pinned"]``: pins only). Session counters
-        are kept: a deleted message's seq is not given out again.
-
-        Raises:
-            StoreInputError: no scope or more than one, a malformed id or an unknown kind.
-        """
-        scope, keys = scoped_keys("delete", ids, namespace, session_id, user_id, collection)
-        return self._deleter.delete(scope, keys, namespace=namespace, kinds=kinds)
-
-    def delete_session(self, *, namespace: str, session_id: str) -> int:
-        """Delete every record of a session and its counter; returns how many records."""
-        return self._deleter.delete_session(namespace=namespace, session_id=session_id)
-
-    def delete_user(self, *, namespace: str, user_id: str) -> int:
-        """Delete every record of a user (messages, pinned, summaries...); returns how many.
-
-        Sessions left without records lose their counters too.
-        """
-        return self._deleter.delete_user(namespace=namespace, user_id=user_id)

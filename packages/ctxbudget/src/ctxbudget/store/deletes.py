@@ -19,11 +19,11 @@ from ctxbudget.errors import StoreInputError
 from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.doc_entities import DocEntities
 from ctxbudget.store.keys import matches, where_keys
-from ctxbudget.store.layout import Collections, session_partition, user_partition
+from ctxbudget.store.layout import Collections, scoped_keys, session_partition, user_partition
 from ctxbudget.store.records import KINDS, Scope, json_key, require_name
 from ctxbudget.store.sessions import Sessions
 
-__all__ = ["Deleter"]
+__all__ = ["DeleteMethods", "Deleter"]
 
 
 class Deleter:
@@ -152,3 +152,42 @@ def _session_entries(cols: Collections, namespace: str, session_id: str) -> list
     """The ids of a session's entries in ``meta`` (its counter, members and seq claims)."""
     rows = cols.rows(cols.meta, where={"sid": session_id}, documents=False)
     return [key for key, _, meta in rows if meta.get("ns") == namespace]
+
+
+class DeleteMethods:
+    """`ChromaStore`'s deleting methods (one of its bases), each a call of its `Deleter`."""
+
+    _deleter: Deleter
+
+    def delete(
+        self,
+        ids: Sequence[str],
+        *,
+        namespace: str,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        collection: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        """Delete records by id in one scope (as `get` names it); returns how many existed.
+
+        A record with the same id in another scope is never touched. With ``kinds``, only
+        records of those kinds are deleted (``kinds=["pinned"]``: pins only). Session counters
+        are kept: a deleted message's seq is not given out again.
+
+        Raises:
+            StoreInputError: no scope or more than one, a malformed id or an unknown kind.
+        """
+        scope, keys = scoped_keys("delete", ids, namespace, session_id, user_id, collection)
+        return self._deleter.delete(scope, keys, namespace=namespace, kinds=kinds)
+
+    def delete_session(self, *, namespace: str, session_id: str) -> int:
+        """Delete every record of a session and its counter; returns how many records."""
+        return self._deleter.delete_session(namespace=namespace, session_id=session_id)
+
+    def delete_user(self, *, namespace: str, user_id: str) -> int:
+        """Delete every record of a user (messages, pinned, summaries...); returns how many.
+
+        Sessions left without records lose their counters too.
+        """
+        return self._deleter.delete_user(namespace=namespace, user_id=user_id)

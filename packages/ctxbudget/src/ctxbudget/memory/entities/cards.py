@@ -23,7 +23,6 @@ its metadata (with the entity's key, type and turns), so reports explain it like
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,7 +39,7 @@ from ctxbudget.memory.entities.documents import (
 from ctxbudget.memory.entities.graph import DECLARED_WEIGHT, Graph
 from ctxbudget.memory.entities.index import Entity, EntityIndex, Resolved
 from ctxbudget.memory.entities.lexicon import KIN, MODIFIERS, PETS, ROLES
-from ctxbudget.memory.entities.names import entity_key
+from ctxbudget.memory.entities.names import entity_key, query_words
 from ctxbudget.memory.entities.quotes import QUOTE_CHARS, label, sentence
 from ctxbudget.memory.entities.stored import (
     Pattern,
@@ -54,7 +53,6 @@ from ctxbudget.store.records import Record, json_key, scope_of
 
 __all__ = ["EntityScope", "entity_candidates", "named_in"]
 
-_WORD = re.compile(r"[^\W\d_][\w'\u2019\-]*", re.UNICODE)
 _QUOTES = 2  # quoted mentions per card
 _RELATED = 5  # related entities named per card
 _PATTERNS = 3  # patterns offered per query
@@ -88,7 +86,7 @@ def named_in(
     (`Entity.weak`) must be capitalized in the query too. ``extra``: keys known from declared
     relations only.
     """
-    words = [m.group().replace("\u2019", "'") for m in _WORD.finditer(query[:2_000])]
+    words = query_words(query)
     found: list[str] = []
 
     def add(key: str, capitalized: bool) -> None:

@@ -17,7 +17,6 @@ many documents are stored. For each entity found:
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING
 from ctxbudget.core.items import ContextItem
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.lexicon import COMMON
-from ctxbudget.memory.entities.names import EntityExtractor, as_mentions, entity_key
+from ctxbudget.memory.entities.names import EntityExtractor, as_mentions, entity_key, query_words
 from ctxbudget.memory.entities.quotes import QUOTE_CHARS, label, sentence
 from ctxbudget.memory.record_items import item_id, retrieved_item
 from ctxbudget.memory.scoring import lexical_terms, record_score
@@ -44,7 +43,6 @@ __all__ = [
     "query_grams",
 ]
 
-_WORD = re.compile(r"[^\W\d_][\w'\u2019\-]*", re.UNICODE)
 _BATCH = 64  # chunks sent to an extractor at once
 _GRAMS = 256  # names looked up per query, at most
 _QUERY_WORDS = 80  # words of the query read for names
@@ -106,7 +104,7 @@ def query_grams(query: str) -> dict[str, bool]:
     Its words and runs of two to four of them (the first `_QUERY_WORDS` words, `_GRAMS` keys
     at most); a common word alone (``may``, ``Thanks``) is none.
     """
-    words = [m.group().replace("\u2019", "'") for m in _WORD.finditer(query[:2_000])]
+    words = query_words(query)
     words = words[:_QUERY_WORDS]
     grams: dict[str, bool] = {}
     for start in range(len(words)):

@@ -30,12 +30,14 @@ __all__ = [
     "ENTITY_TYPES",
     "MAX_MENTIONS",
     "MAX_NAME_CHARS",
+    "WORD",
     "EntityExtractor",
     "Mention",
     "as_mentions",
     "check_entity_settings",
     "clean_name",
     "entity_key",
+    "query_words",
 ]
 
 ENTITY_TYPES = ("person", "place", "org", "other")
@@ -46,6 +48,9 @@ MAX_NAME_CHARS = 80
 
 MAX_MENTIONS = 48
 """At most this many mentions are kept per text (the first ones), whatever the extractor."""
+
+WORD = re.compile(r"[^\W\d_][\w'\u2019\-]*", re.UNICODE)
+"""A word as names are read: a letter, then letters, digits, apostrophes and hyphens."""
 
 _KEY_WORD = re.compile(r"[^\W_][\w'\-]*", re.UNICODE)
 _UNSAFE = re.compile(r"[^\w '\-.&]", re.UNICODE)
@@ -196,3 +201,8 @@ def check_entity_settings(config: MemoryConfig) -> None:
         )
         raise ConfigurationError(msg)
     object.__setattr__(config, "entity_types", tuple(sorted(set(types))))
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a query (its first 2,000 characters) as names are looked up in it."""
+    return [m.group().replace("\u2019", "'") for m in WORD.finditer(query[:2_000])]

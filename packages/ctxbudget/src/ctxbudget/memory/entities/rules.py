@@ -22,7 +22,6 @@ Cost: linear in the text; only the first `MAX_CHARS` characters are read and at 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,7 +45,13 @@ from ctxbudget.memory.entities.lexicon import (
     TITLES,
     WEAK_SUFFIXES,
 )
-from ctxbudget.memory.entities.names import MAX_MENTIONS, Mention, clean_name, entity_key
+from ctxbudget.memory.entities.names import (
+    MAX_MENTIONS,
+    WORD,
+    Mention,
+    clean_name,
+    entity_key,
+)
 
 __all__ = ["MAX_CHARS", "MAX_MENTIONS", "RuleExtractor"]
 
@@ -54,7 +59,6 @@ MAX_CHARS = 20_000
 """Only this many characters of a text are read for entities."""
 
 
-_TOKEN = re.compile(r"[^\W\d_][\w'\u2019\-]*", re.UNICODE)
 _BREAKS = frozenset('.!?\n\r;:"\u201c\u201d()[]{}<>|*#`\u2026\u2022=/\\')
 _MOVES = frozenset(
     "moved move moving trip flew fly flying travel traveled travelled went going go back "
@@ -94,7 +98,7 @@ class _Token:
 def _tokens(text: str) -> list[_Token]:
     out: list[_Token] = []
     previous = 0
-    for match in _TOKEN.finditer(text):
+    for match in WORD.finditer(text):
         word = match.group().replace("\u2019", "'")
         possessive = False
         if word.endswith("'s") and len(word) > 2:
