@@ -17,6 +17,7 @@ many documents are stored. For each entity found:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -102,8 +103,14 @@ def query_grams(query: str) -> dict[str, bool]:
     """Keys a query may name an entity by -> whether it writes them capitalized.
 
     Its words and runs of two to four of them (the first `_QUERY_WORDS` words, `_GRAMS` keys
-    at most); a common word alone (``may``, ``Thanks``) is none.
+    at most); a common word alone (``may``, ``Thanks``) is none. One call reads them twice
+    (the session's entities, the documents'): the last few queries' keys are remembered.
     """
+    return dict(_grams(query))
+
+
+@functools.lru_cache(maxsize=32)
+def _grams(query: str) -> tuple[tuple[str, bool], ...]:
     words = query_words(query)
     words = words[:_QUERY_WORDS]
     grams: dict[str, bool] = {}
@@ -118,7 +125,7 @@ def query_grams(query: str) -> dict[str, bool]:
             if key and len(grams) < _GRAMS:
                 capitalized = all(w[:1].isupper() for w in gram)
                 grams[key] = grams.get(key, False) or capitalized
-    return grams
+    return tuple(grams.items())
 
 
 def document_matches(
