@@ -4,17 +4,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := packages/ctxbudget packages/langchain-ctxbudget packages/llamaindex-ctxbudget
+VENV_LATEST := .venv-latest
+# The store's own tests are left out: chromadb's newest release here is the pinned one.
+LATEST_TESTS := tests/langchain tests/llamaindex tests/memory tests/install/test_version_ranges.py
 export ANONYMIZED_TELEMETRY := False
 export ORT_DISABLE_TELEMETRY := 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv test test-fast lint typecheck demo bench docs clean
+.PHONY: help venv test test-latest test-fast lint typecheck demo bench docs clean
 
 help:
 	@echo "make demo    create the environment (first run) and run the ctxbudget demo"
 	@echo "make test    create the environment (first run), lint, type-check and run every test"
+	@echo "make test-latest  the adapter and memory tests on the newest releases (.venv-latest)"
 	@echo "make lint    ruff and mypy"
 	@echo "make bench   run the benchmarks in benchmarks/ and print their figures"
 	@echo "make docs    build the documentation site"
@@ -47,7 +51,26 @@ typecheck: $(STAMP)
 # The whole suite: lint, types, then every test (slow and integration included). pytest exits 5
 # when it collects nothing, which is an error here: a suite that tests nothing must not pass.
 test: lint
+	$(BIN)/python tests/install/versions.py
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The adapter and memory tests on the newest releases that install here (README "Tested
+# versions"): a second virtualenv, resolved again on every run without constraints.txt, so it
+# takes whatever is newest within the declared ranges. torch==2.13.0 is named for the same reason
+# as above (the torch and eval extras are there so the tests using LocalEmbedder and matplotlib run).
+# Prints the versions it uses before the tests. .venv-latest ignores itself (its .gitignore).
+test-latest:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (PYTHON=$(PYTHON))")'
+	test -x $(VENV_LATEST)/bin/python || $(PYTHON) -m venv $(VENV_LATEST)
+	echo '*' > $(VENV_LATEST)/.gitignore
+	$(VENV_LATEST)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager torch==2.13.0 \
+		-e "packages/ctxbudget[memory,torch,eval]" \
+		-e "packages/langchain-ctxbudget[agents,memory]" \
+		-e "packages/llamaindex-ctxbudget[memory]" \
+		"pytest>=8" "pytest-asyncio>=0.23" "hypothesis>=6.100" "langchain-tests>=1.0"
+	$(VENV_LATEST)/bin/python tests/install/versions.py
+	$(VENV_LATEST)/bin/python -m pytest $(LATEST_TESTS) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -70,4 +93,4 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV_LATEST) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

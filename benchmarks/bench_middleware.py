@@ -9,14 +9,25 @@ middleware's overhead is the turn time minus the same turn without the middlewar
 Side by side in one run, with the load average: no middleware (baseline), the middleware
 without memory, with memory and write-behind (the default), with memory written synchronously.
 
+With ``--mechanisms all`` (or a comma list of session-copy, incremental, write-behind,
+query-vectors, access, grams, register), memories with one speed mechanism off
+(`mechanisms.py`) run beside the default one and no middleware, turn by turn (each turn every
+variant in turn, the order rotated), so the machine's load weighs on all alike; then a table of
+each mechanism on and off, and for ``register`` a micro-measure of user pins written. Every
+variant's memory is a copy of one folder holding the history and ``--log-prefill`` logged
+assemblies (access counts read the session's log: 200 is the retention limit).
+
 Run: nice -n 5 .venv/bin/python benchmarks/bench_middleware.py [--history 2000] [--turns 40]
+     [--mechanisms all]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
+import shutil
 import statistics
 import tempfile
 import time
@@ -27,8 +38,18 @@ from _common import machine, pct
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from mechanisms import (
+    FreshIndexes,
+    NoQueryVectors,
+    Pair,
+    WholeWindow,
+    grams_cache_off,
+    keep_access_copy,
+    old_register,
+    on_off_table,
+)
 
-from ctxbudget import ContextMemory
+from ctxbudget import ContextMemory, MemoryConfig
 from langchain_ctxbudget import CtxBudgetMiddleware
 
 WORDS = (
@@ -99,16 +120,294 @@ def run(mode: str, history: list[BaseMessage], args: argparse.Namespace) -> list
     return times
 
 
+# -- --mechanisms: each speed mechanism on and off, interleaved -----------------------------------
+DEFAULT = "memory, all on (default)"
+ACCESS_FRESH = "access salience 0.3, counts read fresh (now)"
+ACCESS_COPY = "access salience 0.3, counts copied (before)"
+ENTITIES = "entities on"
+VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup, around a turn
+    "no middleware": {"memory": False},
+    DEFAULT: {},
+    "session copy off": {"setup": lambda m: setattr(m, "_indexes", FreshIndexes())},
+    "incremental reads off": {"setup": lambda m: setattr(m, "_indexes", WholeWindow())},
+    "write-behind off": {"write_behind": False},
+    "query vectors off": {"setup": lambda m: setattr(m, "_vectors", NoQueryVectors())},
+    ACCESS_FRESH: {"config": MemoryConfig(access_salience=0.3)},
+    ACCESS_COPY: {"config": MemoryConfig(access_salience=0.3), "setup": keep_access_copy},
+    ENTITIES: {"config": MemoryConfig(entities=True)},
+    "entities on, grams cache off": {
+        "config": MemoryConfig(entities=True),
+        "around": grams_cache_off,
+    },
+}
+PAIRS = {  # --mechanisms name -> table rows
+    "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
+    "incremental": [Pair("incremental reads (held=)", DEFAULT, "incremental reads off")],
+    "write-behind": [Pair("write-behind", DEFAULT, "write-behind off")],
+    "query-vectors": [Pair("query vectors (QueryVectors)", DEFAULT, "query vectors off")],
+    "access": [Pair("access counts copy (salience 0.3)", ACCESS_COPY, ACCESS_FRESH)],
+    "grams": [
+        Pair("entity query grams (_grams lru_cache)", ENTITIES, "entities on, grams cache off")
+    ],
+}
+MECHANISMS = [*PAIRS, "register"]
+
+
+class Variant:
+    """One agent with the middleware (and a memory on its own copy of the template folder)."""
+
+    def __init__(
+        self, name: str, template: Path, history: list[BaseMessage], args: argparse.Namespace
+    ) -> None:
+        spec = VARIANTS[name]
+        self.name = name
+        self.rng = random.Random(7)  # the same questions and answers in every variant
+        answers = iter([AIMessage(sentence(self.rng, 10, 30)) for _ in range(args.turns + 5)])
+        self.folder = tempfile.TemporaryDirectory()
+        self.memory: ContextMemory | None = None
+        middleware: list[Any] = []
+        if spec.get("memory", True):
+            shutil.copytree(template, Path(self.folder.name) / "mem")
+            self.memory = ContextMemory(
+                Path(self.folder.name) / "mem",
+                write_behind=spec.get("write_behind", True),
+                config=spec.get("config"),
+            )
+            if "setup" in spec:
+                spec["setup"](self.memory)
+            middleware = [
+                CtxBudgetMiddleware(model="gpt-4o", budget=8192, reserve=1024, memory=self.memory)
+            ]
+        self.around = spec.get("around", contextlib.nullcontext)
+        self.agent = create_agent(
+            GenericFakeChatModel(messages=answers), tools=[], middleware=middleware
+        )
+        self.keep = args.state
+        self.state = list(history[-args.state :])
+        self.times: list[float] = []
+        self.cpu: list[float] = []  # this process's CPU time (all its threads) in the turn
+
+    def turn(self, number: int) -> None:
+        messages = [*self.state, HumanMessage(sentence(self.rng, 6, 30), id=f"q{number}")]
+        with self.around():
+            start, cpu = time.perf_counter(), time.process_time()
+            result = self.agent.invoke(
+                {"messages": messages}, {"configurable": {"thread_id": "s1"}}
+            )
+            took = (time.perf_counter() - start) * 1000.0
+            cpu = (time.process_time() - cpu) * 1000.0
+        self.state = list(result["messages"])[-self.keep :]
+        if number >= 2:  # the first turns load the model and warm the caches
+            self.times.append(took)
+            self.cpu.append(cpu)
+
+    def settle(self) -> None:
+        """Wait for the background writes of the turn (untimed), so they weigh on no other."""
+        if self.memory is not None:
+            self.memory.flush()
+
+    def close(self) -> None:
+        if self.memory is not None:
+            self.memory.close()
+        self.folder.cleanup()
+
+
+def template_folder(root: Path, history: list[BaseMessage], prefill: int) -> Path:
+    """A memory folder with the history stored and ``prefill`` logged assemblies of s1."""
+    folder = root / "template"
+    memory = ContextMemory(folder, write_behind=False)
+    memory.add_messages(
+        "s1",
+        [
+            {
+                "role": m.type.replace("human", "user").replace("ai", "assistant"),
+                "content": m.text,
+                "id": m.id,
+            }
+            for m in history
+        ],
+        progress=False,
+    )
+    rng = random.Random(13)
+    for _ in range(prefill):
+        memory.assemble("s1", sentence(rng, 6, 30), budget=8192)
+        if _ % 50 == 49:
+            memory.flush()
+    memory.flush()
+    memory.close()
+    return folder
+
+
+def measure_register(template: Path, pins: int) -> dict[str, dict[str, list[float]]]:
+    """User pins written, interleaved: Collections.register now, and as before issue 26.
+
+    By variant: the pin's wall time, its CPU time, and the time spent in ``register``.
+    """
+    now, before = "pin, entries read by id (now)", "pin, set of registered (before)"
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"wall": [], "cpu": [], "register": []} for name in (now, before)
+    }
+    spent = {now: 0.0, before: 0.0}
+
+    def timing(name: str, register: Any) -> Any:
+        def timed(partitions: Any) -> None:
+            start = time.perf_counter()
+            try:
+                register(partitions)
+            finally:
+                spent[name] += (time.perf_counter() - start) * 1000.0
+
+        return timed
+
+    with tempfile.TemporaryDirectory() as root:
+        memories = {}
+        for name in samples:
+            shutil.copytree(template, Path(root) / name)
+            memories[name] = ContextMemory(Path(root) / name, write_behind=False)
+        old_register(memories[before].store)
+        for name, memory in memories.items():
+            cols = memory.store._collections
+            cols.register = timing(name, cols.register)
+        rng = random.Random(17)
+        for i in range(pins + 2):
+            text = f"Fact {i}: {sentence(rng, 6, 20)}"
+            for name in list(samples) if i % 2 else list(samples)[::-1]:
+                spent[name] = 0.0
+                start, cpu = time.perf_counter(), time.process_time()
+                memories[name].pin(user_id="u1", text=text)
+                took = (time.perf_counter() - start) * 1000.0
+                if i >= 2:
+                    samples[name]["wall"].append(took)
+                    samples[name]["cpu"].append((time.process_time() - cpu) * 1000.0)
+                    samples[name]["register"].append(spent[name])
+        for memory in memories.values():
+            memory.close()
+    return samples
+
+
+def measure_access_read(template: Path, repeat: int = 10) -> list[float]:
+    """ms of one fresh read of the session's access counts (its whole stored log), alone."""
+    with tempfile.TemporaryDirectory() as root:
+        shutil.copytree(template, Path(root) / "mem")
+        memory = ContextMemory(Path(root) / "mem", write_behind=False)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            counts = memory.access_counts("s1")
+            times.append((time.perf_counter() - start) * 1000.0)
+        records = len(memory.contexts("s1"))
+        memory.close()
+    print(f"access counts read fresh: {records} logged assemblies, {len(counts)} ids counted")
+    return times
+
+
+def run_mechanisms(history: list[BaseMessage], args: argparse.Namespace) -> None:
+    chosen = MECHANISMS if args.mechanisms == "all" else args.mechanisms.split(",")
+    unknown = set(chosen) - set(MECHANISMS)
+    if unknown:
+        raise SystemExit(f"--mechanisms: unknown {sorted(unknown)}; known: {MECHANISMS}")
+    pairs = [pair for name in chosen for pair in PAIRS.get(name, [])]
+    names = ["no middleware", DEFAULT]
+    names += [v for p in pairs for v in (p.on, p.off) if v not in names]
+    with tempfile.TemporaryDirectory() as root:
+        start = time.perf_counter()
+        template = template_folder(Path(root), history, args.log_prefill)
+        print(
+            f"template: {args.history:,} messages, {args.log_prefill} logged assemblies, "
+            f"{time.perf_counter() - start:.0f} s; load {load()}",
+            flush=True,
+        )
+        variants = [Variant(name, template, history, args) for name in names]
+        began = load()
+        for number in range(args.turns + 2):
+            shift = number % len(variants)
+            for variant in variants[shift:] + variants[:shift]:
+                variant.turn(number)
+                time.sleep(args.pause)
+                variant.settle()
+        ended = load()
+        for variant in variants:
+            variant.close()
+        register = measure_register(template, args.pins) if "register" in chosen else {}
+        after_pins = load()
+        reads = measure_access_read(template) if "access" in chosen else []
+    samples = {v.name: v.times for v in variants}
+    cpu = {v.name: v.cpu for v in variants}
+    base = statistics.median(samples["no middleware"])
+    print()
+    print(
+        f"## Speed mechanisms on and off: one agent turn, session of {args.history:,} messages, "
+        f"{args.state} in the agent's state, {args.turns} turns per variant, interleaved"
+    )
+    print(f"load at start {began}, at end {ended}")
+    print()
+    print("| variant | turn p50 ms | p95 ms | middleware overhead p50 ms | CPU p50 ms |")
+    print("|---|---:|---:|---:|---:|")
+    for name, times in samples.items():
+        p50 = statistics.median(times)
+        print(
+            f"| {name} | {p50:.1f} | {pct(times, 0.95):.1f} | {p50 - base:.1f} "
+            f"| {statistics.median(cpu[name]):.1f} |"
+        )
+    print()
+    print("benefit = 1 - on p50 / off p50 (the share of the call without it that it saves)")
+    print()
+    print("wall clock:")
+    print()
+    print(on_off_table(pairs, samples, ended))
+    print()
+    print("this process's CPU time in the turn (less disturbed by other processes):")
+    print()
+    print(on_off_table(pairs, cpu, ended))
+    if reads:
+        print()
+        print(
+            f"access counts of s1 read alone (whole log, {len(reads)} reads): "
+            f"p50 {statistics.median(reads):.1f} ms, min {min(reads):.1f} ms, load {load()}"
+        )
+    if register:
+        print()
+        print(f"## Collections.register: {args.pins} user pins written, interleaved")
+        print()
+        print("| variant | pin p50 ms | p95 ms | CPU p50 ms | in register p50 ms |")
+        print("|---|---:|---:|---:|---:|")
+        for name, got in register.items():
+            print(
+                f"| {name} | {statistics.median(got['wall']):.2f} | {pct(got['wall'], 0.95):.2f} "
+                f"| {statistics.median(got['cpu']):.2f} "
+                f"| {statistics.median(got['register']):.3f} |"
+            )
+        print()
+        now, before = register
+        pair = Pair("register: set of partitions seen (before)", on=before, off=now)
+        for clock in ("wall", "cpu"):
+            print(f"{clock}:")
+            print()
+            print(on_off_table([pair], {n: got[clock] for n, got in register.items()}, after_pins))
+            print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--history", type=int, default=2000, help="messages already in memory")
     parser.add_argument("--state", type=int, default=40, help="messages the agent's state holds")
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--pause", type=float, default=0.2, help="s between turns (the user)")
+    parser.add_argument(
+        "--mechanisms",
+        help=f"'all' or a comma list of {','.join(MECHANISMS)}: each on and off, interleaved",
+    )
+    parser.add_argument(
+        "--log-prefill", type=int, default=200, help="logged assemblies stored before (mechanisms)"
+    )
+    parser.add_argument("--pins", type=int, default=40, help="user pins timed (register)")
     args = parser.parse_args()
     print(machine())
     print()
     history = conversation(args.history, random.Random(3))
+    if args.mechanisms:
+        run_mechanisms(history, args)
+        return
     modes = [
         "no middleware",
         "middleware, no memory",

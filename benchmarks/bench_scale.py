@@ -24,9 +24,15 @@ Stores are written with `ChromaStore.add` in batches of ``--batch`` records (wit
 counts, as ``ContextMemory`` stores them), streamed; with ``--cache DIR`` they are kept in
 DIR/scale-<size> and reused (building 500,000 records takes about 40 minutes).
 
+With ``--mechanisms all`` (or a comma list of session-copy, incremental, query-vectors), each
+store is assembled from by memories with one speed mechanism off (`mechanisms.py`) beside the
+default one, all interleaved (query by query, each store, each variant in turn): then a table of
+each mechanism on and off per size, and of each variant's p50 at the largest size over its p50 at
+1,000 records (the default output is not printed then).
+
 Run: nice -n 5 .venv/bin/python benchmarks/bench_scale.py --sizes 10000,100000,500000
      --cache /tmp/scale-cache [--backends embedded,server] [--queries 30] [--batch 5000]
-     [--embedder hash|default]
+     [--embedder hash|default] [--mechanisms all]
 (a smoke run: --sizes 2000,5000 --backends embedded).
 """
 
@@ -60,6 +66,7 @@ from _common import (
     pct,
     sentence,
 )
+from mechanisms import FreshIndexes, NoQueryVectors, Pair, WholeWindow, on_off_table
 
 from ctxbudget.embed.base import Embedder, default_embedder
 from ctxbudget.errors import CtxBudgetError
@@ -293,6 +300,90 @@ def located(backend: str, root: Path) -> Iterator[Path | str]:
         yield server.url
 
 
+# -- --mechanisms: each speed mechanism on and off ---------------------------------------------------
+ON = "all on (default)"
+VARIANTS = {  # name -> what turns the mechanism off on one memory
+    ON: None,
+    "session copy off": lambda m: setattr(m, "_indexes", FreshIndexes()),
+    "incremental reads off": lambda m: setattr(m, "_indexes", WholeWindow()),
+    "query vectors off": lambda m: setattr(m, "_vectors", NoQueryVectors()),
+}
+PAIRS = {
+    "session-copy": Pair("session copy (SessionIndexes)", ON, "session copy off"),
+    "incremental": Pair("incremental reads (held=)", ON, "incremental reads off"),
+    "query-vectors": Pair("query vectors (QueryVectors)", ON, "query vectors off"),
+}
+
+
+def run_mechanisms(
+    backend: str, roots: dict[int, Path], args: argparse.Namespace
+) -> tuple[dict[int, dict[str, list[float]]], dict[int, dict[str, list[float]]], str]:
+    """p50 samples by store size and variant: every store open at once, a memory per variant on
+    each, the timed assembles interleaved (query by query, each store, each variant in turn,
+    the variants' order rotated each query); and the load average at the end."""
+    chosen = list(PAIRS) if args.mechanisms == "all" else args.mechanisms.split(",")
+    unknown = set(chosen) - set(PAIRS)
+    if unknown:
+        raise SystemExit(f"--mechanisms: unknown {sorted(unknown)}; known: {list(PAIRS)}")
+    names = [ON, *(PAIRS[name].off for name in chosen)]
+    asked = queries(args.queries + 1)
+    with ExitStack() as stack:
+        memories: dict[int, dict[str, ContextMemory]] = {}
+        for total, root in roots.items():
+            store = stack.enter_context(open_store(stack.enter_context(located(backend, root))))
+            memories[total] = {}
+            for name in names:
+                memory = ContextMemory(store=store, write_behind=False)
+                switch = VARIANTS[name]
+                if switch is not None:
+                    switch(memory)
+                memories[total][name] = memory
+        for by_name in memories.values():  # the first calls: reading the session, the index
+            for memory in by_name.values():
+                memory.assemble(PROBE_SESSION, asked[0], budget=args.budget)
+        samples: dict[int, dict[str, list[float]]] = {t: {n: [] for n in names} for t in memories}
+        cpu: dict[int, dict[str, list[float]]] = {t: {n: [] for n in names} for t in memories}
+        for number, query in enumerate(asked[1:]):
+            for total, by_name in memories.items():
+                shift = number % len(names)
+                for name in names[shift:] + names[:shift]:
+                    memory = by_name[name]
+                    start, used = time.perf_counter(), time.process_time()
+                    memory.assemble(PROBE_SESSION, query, budget=args.budget)
+                    samples[total][name].append((time.perf_counter() - start) * 1e3)
+                    cpu[total][name].append((time.process_time() - used) * 1e3)
+                    memory.inclusion_log.flush()  # its background write weighs on no other call
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        for by_name in memories.values():
+            for memory in by_name.values():
+                memory.flush()
+    return samples, cpu, load
+
+
+def mechanisms_tables(
+    backend: str,
+    samples: dict[int, dict[str, list[float]]],
+    load: str,
+    chosen: list[str],
+    clock: str = "wall clock",
+) -> str:
+    sizes = sorted(samples)
+    names = list(samples[sizes[0]])
+    out = [f"### {backend}, {clock}: assemble p50 ms by variant and store size (load {load})", ""]
+    out.append(
+        "| variant | " + " | ".join(f"{n:,}" for n in sizes) + f" | {sizes[-1]:,} / {sizes[0]:,} |"
+    )
+    out.append("|---|" + "--:|" * (len(sizes) + 1))
+    for name in names:
+        p50 = [statistics.median(samples[n][name]) for n in sizes]
+        cells = " | ".join(f"{x:.1f}" for x in p50)
+        out.append(f"| {name} | {cells} | {p50[-1] / p50[0]:.2f} |")
+    for total in sizes:
+        out += ["", f"{backend}, {total:,} records:", ""]
+        out.append(on_off_table([PAIRS[c] for c in chosen], samples[total], load))
+    return "\n".join(out)
+
+
 # -- printing ----------------------------------------------------------------------------------
 def table(rows: list[Row]) -> str:
     base = {r.backend: statistics.median(r.samples) for r in rows if r.records == BASELINE}
@@ -364,6 +455,10 @@ def main() -> None:
         help="hash: free vectors (storage and assembly only); default: ctxbudget's default "
         "embedder (queries embedded on every call, as in production)",
     )
+    parser.add_argument(
+        "--mechanisms",
+        help=f"'all' or a comma list of {','.join(PAIRS)}: each on and off, interleaved",
+    )
     args = parser.parse_args()
     if args.embedder == "default":
         EMBEDDER[0] = default_embedder()
@@ -391,6 +486,15 @@ def main() -> None:
             suffix = "" if args.embedder == "hash" else "-default"
             roots[total] = cache / f"scale-{total}{suffix}"
             builds[total] = ensure_built(roots[total], total, counter, args.batch)
+        if args.mechanisms:
+            chosen = list(PAIRS) if args.mechanisms == "all" else args.mechanisms.split(",")
+            for backend in backends:
+                found, cpu, load = run_mechanisms(backend, roots, args)
+                print()
+                print(mechanisms_tables(backend, found, load, chosen), flush=True)
+                print()
+                print(mechanisms_tables(backend, cpu, load, chosen, "CPU time"), flush=True)
+            return
         for backend in backends:
             try:
                 done = run_backend(backend, roots, builds, args)

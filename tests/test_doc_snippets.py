@@ -6,11 +6,19 @@ names it ``llm`` (LangChain) or sets ``Settings.llm`` (LlamaIndex); the test pro
 frameworks' own fakes under those names and nothing else. A block preceded by an HTML comment
 ``<!-- not run: <why> -->`` is skipped (it needs a provider package or a network service);
 the reason is printed in the test id, so each skip stays visible.
+
+What a page shows a block printing is compared with what the block prints: a fenced block with
+no language (or ``text``) right after a Python block, or after it with one line of prose between
+that starts with "prints", is its expected output. A line ``...`` in it stands for any lines.
+Where the output depends on the run, an HTML comment right before the output block names what
+varies, and only that is normalised: ``<!-- output varies: ids, timing -->`` (``ids``: LangChain
+and LangGraph message ids, UUIDs; ``timing``: ``0.45 ms``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import subprocess
@@ -28,6 +36,22 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(
     r"(<!-- not run: (?P<why>[^>]*) -->\s*)?```(?P<lang>python|bash)\n(?P<code>.*?)```", re.S
 )
+# What a Python block prints: the fence right after it, or after one "prints ..." paragraph.
+_OUTPUT = re.compile(
+    r"\s*(?:prints[^\n]*\n\s*)?(?:<!-- output varies: (?P<varies>[^>]*) -->\s*)?"
+    r"```(?:text)?\n(?P<out>.*?)```",
+    re.S,
+)
+_VARYING = {
+    "ids": (
+        re.compile(
+            r"lc_run--[0-9a-f-]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+            r"(?:-\d+)?"
+        ),
+        "<id>",
+    ),
+    "timing": (re.compile(r"\d[\d,]*(?:\.\d+)? ms\b"), "<ms>"),
+}
 BIN = Path(sys.executable).parent  # the ctxbudget command of the environment under test
 
 
@@ -37,19 +61,48 @@ class Block:
     code: str
     skip: str | None
     shell: bool = False
+    output: str | None = None  # what the page shows it printing
+    varies: frozenset[str] = frozenset()
 
 
 def blocks(page: Path) -> list[Block]:
     text = page.read_text("utf-8")
-    return [
-        Block(
-            text.count("\n", 0, m.start("code")) + 1,
-            m.group("code"),
-            m.group("why"),
-            m.group("lang") == "bash",
+    found: list[Block] = []
+    for m in _BLOCK.finditer(text):
+        shown = _OUTPUT.match(text, m.end()) if m.group("lang") == "python" else None
+        varies = shown.group("varies") if shown else None
+        found.append(
+            Block(
+                text.count("\n", 0, m.start("code")) + 1,
+                m.group("code"),
+                m.group("why"),
+                m.group("lang") == "bash",
+                shown.group("out") if shown else None,
+                frozenset(v.strip() for v in (varies or "").split(",") if v.strip()),
+            )
         )
-        for m in _BLOCK.finditer(text)
-    ]
+    return found
+
+
+def normalised(text: str, varies: frozenset[str]) -> str:
+    """``text`` with what varies from run to run replaced, line ends stripped."""
+    unknown = varies - set(_VARYING)
+    assert not unknown, (
+        f"unknown 'output varies' kinds {sorted(unknown)}; known: {sorted(_VARYING)}"
+    )
+    for kind in sorted(varies):
+        pattern, mark = _VARYING[kind]
+        text = pattern.sub(mark, text)
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+def output_matches(shown: str, printed: str) -> bool:
+    """Whether ``printed`` is ``shown``, a ``...`` line of ``shown`` standing for any lines."""
+    pattern = "".join(
+        r"(?:[^\n]*\n)*?" if line.strip() == "..." else re.escape(line) + r"\n"
+        for line in shown.splitlines()
+    )
+    return re.fullmatch(pattern, printed + "\n") is not None
 
 
 def run_shell(block: Block, where: str) -> None:
@@ -128,8 +181,9 @@ def test_every_python_block_of_the_page_runs(
                 run_shell(block, str(page.relative_to(ROOT)))
                 continue
             code = compile(block.code, f"{page.relative_to(ROOT)}:{block.line}", "exec")
+            printed = io.StringIO()
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), contextlib.redirect_stdout(printed):
                     # The page shows the deprecated class on purpose (a migration guide).
                     warnings.filterwarnings(
                         "ignore", message="RunnableWithMessageHistory is deprecated"
@@ -137,6 +191,13 @@ def test_every_python_block_of_the_page_runs(
                     exec(code, namespace)  # noqa: S102 - the documentation's own code
             except Exception as exc:  # noqa: BLE001 - any failure names the block
                 pytest.fail(f"{page.relative_to(ROOT)} line {block.line}: {exc!r}")
+            if block.output is not None:
+                shown = normalised(block.output, block.varies)
+                got = normalised(printed.getvalue(), block.varies)
+                assert output_matches(shown, got), (
+                    f"{page.relative_to(ROOT)} line {block.line}: the page shows\n{shown}\n"
+                    f"but the block prints\n{got}"
+                )
     for block in skipped:
         print(f"{page.name}:{block.line} not run: {block.skip}")
     close_memories(namespace)
@@ -153,3 +214,18 @@ def test_skipped_blocks_are_few_and_say_why() -> None:
     skipped = [(p.name, b.line, b.skip) for p, found in PAGED for b in found if b.skip]
     assert all(why and why.strip() for _, _, why in skipped)
     assert len(skipped) <= 6, skipped
+
+
+def test_the_pages_show_what_their_blocks_print() -> None:
+    # The output blocks this test compares (a page that stops showing one must say why here).
+    shown = sorted(
+        (p.relative_to(ROOT).as_posix(), b.line) for p, found in PAGED for b in found if b.output
+    )
+    assert [page for page, _ in shown] == [
+        "docs/entities.md",
+        "docs/files.md",
+        "docs/langchain.md",
+        "docs/llamaindex.md",
+    ], shown
+    assert output_matches("a\n...\nd", "a\nb\nc\nd") and not output_matches("a\nd", "a\nb\nd")
+    assert normalised("x 0.45 ms", frozenset({"timing"})) == "x <ms>"

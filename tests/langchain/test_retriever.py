@@ -15,6 +15,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from lc_fakes import RecordingChatModel
 
 from ctxbudget import InvalidBudgetError, TokenCounter
+from ctxbudget.core.ids import scoped_id
 from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.memory.context import ContextMemory
 from langchain_ctxbudget import CtxBudgetRetriever
@@ -83,7 +84,10 @@ def test_documents_fit_the_budget_and_carry_scores_and_counts(kb: ContextMemory)
         assert doc.metadata["tokens"] == COUNTER.count(doc.page_content)
         assert doc.metadata["kind"] == "document"
         assert -1.0 <= doc.metadata["similarity"] <= 1.0
-        assert doc.id == doc.metadata["id"]
+        # The caller's own id and its scope; the Document's id is unique across collections.
+        scope = (doc.metadata["scope"], doc.metadata["scope_id"])
+        assert scope == ("collection", doc.metadata["doc_namespace"])
+        assert doc.id == scoped_id(scope, doc.metadata["id"])
     scores = [d.metadata["score"] for d in docs]
     assert scores == sorted(scores, reverse=True)
     assert "Alfama" in docs[0].page_content

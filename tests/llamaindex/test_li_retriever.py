@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.schema import MetadataMode
+from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ctxbudget import InvalidBudgetError, TokenCounter
 from ctxbudget.memory.context import ContextMemory
@@ -70,7 +70,14 @@ def test_collections_sessions_and_users(guides: ContextMemory) -> None:
     assert nodes[0].node.text == "My passport expires in June."
     assert nodes[0].node.metadata["role"] == "user"
     user = CtxBudgetRetriever(memory=guides, budget=300, documents=False, user_id="ada")
-    assert nodes[0].node_id in {n.node_id for n in user.retrieve("passport")}
+
+    def ref(node: NodeWithScore) -> tuple[str, str, str]:
+        meta = node.node.metadata
+        return (meta["id"], meta["scope"], meta["scope_id"])
+
+    # The same record: its own id in its session; qualified by it beside the user's others.
+    assert ref(nodes[0]) == (nodes[0].node_id, "session", "s1")
+    assert ref(nodes[0]) in {ref(n) for n in user.retrieve("passport")}
 
 
 def test_in_a_query_engine_the_context_fits(guides: ContextMemory, counter: TokenCounter) -> None:

@@ -147,6 +147,7 @@ def test_submit_waits_when_the_queue_is_full(store: ChromaStore, tmp_path: Path)
     with pytest.raises(StoreError, match="cannot acknowledge more messages"):
         writer.submit([message("s1", 4)])
     release.set()
+    writer.settle()  # room again (waiting here, not in submit's 0.3 s, keeps it load-proof)
     writer.submit([message("s1", 5)])
     writer.settle()
     assert len(stored_texts(store, "s1")) == 5  # the refused one was never acknowledged

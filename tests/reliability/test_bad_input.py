@@ -552,7 +552,7 @@ READ_CASES = [
         "budget-bool",
         lambda m: m.assemble("s1", "Where?", budget=True),
         InvalidBudgetError,
-        "budget must be a Budget or an int number of tokens, got True",
+        "budget must be an int (any integral type, numpy's too), got True (bool); a Budget",
         "e.g. budget=4096",
     ),
     case(
@@ -813,7 +813,7 @@ ASK = ["assemble", "Where do I live?", "--session", "s1"]
 @pytest.mark.parametrize(
     ("argv", "needles"),
     [
-        ([*ASK, "--budget", "0"], ["--budget 0 --reserve 0", "Budget.window must be a positive"]),
+        ([*ASK, "--budget", "0"], ["--budget must be a positive number of tokens, got 0"]),
         ([*ASK, "--budget", "-100"], ["got -100"]),
         (
             [*ASK, "--budget", "100", "--reserve", "-200"],
@@ -828,7 +828,7 @@ ASK = ["assemble", "Where do I live?", "--session", "s1"]
         ),
         ([*ASK, "--budget", "nan"], ["invalid int value: 'nan'"]),
         (["--model", "gpt4o", *ASK], ["unknown model 'gpt4o'", "close matches: 'gpt-4o'"]),
-        (["--model", "", *ASK], ["model name must be a non-empty string"]),
+        (["--model", "", *ASK], ["--model must be a model name (non-empty text), got ''"]),
         ([*ASK, "--format", "xml"], ["argument --format: invalid choice: 'xml'"]),
         (["explain", "Where?", "--session", "s\udc80"], ["session_id holds a lone surrogate"]),
         (["assemble", "where \udcff", "--session", "s1"], ["query: text has a lone surrogate"]),

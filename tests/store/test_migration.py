@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from ctxbudget import ContextMemory
 from ctxbudget.errors import StoreError
 from ctxbudget.store.chroma_store import LAYOUT_VERSION, ChromaStore, Record
 from ctxbudget.store.layout import docs_partition, session_partition, user_partition
+from ctxbudget.store.migration import PLACEHOLDER
 from ctxbudget.store.records import encode_record, json_key, record_key, scope_of
 from tests.conftest import StoreFactory
 
@@ -116,9 +118,9 @@ def test_an_old_store_is_migrated_on_open_with_nothing_lost(
     first.close()
 
     store = open_store()  # migrates
-    assert store._collections.meta.get(ids=["layout"])["metadatas"] == [
-        {"type": "layout", "version": LAYOUT_VERSION}
-    ]
+    (layout,) = store._collections.meta.get(ids=["layout"])["metadatas"]
+    assert layout["type"] == "layout" and layout["version"] == LAYOUT_VERSION
+    assert int(layout["repairs"]) >= 1  # a migrated store needs no repair on its next open
     name = store.collection
     names = _collections(store)
     assert name not in names  # the single collection of the old layouts is gone
@@ -184,3 +186,121 @@ def test_a_newer_layout_is_refused(open_store: StoreFactory) -> None:
     first.close()
     with pytest.raises(StoreError, match="layout 99.*upgrade ctxbudget"):
         open_store()
+
+
+# -- layout 1's "(tool call)" placeholder ----------------------------------------------------
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":"x"}'}}
+TOOL_TURN = [
+    Record(id="q", kind="message", text="look it up", session_id="s1", role="user"),
+    # What layout 1 stored for an assistant turn with tool calls and no content.
+    Record(
+        id="call",
+        kind="message",
+        text=PLACEHOLDER,
+        session_id="s1",
+        role="assistant",
+        tool_calls=("c1",),
+        metadata={"_tool_calls": json.dumps([CALL])},
+        tokens={"o200k_base": 3},
+    ),
+    Record(
+        id="result",
+        kind="message",
+        text="x is 42",
+        session_id="s1",
+        role="tool",
+        tool_call_id="c1",
+    ),
+    # Not placeholders: the same words with no tool call, and among other words.
+    Record(id="said", kind="message", text=PLACEHOLDER, session_id="s1", role="user"),
+    Record(
+        id="more",
+        kind="message",
+        text=f"before {PLACEHOLDER} after",
+        session_id="s1",
+        role="assistant",
+        tool_calls=("c2",),
+    ),
+]
+
+
+def unrepaired(store: ChromaStore) -> None:
+    """The layout entry an earlier ctxbudget recorded: layout 3, no repairs."""
+    meta = store._collections.meta
+    meta.delete(ids=["layout"])  # an upsert would keep the other keys of the entry
+    meta.add(ids=["layout"], embeddings=[[1.0]], metadatas=[{"type": "layout", "version": 3}])
+
+
+def _sent_tool_turn(store: ChromaStore) -> dict[str, Any]:
+    """The tool-call turn assembled for the model (closes ``store``, with its memory)."""
+    with ContextMemory(store=store) as memory:
+        context = memory.assemble("s1", "what was x?", budget=4096)
+        sent = context.to_messages()
+        (turn,) = [m for m in sent if m.get("tool_calls") and m["tool_calls"][0]["id"] == "c1"]
+        assert PLACEHOLDER not in json.dumps(turn)
+        return turn
+
+
+def test_a_layout1_tool_call_turn_is_sent_with_empty_content_and_its_calls(
+    open_store: StoreFactory,
+) -> None:
+    first = open_store()
+    write_old_store(first, TOOL_TURN, 1)
+    first.close()
+    store = open_store()  # migrates
+    turn = store.get(["call"], namespace="default", session_id="s1")[0]
+    assert turn.text == "" and turn.tool_calls == ("c1",) and turn.tokens == {}
+    assert json.loads(str(turn.metadata["_tool_calls"])) == [CALL]
+    untouched = store.get(["said", "more"], namespace="default", session_id="s1")
+    assert [r.text for r in untouched] == [PLACEHOLDER, f"before {PLACEHOLDER} after"]
+    message = _sent_tool_turn(store)
+    assert message["role"] == "assistant" and not message["content"]
+    assert [c["id"] for c in message["tool_calls"]] == ["c1"]
+    assert message["tool_calls"][0]["function"]["name"] == "lookup"
+
+
+def test_a_store_migrated_before_the_repair_is_repaired_once_on_open(
+    open_store: StoreFactory,
+) -> None:
+    first = open_store()
+    first.add(TOOL_TURN)  # layout 3, with the placeholder, as earlier migrations left it
+    unrepaired(first)
+    first.close()
+
+    store = open_store()  # repairs
+    (turn,) = store.get(["call"], namespace="default", session_id="s1")
+    assert turn.text == "" and turn.tool_calls == ("c1",) and turn.tokens == {}
+    assert turn.seq == 1  # repaired in place
+    assert store.get(["said"], namespace="default", session_id="s1")[0].text == PLACEHOLDER
+    # Once: a store already repaired is not read for it again (one read per partition, once).
+    again = Record(
+        id="new",
+        kind="message",
+        text=PLACEHOLDER,
+        session_id="s1",
+        role="assistant",
+        tool_calls=("c3",),
+    )
+    store.add([again])
+    store.close()
+    reopened = open_store()
+    assert reopened.get(["new"], namespace="default", session_id="s1")[0].text == PLACEHOLDER
+    assert reopened.get(["call"], namespace="default", session_id="s1")[0].text == ""
+    assert not _sent_tool_turn(reopened)["content"]
+
+
+def test_the_repair_is_idempotent(open_store: StoreFactory) -> None:
+    first = open_store()
+    first.add(TOOL_TURN)
+    unrepaired(first)
+    first.close()
+    open_store().close()  # repaired
+    store = open_store()
+    before = store.session_messages(namespace="default", session_id="s1")
+    # As if the repair had been interrupted before recording it: it runs again, changes nothing.
+    unrepaired(store)
+    store.close()
+    after = open_store().session_messages(namespace="default", session_id="s1")
+    assert after == before
+    assert [r.text for r in after][1] == ""

@@ -217,6 +217,8 @@ def test_bad_metadata_is_refused_before_anything_is_written(
         (Record(id="e", kind="message", text=b"bytes", session_id="s1"), "text must be a str"),  # type: ignore[arg-type]
         (Record(id="e", kind="message", text="no session"), "needs a session_id"),
         (Record(id="e", kind="note", text="x"), "kind must be one of"),  # type: ignore[arg-type]
+        (Record(id="e", kind=["pinned"], text="x"), "kind must be one of"),  # type: ignore[arg-type]
+        (Record(id="e", kind="message", text="x", session_id="s1", role={}), "role"),  # type: ignore[arg-type]
         (Record(id="", kind="pinned", text="x"), "id must be a non-empty str"),
         (Record(id="e", kind="pinned", text="x", namespace=""), "namespace"),
         (Record(id="e", kind="message", text="x", session_id="s1", role="bot"), "role"),

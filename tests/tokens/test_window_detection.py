@@ -290,6 +290,11 @@ def test_any_served_window_is_returned_as_given_and_bounds_the_budget(
     reserve: int | None,
 ) -> None:
     shared_ollama.models = {"m:1b": Served("m:1b", num_ctx=num_ctx, loaded=loaded, trained=trained)}
+    if loaded is not None and trained is not None and loaded > trained:
+        # More than the model supports, as the server itself reports: refused, quoted.
+        with pytest.raises(WindowDetectionError, match=f"more than the {trained:,} tokens"):
+            detect_window("ollama:m:1b", base_url=shared_ollama.url, refresh=True)
+        return
     found = detect_window("ollama:m:1b", base_url=shared_ollama.url, refresh=True)
     if loaded is not None:
         expected = loaded  # what the server loaded, as it says

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
+from ctxbudget.core.ids import ItemRef
 from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason, TierUsage
@@ -60,6 +61,7 @@ __all__ = [
     "FileItems",
     "InvalidBudgetError",
     "InvalidItemError",
+    "ItemRef",
     "LocalEmbedder",
     "MemoryConfig",
     "MissingDependencyError",

@@ -3,19 +3,22 @@
 One root, specific leaves; each leaf also subclasses the builtin a caller would catch::
 
     CtxBudgetError                      (Exception)
-    ├── InvalidBudgetError              (ValueError)   a budget that cannot be met by anything
-    │   └── WindowDetectionError        (ConnectionError) a model server could not tell its window
+    ├── ConfigurationError              (ValueError)   an option or argument that cannot be used
+    │   ├── ConfigurationTypeError      (TypeError)    ... because it has the wrong type
+    │   └── InvalidBudgetError                         a budget that cannot be met by anything
+    │       └── WindowDetectionError    (ConnectionError) a model server could not tell its window
     ├── BudgetExceededError             (ValueError)   never-pruned items alone do not fit
     ├── InvalidItemError                (ValueError)   a malformed ContextItem or message
     ├── UnknownModelError               (KeyError)     a model the registry does not know
     ├── TokenizerUnavailableError       (RuntimeError) an encoding or tokenizer cannot be loaded
     ├── MissingDependencyError          (ImportError)  an optional extra is not installed
-    ├── ConfigurationError              (ValueError)   an option or argument that cannot be used
-    │   └── ConfigurationTypeError      (TypeError)    ... because it has the wrong type
     └── StoreError                      (RuntimeError) the memory store failed or refused input
         └── StoreInputError             (ValueError)   bad input for the store; nothing was written
 
-Messages say what was wrong, the numbers involved and what to do.
+Messages say what was wrong, the numbers involved and what to do. A value from outside (a
+number, a model name, a server's reply, a command line) that cannot be used is a
+`ConfigurationError` (its budget and window leaves included): see `ctxbudget.core.numbers` and
+docs/reliability.md, "Boundaries".
 """
 
 from __future__ import annotations
@@ -38,27 +41,6 @@ __all__ = [
 
 class CtxBudgetError(Exception):
     """Root of every error raised by ctxbudget."""
-
-
-class InvalidBudgetError(CtxBudgetError, ValueError):
-    """A budget that no content could meet: zero, negative, or a reserve larger than the window."""
-
-
-class WindowDetectionError(InvalidBudgetError, ConnectionError):
-    """A local model server could not tell the window it serves a model with.
-
-    Unreachable, not serving the model, or answering something unexpected; the message names
-    the URL, what failed and what to do (start the server, or pass ``window=``). An
-    `InvalidBudgetError` too: without the window there is no budget (a caller that handled
-    Ollama's refusal without ``num_ctx`` handles this as well).
-
-    Attributes:
-        url: the server asked (its root, e.g. ``"http://127.0.0.1:11434"``).
-    """
-
-    def __init__(self, message: str, *, url: str) -> None:
-        super().__init__(message)
-        self.url = url
 
 
 class BudgetExceededError(CtxBudgetError, ValueError):
@@ -113,6 +95,30 @@ class ConfigurationError(CtxBudgetError, ValueError):
 
 class ConfigurationTypeError(ConfigurationError, TypeError):
     """An option or argument of the wrong type (a string where a list is expected)."""
+
+
+class InvalidBudgetError(ConfigurationError):
+    """A budget that no content could meet: zero, negative, or a reserve larger than the window.
+
+    A `ConfigurationError` (and so a ``ValueError``): a budget is an option of the call.
+    """
+
+
+class WindowDetectionError(InvalidBudgetError, ConnectionError):
+    """A local model server could not tell the window it serves a model with.
+
+    Unreachable, not serving the model, or answering something unexpected; the message names
+    the URL, what failed and what to do (start the server, or pass ``window=``). An
+    `InvalidBudgetError` too: without the window there is no budget (a caller that handled
+    Ollama's refusal without ``num_ctx`` handles this as well).
+
+    Attributes:
+        url: the server asked (its root, e.g. ``"http://127.0.0.1:11434"``).
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class StoreError(CtxBudgetError, RuntimeError):

@@ -24,6 +24,7 @@ from ctxbudget import (
     lookup_model,
 )
 from ctxbudget.core.budget import Share
+from ctxbudget.tokens.names import parse_model_name
 from ctxbudget.tokens.served import ollama_url
 from langchain_ctxbudget.convert import chat_model_name, tool_tokens
 
@@ -101,6 +102,8 @@ def model_window(chat_model: object, *, base_url: str | None = None) -> int | No
     if name is not None and (ollama or base_url is not None):
         url = base_url or ollama_url(getattr(chat_model, "base_url", None))
         return detect_window(f"ollama:{name}" if ollama else name, base_url=url).window
+    if name is not None and parse_model_name(name).served:
+        return None  # a profile gives the model card's window, not the server's
     profile = getattr(chat_model, "profile", None)
     limit = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
     if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
@@ -120,6 +123,10 @@ def model_name(chat_model: object) -> str:
     found = chat_model_name(chat_model)
     if found is not None and type(chat_model).__name__ == "ChatOllama":
         return f"ollama:{found}"  # its window is its num_ctx, never the model card's
+    if found is not None and parse_model_name(found).served:
+        # "ollama/llama3.1:8b" through ChatLiteLLM or any client: the server's window, never
+        # the registry's (Budget.for_model refuses it without a window or base_url).
+        return found
     if found is not None:
         try:
             return lookup_model(found).name

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from pydantic import ConfigDict, Field, model_validator
 from ctxbudget import (
     ContextAssembler,
     ContextItem,
+    InvalidBudgetError,
     InvalidItemError,
     Tier,
     TokenCounter,
@@ -22,6 +22,7 @@ from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
+from ctxbudget.core.numbers import count, real
 from langchain_ctxbudget.convert import resolve_counter
 
 __all__ = ["CtxBudgetCompressor"]
@@ -72,6 +73,16 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
     embeddings: Embeddings | None = None
     near_duplicate_threshold: float | None = Field(default=0.95, gt=0.0, le=1.0)
 
+    def __init__(self, **data: Any) -> None:
+        # The budget passes the number boundary before pydantic (numpy ints taken; True, "3"
+        # and 2.0 refused with a ConfigurationError rather than turned into numbers).
+        for name in ("budget", "max_tokens"):
+            if data.get(name) is not None:
+                hint = "the tokens the documents may use, e.g. budget=500"
+                what = f"CtxBudgetCompressor: {name}"
+                data[name] = count(data[name], what, error=InvalidBudgetError, hint=hint)
+        super().__init__(**data)
+
     @model_validator(mode="before")
     @classmethod
     def _old_names(cls, data: Any) -> Any:
@@ -102,6 +113,7 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
                 score=self._score(doc, index),
                 shrink=Shrink.TRUNCATE if self.truncate else Shrink.DROP,
                 embedding=None if vectors is None else vectors[index],
+                record_id=doc.id or None,  # reports name the document by its own id
             )
             for index, doc in enumerate(docs)
         ]
@@ -127,15 +139,9 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
         keys = (self.score_key,) if self.score_key else _SCORE_KEYS
         for key in keys:
             value = doc.metadata.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                if not math.isfinite(value):
-                    msg = f"document {rank}: metadata[{key!r}] must be finite, got {value!r}"
-                    raise InvalidItemError(msg)
-                return float(value)
             if value is not None or self.score_key:
-                msg = (
-                    f"document {rank}: metadata[{key!r}] must be a number (higher is better), "
-                    f"got {value!r}"
-                )
-                raise InvalidItemError(msg)
+                # Any real number: a reranker's numpy float32 relevance_score too.
+                hint = "higher is better"
+                where = f"document {rank}: metadata[{key!r}]"
+                return real(value, where, error=InvalidItemError, hint=hint)
         return 1.0 / (1.0 + rank)

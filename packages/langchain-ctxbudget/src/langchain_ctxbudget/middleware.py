@@ -18,6 +18,7 @@ from langchain_core.runnables.config import run_in_executor
 from ctxbudget import AssembledContext, Budget, ContextItem, Summarizer, TokenCounter
 from ctxbudget.compat import renamed
 from ctxbudget.core.items import side_items
+from ctxbudget.core.numbers import count
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, trim_options
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.memory.plan import plan_for
@@ -189,10 +190,10 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if isinstance(budget, Budget) and (reserve is not None or safety):
             msg = "pass either budget=Budget(...) or budget=<tokens> with reserve=/safety="
             raise ConfigurationError(msg)
-        window = None if isinstance(budget, Budget) else budget
-        if isinstance(window, bool) or not (window is None or isinstance(window, int)):
-            msg = f"budget must be a number of tokens or a ctxbudget.Budget, got {budget!r}"
-            raise ConfigurationError(msg)
+        window = None
+        if budget is not None and not isinstance(budget, Budget):  # numpy ints too
+            hint = "a number of tokens or a ctxbudget.Budget"
+            window = count(budget, "CtxBudgetMiddleware: budget", hint=hint)
         if isinstance(pinned, str):
             msg = "pinned must be a list of facts, not one string; pass [fact]"
             raise ConfigurationError(msg)
@@ -308,7 +309,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         added: Additions | None = None
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
-            added = recall(
+            added, generation = recall(
                 self.memory,
                 self._recalled,
                 messages,
@@ -323,7 +324,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             # Stored after the gathering, which does not need them (they are in the state):
             # the background writer then stores them while this call packs and the model
             # answers, not while the call reads the session.
-            store_messages(self.memory, self._stored, messages, keys, ids)
+            store_messages(self.memory, self._stored, messages, keys, ids, generation)
 
         previous = self._observer.previous(thread)  # its report: the prefix they share
         run = partial(self._assembly.assemble, counter, budget=budget, tools=bool(request.tools))

@@ -4,7 +4,9 @@ The agent's state is the history, so the middleware takes the memory's candidate
 the state's messages (`Candidates.added_to`: extras the state does not hold, and copies of its
 older turns offered only when the history loses them). What is here is LangChain's part: which
 message is the question, and the candidates of one question gathered once: the calls that
-follow tool results in the same turn reuse them (what the tools returned is in the state).
+follow tool results in the same turn reuse them (what the tools returned is in the state),
+while the session's generation is the one they were gathered in (one read by id: a session
+deleted, cleared or edited since, by anyone, is gathered again).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def recall(
     budget: Budget,
     documents: bool | str | Sequence[str],
     strategy: StrategyLike | None = None,
-) -> Additions:
+) -> tuple[Additions, str]:
     """What the memory adds for the state's last user message (`Candidates.added_to`).
 
     Extras: pinned facts, tasks, summaries, documents, the user's other sessions and stored
@@ -67,18 +69,24 @@ def recall(
     same gathering and scoring as `ContextMemory.assemble`).
     Copies: older turns of the state that match the question, by the key of the turn (their
     own ids are ``ctxbudget:memory:<key>``). ``strategy`` is the middleware's (merged over the
-    memory's).
+    memory's). Returned with the session's generation they were gathered in.
     """
     position = next(
         (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
         None,
     )
-    if position is None or not messages[position].text.strip():
-        return Additions(extras=(), copies={})
     session, user = ids
+    if position is None or not messages[position].text.strip():
+        stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
+        return Additions(extras=(), copies={}), "" if stamp is None else stamp.generation
     query = messages[position].text
     cache_key = (memory.namespace, session, f"{position}:{keys[position]}")
     found = recalled.get(cache_key)
+    if found is not None:
+        # "" (no records yet) is no generation: a session deleted since has none either.
+        stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
+        if not found.generation or stamp is None or found.generation != stamp.generation:
+            found = None  # the session changed since: deleted, cleared, edited
     if found is None:
         # The candidates ContextMemory would offer, bounded by this call's budget; the newest
         # stored turns are searched too (here the state is the history). The messages just
@@ -94,4 +102,4 @@ def recall(
             strategy=strategy,
         )
         recalled.put(cache_key, found)
-    return found.added_to(in_state)
+    return found.added_to(in_state), found.generation

@@ -7,15 +7,17 @@ from typing import Any, Literal
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from ctxbudget import ContextAssembler, ContextItem, InvalidBudgetError, Tier, TokenCounter
+from ctxbudget import ContextAssembler, InvalidBudgetError, TokenCounter
 from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
+from ctxbudget.core.numbers import count
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.presets import as_strategy
-from ctxbudget.store.chroma_store import Hit
+from ctxbudget.memory.search import ScoredHit
+from ctxbudget.store.records import scope_of
 from langchain_ctxbudget.convert import resolve_counter
 
 __all__ = ["CtxBudgetRetriever"]
@@ -34,9 +36,15 @@ class CtxBudgetRetriever(BaseRetriever):
     x recency x salience, `ctxbudget.memory.scoring.Scoring` of the memory's config), the core
     packs the best total score into ``budget``, and the ``k`` best of those are returned
     (packed again on their own: `ctxbudget.core.documents.pack_documents` with ``k``), best
-    first. Each `Document` carries in its metadata: ``id``, ``score``, ``similarity``,
-    ``tokens`` (of its ``page_content``, with the model's tokenizer), ``kind`` and the record's
-    own fields (``session_id``, ``user_id``, ``source``, ``timestamp`` and its metadata).
+    first. Each `Document` carries in its metadata: ``id`` (the record's own id, as given to
+    `ContextMemory`), ``scope`` and ``scope_id`` (where that id is unique: ``"collection"`` and
+    the collection's name for a document chunk, ``"session"`` or ``"user"`` and its id for a
+    memory), ``score``, ``similarity``, ``tokens`` (of its ``page_content``, with the model's
+    tokenizer), ``kind`` and the record's own fields (``session_id``, ``user_id``, ``source``,
+    ``timestamp`` and its metadata). Record ids are unique per scope only: two collections may
+    both hold a ``guide#0``, and both may be returned. The `Document`'s own ``id`` is its id in
+    the packing report, unique in the result (the record's id for ``session_id``'s own
+    memories, else qualified with its scope: see `ctxbudget.core.ids`).
 
     The budget bounds the chunks as the core renders them (one ``- `` line each under a header,
     with a chat message's overhead), so the ``tokens`` of the returned documents never add up
@@ -75,12 +83,24 @@ class CtxBudgetRetriever(BaseRetriever):
     counter: TokenCounter | str | None = None
     strategy: Any = None
 
-    @field_validator("strategy")
-    @classmethod
-    def _known_strategy(cls, value: Any) -> Any:
-        if value is not None:
-            as_strategy(value)  # an unknown preset or invalid strategy fails here
-        return value
+    def __init__(self, **data: Any) -> None:
+        # Checked before pydantic, by the same rules as invoke's: a bad option is a
+        # ConfigurationError (not a ValidationError), and k=True, "3" or 2.0 are refused here
+        # as there (pydantic would turn them into numbers); numpy ints are taken.
+        for name, check in (("k", _k), ("budget", _budget), ("max_tokens", _budget)):
+            if data.get(name) is not None:
+                data[name] = check(data[name], "CtxBudgetRetriever")
+        if data.get("fetch_k") is not None:
+            data["fetch_k"] = count(data["fetch_k"], "CtxBudgetRetriever: fetch_k")
+        if data.get("strategy") is not None:
+            as_strategy(data["strategy"])  # an unknown preset or invalid strategy fails here
+        if "search" in data and data["search"] not in _KINDS:
+            msg = (
+                f"CtxBudgetRetriever(search=) must be one of {sorted(_KINDS)}, "
+                f"got {data['search']!r:.80}"
+            )
+            raise ConfigurationError(msg)
+        super().__init__(**data)
 
     @model_validator(mode="before")
     @classmethod
@@ -103,14 +123,8 @@ class CtxBudgetRetriever(BaseRetriever):
             budget = renamed({"max_tokens": max_tokens}, {"max_tokens": "budget"}, "invoke")[
                 "budget"
             ]
-        limit = self.k if k is None else k
-        budget = self.budget if budget is None else budget
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            msg = f"k must be a non-negative int, got {limit!r}"
-            raise ConfigurationError(msg)
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            msg = f"budget must be a positive int number of tokens, got {budget!r}"
-            raise InvalidBudgetError(msg)
+        limit = self.k if k is None else _k(k, "CtxBudgetRetriever.invoke")
+        budget = self.budget if budget is None else _budget(budget, "CtxBudgetRetriever.invoke")
         if limit == 0 or not query.strip():
             return []
         memory = self.memory
@@ -123,29 +137,39 @@ class CtxBudgetRetriever(BaseRetriever):
             collections=self.collections if self.search == "documents" else None,
             strategy=self.strategy,
         )
-        hits = [s.hit for s in scored]
-        scores = [s.score for s in scored]
         counter = resolve_counter(self.counter, self.model)
-        items = [
-            ContextItem(hit.record.id, hit.record.text, tier=Tier.RETRIEVED, score=score)
-            for hit, score in zip(hits, scores, strict=True)
-        ]
+        # One item per record: ids qualified by scope, so two collections' "guide#0" are two.
+        items = [found.item(session_id=self.session_id) for found in scored]
+        hits = {item.id: found for item, found in zip(items, scored, strict=True)}
         packed = pack_documents(items, ContextAssembler(counter), budget, k=limit)
         kept = [] if packed is None else list(packed.included)
         kept.sort(key=lambda it: (-it.score, it.id))
-        by_id = {hit.record.id: hit for hit in hits}
-        return [_document(by_id[it.id], it.score, counter.count(it.text)) for it in kept]
+        return [
+            _document(hits[it.id], it.id, it.text, it.score, counter.count(it.text)) for it in kept
+        ]
 
 
-def _document(hit: Hit, score: float, tokens: int) -> Document:
-    record = hit.record
+def _k(value: object, where: str) -> int:
+    return count(value, f"{where}: k", least=0, hint="the most documents to return, e.g. k=4")
+
+
+def _budget(value: object, where: str) -> int:
+    hint = "the tokens the documents may use, e.g. budget=1000"
+    return count(value, f"{where}: budget", error=InvalidBudgetError, hint=hint)
+
+
+def _document(found: ScoredHit, doc_id: str, text: str, score: float, tokens: int) -> Document:
+    record = found.hit.record
     metadata: dict[str, Any] = {
         key: value for key, value in record.metadata.items() if not key.startswith("_")
     }
+    scope, scope_id = scope_of(record)
     metadata.update(
         id=record.id,
+        scope=scope,
+        scope_id=scope_id,
         score=score,
-        similarity=hit.similarity,
+        similarity=found.hit.similarity,
         tokens=tokens,
         kind=record.kind,
     )
@@ -153,4 +177,4 @@ def _document(hit: Hit, score: float, tokens: int) -> Document:
         value = getattr(record, name)
         if value is not None:
             metadata[name] = value
-    return Document(page_content=record.text, metadata=metadata, id=record.id)
+    return Document(page_content=text, metadata=metadata, id=doc_id)

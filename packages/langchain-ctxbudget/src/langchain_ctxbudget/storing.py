@@ -1,7 +1,9 @@
 """Storing an agent's conversation in a `ContextMemory`: every message once, under its key.
 
-Every model call sees the whole state, so the middleware remembers, per session, the keys it
-has stored (`StoredKeys`) and stores only the others (`store_messages`).
+Every model call sees the whole state, so the middleware remembers, per session and
+generation, the keys it has stored (`StoredKeys`) and stores only the others
+(`store_messages`). The generation (`ctxbudget.store.sessions.Stamp`) changes when the session
+is deleted, cleared or edited, by anyone: keys remembered from before are not trusted then.
 """
 
 from __future__ import annotations
@@ -30,13 +32,13 @@ SESSIONS_REMEMBERED = 1024
 
 
 class StoredKeys:
-    """The message keys stored per ``(namespace, session)``, for the last sessions seen."""
+    """The message keys stored per ``(namespace, session, generation)``, for the last seen."""
 
     def __init__(self) -> None:
-        self._keys: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
+        self._keys: OrderedDict[tuple[str, str, str], set[str]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def unknown(self, scope: tuple[str, str], keys: Sequence[str]) -> list[int]:
+    def unknown(self, scope: tuple[str, str, str], keys: Sequence[str]) -> list[int]:
         """The positions of ``keys`` not stored yet in ``scope`` (which becomes the newest)."""
         with self._lock:
             known = self._keys.setdefault(scope, set())
@@ -45,7 +47,7 @@ class StoredKeys:
                 self._keys.popitem(last=False)
             return [i for i, key in enumerate(keys) if key not in known]
 
-    def add(self, scope: tuple[str, str], keys: Sequence[str]) -> None:
+    def add(self, scope: tuple[str, str, str], keys: Sequence[str]) -> None:
         """Remember ``keys`` as stored in ``scope``."""
         with self._lock:
             self._keys.setdefault(scope, set()).update(keys)
@@ -57,15 +59,21 @@ def store_messages(
     messages: Sequence[BaseMessage],
     keys: Sequence[str],
     ids: tuple[str, str | None],
+    generation: str | None = None,
 ) -> None:
     """Store the messages the memory does not hold yet (once each), under their keys.
+
+    ``generation``: the session's, when the caller just read it (None: read here).
 
     A key the session already holds for another message (a caller reusing ids across threads,
     or a message edited in the state) keeps the first message: the other one is logged and
     not stored.
     """
     session, user = ids
-    scope = (memory.namespace, session)
+    if generation is None:
+        stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
+        generation = "" if stamp is None else stamp.generation
+    scope = (memory.namespace, session, generation)
     pairs = list(zip(messages, keys, strict=True))
     fresh = [pairs[i] for i in known.unknown(scope, keys)]
     if not fresh:
@@ -83,7 +91,8 @@ def store_messages(
             memory.add_messages(session, payloads, user_id=user, progress=False)
         except StoreInputError:
             _store_unchanged(memory, session, user, payloads)
-    known.add(scope, [k for _, k in fresh])
+    if generation:  # "" (no records yet) repeats after a delete: nothing is remembered under it
+        known.add(scope, [k for _, k in fresh])
 
 
 def _store_unchanged(

@@ -1,22 +1,22 @@
 """The commands of the ctxbudget command line: demo, assemble, explain, stats, eval.
 
-``ingest`` is in `ctxbudget.cli.ingest`; what the commands print, in `ctxbudget.cli.output`.
+``ingest`` is in `ctxbudget.cli.ingest`; what the commands print, in `ctxbudget.cli.output`;
+what the store, model and budget options mean (and `UsageError`), in `ctxbudget.cli.options`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import shutil
-import sys
 import tempfile
 import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ctxbudget.cli.options import UsageError, budget_of, open_memory
 from ctxbudget.cli.output import (
     budget_document,
     budget_stats_text,
@@ -24,7 +24,6 @@ from ctxbudget.cli.output import (
     stats_text,
     warn,
 )
-from ctxbudget.cli.progress import ProgressEmbedder, progress_wanted
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.extras import missing_extra
 
@@ -47,50 +46,6 @@ __all__ = [
 SESSIONS_SHOWN = 5
 
 
-class UsageError(ConfigurationError):
-    """A mistake in the command line or an input file; the message says what to fix."""
-
-
-def open_memory(args: argparse.Namespace, path: str | None = None) -> Any:
-    """The `ContextMemory` of ``--path``/``--chroma-url`` (closed when the command ends).
-
-    With progress wanted (``--progress``, or stderr a terminal), the default embedder says on
-    stderr when its model loads; otherwise the store picks its embedder as usual.
-    """
-    from ctxbudget.memory.context import ContextMemory
-
-    embedder = None
-    if progress_wanted(args.progress, sys.stderr):
-        from ctxbudget.embed.base import default_embedder
-
-        embedder = ProgressEmbedder(default_embedder(), sys.stderr)
-    memory = ContextMemory(
-        path=path or args.path,
-        chroma_url=args.chroma_url,
-        namespace=args.namespace,
-        model=args.model,
-        embedder=embedder,
-    )
-    resources: contextlib.ExitStack = args.resources
-    resources.callback(memory.close)
-    return memory
-
-
-def budget_of(args: argparse.Namespace) -> Any:
-    """The `Budget` of ``--window``/``--reserve``/``--model``; a bad one is a `UsageError`."""
-    from ctxbudget.core.budget import Budget
-    from ctxbudget.errors import InvalidBudgetError
-
-    if args.reserve < 0:
-        msg = f"--reserve cannot be negative, got {args.reserve}; use 0 to keep nothing free"
-        raise UsageError(msg)
-    try:
-        return Budget(window=args.budget + args.reserve, reserve=args.reserve)
-    except InvalidBudgetError as exc:
-        msg = f"--budget {args.budget} --reserve {args.reserve}: {exc}"
-        raise UsageError(msg) from exc
-
-
 # -- demo --------------------------------------------------------------------------------------
 def demo(args: argparse.Namespace) -> int:
     """``ctxbudget demo``: a built-in conversation assembled at several budgets."""
@@ -109,6 +64,7 @@ def demo(args: argparse.Namespace) -> int:
             if line.strip():
                 message = json.loads(line)
                 sessions.setdefault(message.pop("session"), []).append(message)
+        session_of = {m["id"]: s for s, messages in sessions.items() for m in messages}
         for session, messages in sessions.items():
             memory.add_messages(session, messages, user_id="maya", progress=False)
         memory.pin(user_id="maya", text="Maya is vegetarian and allergic to peanuts.")
@@ -129,8 +85,11 @@ def demo(args: argparse.Namespace) -> int:
         question = questions[args.question]
         system = "You are Maya's assistant. Use the context; say when you do not know."
         for budget in budgets:
+            # Each budget answers the same turn afresh: no prefix is shared with the last one.
+            memory.previous_contexts.forget(latest)
             ctx = memory.assemble(latest, question["question"], budget=budget, system=system)
-            found = [i for i in question["expect"] if i in ctx.included_ids]
+            # An evidence turn is kept when that message itself is sent (its session's record).
+            found = [i for i in question["expect"] if ctx.includes(i, ("session", session_of[i]))]
             print("=" * 78)
             print(f"Budget {budget:,} tokens  |  question: {question['question']}")
             print("=" * 78)
@@ -149,11 +108,12 @@ def demo(args: argparse.Namespace) -> int:
 # -- assemble / explain / stats ----------------------------------------------------------------
 def run_assembly(args: argparse.Namespace) -> tuple[Any, Any]:
     """The memory, and the context of ``--session`` for ``--query`` (assemble and explain)."""
-    memory = open_memory(args)
+    budget = budget_of(args)  # before the store is opened
+    memory = open_memory(args, read_only=True)
     ctx = memory.assemble(
         args.session,
         args.query,
-        budget=budget_of(args),
+        budget=budget,
         system=args.system,
         user_id=args.user,
         format=args.format,
@@ -229,7 +189,7 @@ def stats(args: argparse.Namespace) -> int:
     """
     if args.contexts or args.session or args.user or args.top is not None or args.plot:
         return context_stats(args)
-    memory = open_memory(args)
+    memory = open_memory(args, read_only=True)
     figures = memory.stats()
     print(json.dumps(figures, indent=2, sort_keys=True) if args.json else stats_text(figures))
     return 0
@@ -251,7 +211,7 @@ def context_stats(args: argparse.Namespace) -> int:
         if not plot.parent.is_dir():
             msg = f"--plot {plot}: the folder {plot.parent} does not exist"
             raise UsageError(msg)
-    memory = open_memory(args)
+    memory = open_memory(args, read_only=True)
     figures = memory.budget_stats(args.session, user_id=args.user, top=top)
     scope = f"namespace {memory.namespace!r}"
     scope += f", session {args.session!r}" if args.session else ""

@@ -60,7 +60,9 @@ CONTEXT_JSON = """\
   tokens_available      what the output may use: window - reserve - safety
   window, reserve, safety  the budget: window is --budget + --reserve
   included              [{id, tier, tokens}] in the order sent; tokens: what the item
-                        costs in its section (headers and date lines belong to no item)
+                        costs in its section (headers and date lines belong to no item);
+                        an item of another session, a user or a document collection also
+                        has record_id (its own id) and scope ([kind, name])
   pruned                [{id, tier, tokens, reason, detail}]: every other candidate, once;
                         reason: over_budget, tier_cap, duplicate, replaced_by_summary,
                         redundant_summary, orphan_tool_result, orphan_tool_call or

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.cli.commands import UsageError, open_memory
+from ctxbudget.cli.options import UsageError, open_memory
 from ctxbudget.cli.progress import ProgressEmbedder
 from ctxbudget.errors import CtxBudgetError
 
@@ -94,7 +94,7 @@ def ingest(args: argparse.Namespace) -> int:
 
 def index_entities(args: argparse.Namespace) -> int:
     """``ctxbudget index-entities``: index the entities of stored document chunks."""
-    memory = open_memory(args)
+    memory = open_memory(args, read_only=True)
     names = args.collection or None
 
     def say(collection: str, done: int, total: int) -> None:

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ctxbudget.cli.commands import UsageError
+from ctxbudget.cli.options import UsageError
 from ctxbudget.cli.output import one_line
 from ctxbudget.cli.parser import build_parser
 from ctxbudget.errors import CtxBudgetError

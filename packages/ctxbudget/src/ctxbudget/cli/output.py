@@ -26,6 +26,7 @@ __all__ = [
     "budget_stats_text",
     "context_document",
     "one_line",
+    "ref_fields",
     "stats_text",
     "versions",
     "warn",
@@ -131,6 +132,18 @@ def budget_document(
     }
 
 
+def ref_fields(item: ContextItem) -> dict[str, Any]:
+    """``record_id`` and ``scope`` of an item built from a record of another scope.
+
+    Its ``id`` is qualified with the scope (``ctxbudget:session:["s3","s3-0011"]``); these
+    name the caller's own id (``s3-0011``) and the scope (``["session", "s3"]``).
+    """
+    ref = item.ref
+    if ref is None or ref.scope is None or ref.id == item.id:
+        return {}
+    return {"record_id": ref.id, "scope": list(ref.scope)}
+
+
 def context_document(
     ctx: AssembledContext,
     counter: TokenCounter,
@@ -163,12 +176,18 @@ def context_document(
         "reserve": ctx.budget.reserve,
         "safety": ctx.budget.safety,
         "included": [
-            {"id": item.id, "tier": tier_name(item.tier), "tokens": cost(item)}
+            {
+                "id": item.id,
+                **ref_fields(item),
+                "tier": tier_name(item.tier),
+                "tokens": cost(item),
+            }
             for item in ctx.included
         ],
         "pruned": [
             {
                 "id": p.item.id,
+                **ref_fields(p.item),
                 "tier": tier_name(p.item.tier),
                 "tokens": cost(p.item),
                 "reason": p.reason.value,

@@ -150,7 +150,16 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("query", help="the user's current message")
         sub.add_argument("--session", required=True, help="the session to assemble for")
-        sub.add_argument("--budget", type=int, default=4096, help="tokens (default 4096)")
+        sub.add_argument(
+            "--budget", type=int, default=None, help="tokens the context may use (default 4096)"
+        )
+        sub.add_argument(
+            "--window",
+            type=int,
+            default=None,
+            help="the model's context window in tokens, instead of --budget: the context may "
+            "use it less --reserve (with an unknown --model, either counts approximately)",
+        )
         sub.add_argument("--reserve", type=int, default=0, help="tokens kept for the reply")
         sub.add_argument("--format", choices=("messages", "text", "compact"), default="messages")
         sub.add_argument("--system", default=None, help="system prompt")

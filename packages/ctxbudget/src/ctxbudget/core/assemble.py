@@ -174,8 +174,9 @@ class ContextAssembler:
                 replaced = {k: s for k, s in replaced.items() if s.id not in missed}
                 state = pack(replaced=replaced)
         for dup in duplicates:
-            detail = f"same {dup.how} as {dup.kept_id}"
-            state.pruned.append(PrunedItem(dup.item, PruneReason.DUPLICATE, detail))
+            state.pruned.append(
+                PrunedItem(dup.item, PruneReason.DUPLICATE, dup.detail, duplicate_of=dup.kept)
+            )
 
         placed = _place(state, groups, offered)
         if state.sent:

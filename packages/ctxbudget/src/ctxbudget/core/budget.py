@@ -1,8 +1,9 @@
 """How many tokens the context may use, and how much each tier may take of them.
 
-Token counts are ints (any integral type, numpy's included, is taken as an int); a float, a
-bool, zero, a negative count or a reserve that leaves nothing is refused with
-`InvalidBudgetError`. There is no upper bound: a budget larger than the model's window is the
+Token counts pass `ctxbudget.core.numbers.count`: any integral type (numpy's included) is
+taken as an int; a float, a bool, a string, zero, a negative count or a reserve that leaves
+nothing is refused with `InvalidBudgetError` (a `ConfigurationError`). The only upper bound is
+`ctxbudget.core.numbers.MAX_COUNT` (10**100): a budget larger than the model's window is the
 caller's to choose (`Budget.for_model` gives the window), and assembly costs the same whatever
 the budget, since nothing is allocated per token.
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from numbers import Integral
+from numbers import Integral, Real
 from types import MappingProxyType
 
 from ctxbudget.core.items import tier_name
+from ctxbudget.core.numbers import count, real
 from ctxbudget.errors import InvalidBudgetError, UnknownModelError
 
 __all__ = ["Budget", "Share"]
@@ -23,9 +25,6 @@ Share = int | float
 """A tier floor or cap: an ``int`` is tokens, a ``float`` in (0, 1] a fraction of `available`."""
 
 _EMPTY: Mapping[int, Share] = MappingProxyType({})
-
-
-_OLLAMA = ("ollama:", "ollama/", "ollama_chat/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +53,14 @@ class Budget:
 
     def __post_init__(self) -> None:
         for name in ("window", "reserve", "safety"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Integral):
-                msg = (
-                    f"Budget.{name} must be an int number of tokens, got {value!r}; "
-                    f"e.g. Budget(window=8192, reserve=1024)"
-                )
-                raise InvalidBudgetError(msg)
-            object.__setattr__(self, name, int(value))
+            value = count(
+                getattr(self, name),
+                f"Budget.{name}",
+                least=None,
+                error=InvalidBudgetError,
+                hint="a number of tokens, e.g. Budget(window=8192, reserve=1024)",
+            )
+            object.__setattr__(self, name, value)
         if self.window <= 0:
             msg = (
                 f"Budget.window must be a positive number of tokens, got {self.window}; "
@@ -104,23 +103,27 @@ class Budget:
         if not isinstance(shares, Mapping):
             msg = f"Budget.{kind} must be a mapping of tier to share, got {shares!r}"
             raise InvalidBudgetError(msg)
+        checked: dict[int, Share] = {}
         for tier, share in shares.items():
-            if isinstance(tier, bool) or not isinstance(tier, int):
-                msg = f"Budget.{kind}: keys must be tiers (ints), got {tier!r}"
+            key = count(
+                tier, f"Budget.{kind}: a key (a tier)", least=None, error=InvalidBudgetError
+            )
+            where = f"Budget.{kind}[{tier_name(key)}]"
+            if isinstance(share, Integral) and not isinstance(share, bool):
+                checked[key] = count(share, where, least=0, error=InvalidBudgetError)
+                continue
+            if isinstance(share, bool) or not isinstance(share, Real):
+                msg = f"{where} must be an int or a float, got {share!r}"
                 raise InvalidBudgetError(msg)
-            if isinstance(share, bool) or not isinstance(share, int | float):
-                msg = f"Budget.{kind}[{tier_name(tier)}] must be an int or a float, got {share!r}"
-                raise InvalidBudgetError(msg)
-            if isinstance(share, float) and not 0.0 < share <= 1.0:
+            fraction = real(share, where, error=InvalidBudgetError)
+            if not 0.0 < fraction <= 1.0:
                 msg = (
-                    f"Budget.{kind}[{tier_name(tier)}] = {share!r}: a float share is a fraction "
-                    "in (0, 1]; pass an int for a number of tokens"
+                    f"{where} = {share!r}: a float share is a fraction in (0, 1]; pass an int "
+                    "for a number of tokens"
                 )
                 raise InvalidBudgetError(msg)
-            if isinstance(share, int) and share < 0:
-                msg = f"Budget.{kind}[{tier_name(tier)}] cannot be negative, got {share}"
-                raise InvalidBudgetError(msg)
-        return shares
+            checked[key] = fraction
+        return checked
 
     @property
     def available(self) -> int:
@@ -166,29 +169,26 @@ class Budget:
 
         Raises:
             UnknownModelError: the model is not registered and no ``window`` is given.
-            InvalidBudgetError: an Ollama model with neither ``window`` nor ``base_url``.
+            InvalidBudgetError: a model a local server serves (``ollama:``, ``ollama/``,
+                ``vllm:``, ``hosted_vllm/``, ``lmstudio:``... see `ctxbudget.tokens.names`)
+                with neither ``window`` nor ``base_url``: its window is the server's.
             WindowDetectionError: ``base_url`` does not answer or does not serve the model.
 
         >>> Budget.for_model("ollama:llama3.1:8b", window=8192).window
         8192
         """
         from ctxbudget.tokens.models import lookup_model
+        from ctxbudget.tokens.names import parse_model_name, served_window_message
 
         if window is None and base_url is not None:
             from ctxbudget.tokens.served import detect_window
 
             window = detect_window(model, base_url=base_url).window
 
-        served = isinstance(model, str) and model.strip().lower().startswith(_OLLAMA)
-        if served and window is None:
-            msg = (
-                f"{model!r} runs on Ollama, which serves it with the context its num_ctx option "
-                "sets, not the model's published window (a longer prompt is cut silently); pass "
-                f"window=<num_ctx>, e.g. Budget.for_model({model!r}, window=8192), or the "
-                "adapters' window or budget option; or ask the server with "
-                "base_url='http://127.0.0.1:11434'"
-            )
-            raise InvalidBudgetError(msg)
+        if window is None:
+            parsed = parse_model_name(model, what="Budget.for_model(model)")
+            if parsed.server is not None:
+                raise InvalidBudgetError(served_window_message(model, parsed.server))
         limit: int | None = None
         try:
             info = lookup_model(model)
@@ -198,13 +198,11 @@ class Budget:
         else:
             limit = info.max_output_tokens
             window = info.context_window if window is None else window
-        if isinstance(window, bool) or not isinstance(window, Integral):
-            msg = f"window must be an int number of tokens, got {window!r}"
-            raise InvalidBudgetError(msg)
+        window = count(window, "window", least=None, error=InvalidBudgetError)
         if reserve is None:
-            reserve = min(limit or 4096, 4096, int(window) // 4)
+            reserve = min(limit or 4096, 4096, window // 4)
         return cls(
-            window=int(window),
+            window=window,
             reserve=reserve,
             safety=safety,
             floors={} if floors is None else floors,
@@ -216,11 +214,7 @@ class Budget:
         """A `Budget` from a budget or a plain token count (the whole count is available)."""
         if isinstance(budget, Budget):
             return budget
-        given: object = budget
-        if isinstance(given, bool) or not isinstance(given, Integral):
-            msg = (
-                f"budget must be a Budget or an int number of tokens, got {given!r}; "
-                "e.g. budget=4096 or budget=Budget.for_model('gpt-4o')"
-            )
-            raise InvalidBudgetError(msg)
-        return cls(window=int(given))
+        hint = (
+            "a Budget or a number of tokens, e.g. budget=4096 or budget=Budget.for_model('gpt-4o')"
+        )
+        return cls(window=count(budget, "budget", least=None, error=InvalidBudgetError, hint=hint))

@@ -10,7 +10,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from ctxbudget.core.items import NEVER_PRUNED_TIERS, ContextItem, Tier
+from ctxbudget.core.items import NEVER_PRUNED_TIERS, ContextItem, Tier, tier_name
 from ctxbudget.errors import InvalidItemError
 
 __all__ = ["Duplicate", "dedupe", "dedupe_ids", "normalize"]
@@ -36,11 +36,30 @@ def normalize(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
-    """An item dropped as a duplicate of ``kept_id``; ``how`` is "id", "content" or "near"."""
+    """``item``, dropped as a repeat of ``kept`` (``kept_id``); ``how``: "id", "content", "near"."""
 
     item: ContextItem
     kept_id: str
     how: str
+    kept: ContextItem | None = None
+
+    @property
+    def detail(self) -> str:
+        """What the report says: which other item this one repeats, and how.
+
+        >>> a = ContextItem("a", "Hi", tier=Tier.RETRIEVED)
+        >>> Duplicate(ContextItem("b", "hi"), "a", "content", a).detail
+        "same content as a [RETRIEVED]: 'Hi'"
+        """
+        kept = self.kept
+        if kept is None:
+            return f"same {self.how} as {self.kept_id}"
+        what = {"id": "same id as", "content": "same content as", "near": "nearly the same as"}
+        preview = kept.text.replace("\n", " ")[:40]
+        text = "" if self.how == "content" and not preview else f": {preview!r}"
+        if self.how == "id" and kept.text == self.item.text:
+            text = ", same content"
+        return f"{what.get(self.how, self.how)} {kept.label} [{tier_name(kept.tier)}]{text}"
 
 
 def _rank(item: ContextItem, index: int) -> tuple[int, int, float, int]:
@@ -82,7 +101,7 @@ def dedupe(
     ):
         return list(compress(items, keep)), dropped  # nothing alike: no ranking needed
     others.sort(key=lambda i: _rank(items[i], i))
-    by_text: dict[str, str] = {}
+    by_text: dict[str, ContextItem] = {}
     vectors: list[tuple[int, np.ndarray]] = []
     for index in others:
         item = items[index]
@@ -92,15 +111,15 @@ def dedupe(
                 # A fact or schema said twice is sent once (the system prompt and the query
                 # are always sent, whatever else says the same).
                 keep[index] = False
-                dropped.append(Duplicate(item, by_text[key], "content"))
+                dropped.append(Duplicate(item, by_text[key].id, "content", by_text[key]))
             else:
-                by_text.setdefault(key, item.id)
+                by_text.setdefault(key, item)
             continue
         if key in by_text:
             keep[index] = False
-            dropped.append(Duplicate(item, by_text[key], "content"))
+            dropped.append(Duplicate(item, by_text[key].id, "content", by_text[key]))
             continue
-        by_text[key] = item.id
+        by_text[key] = item
         if near_threshold is not None and item.embedding is not None:
             vectors.append((index, np.asarray(item.embedding, dtype=np.float64)))
     if near_threshold is not None and len(vectors) > 1:
@@ -126,10 +145,10 @@ def dedupe_ids(items: Sequence[ContextItem], keep: list[bool], dropped: list[Dup
         if _rank(item, index) < _rank(other, first):
             best[item.id] = index
             keep[first] = False
-            dropped.append(Duplicate(other, item.id, "id"))
+            dropped.append(Duplicate(other, item.id, "id", item))
         else:
             keep[index] = False
-            dropped.append(Duplicate(item, other.id, "id"))
+            dropped.append(Duplicate(item, other.id, "id", other))
 
 
 def _near(
@@ -154,5 +173,6 @@ def _near(
             alive.append(position)
             continue
         keep[index] = False
-        dropped.append(Duplicate(items[index], items[vectors[twin][0]].id, "near"))
+        twin_item = items[vectors[twin][0]]
+        dropped.append(Duplicate(items[index], twin_item.id, "near", twin_item))
     return dropped

@@ -56,17 +56,19 @@ def explain_context(ctx: AssembledContext, *, width: int = 40, show_pruned: int 
             preview = p.item.text.replace("\n", " ")[:48]
             detail = f" ({p.detail})" if p.detail else ""
             lines.append(
-                f"  - {p.item.id} [{tier_name(p.item.tier)}] {p.reason.value}{detail}: {preview!r}"
+                f"  - {p.item.label} [{tier_name(p.item.tier)}] {p.reason.value}{detail}: "
+                f"{preview!r}"
             )
         if len(pruned) > show_pruned:
             lines.append(f"  ... and {len(pruned) - show_pruned} more")
+    labels = {item.id: item.label for item in ctx.included}
     if ctx.truncated:
-        lines.append(f"truncated to fit: {', '.join(ctx.truncated)}")
+        lines.append(f"truncated to fit: {', '.join(labels.get(i, i) for i in ctx.truncated)}")
     estimated = ctx.estimated
     if estimated:
         lines.append(
             f"images of unknown size counted as {IMAGE_TOKENS_MAX:,} tokens each in: "
-            f"{', '.join(estimated)}"
+            f"{', '.join(labels.get(i, i) for i in estimated)}"
         )
     if ctx.trim is not None:
         lines.append(ctx.trim.describe())

@@ -9,6 +9,8 @@ from enum import IntEnum, StrEnum
 from numbers import Real
 from typing import Any
 
+from ctxbudget.core.ids import SCOPE_KINDS, ItemRef, is_internal
+from ctxbudget.core.numbers import count, real
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
@@ -117,6 +119,13 @@ class ContextItem:
             parts. As a history message or the query of the ``messages`` format it is sent as
             these parts and counted part by part (images by `image_tokens`); elsewhere (and in
             the text formats) ``text`` is rendered with an ``[image]`` mark per image.
+        record_id: for an item built from a stored record, the record's own id, as its caller
+            gave it (``"guide#0"``); None for an item given directly, whose ``id`` is the
+            caller's.
+        scope: with ``record_id``, where that id is unique: ``("session", id)``,
+            ``("user", id)`` or ``("collection", name)``. Record ids are unique per scope
+            only, so an item built from another scope's record has an ``id`` of its own (see
+            `ctxbudget.core.ids`); ``ref`` gives the caller's id and scope together.
 
     >>> ContextItem(id="m1", text="I moved to Lisbon", tier=Tier.RECENT, role="user").tier.name
     'RECENT'
@@ -139,6 +148,8 @@ class ContextItem:
     embedding: Sequence[float] | None = field(default=None, compare=False, repr=False)
     tokens: int | None = field(default=None, compare=False, repr=False)
     parts: tuple[Any, ...] | None = field(default=None, repr=False)
+    record_id: str | None = None
+    scope: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -150,15 +161,14 @@ class ContextItem:
                 "convert it (multimodal parts: join their text parts) before packing"
             )
             raise InvalidItemError(msg)
+        # Numbers pass the one boundary (numpy's too: a reranker's float32 score, an int64 tier).
+        where = f"ContextItem {self.id!r}:"
         if isinstance(self.tier, bool) or not isinstance(self.tier, int):
-            msg = f"ContextItem {self.id!r}: tier must be a Tier or an int, got {self.tier!r}"
-            raise InvalidItemError(msg)
-        if isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
-            msg = f"ContextItem {self.id!r}: score must be a number, got {self.score!r}"
-            raise InvalidItemError(msg)
-        if not math.isfinite(self.score):
-            msg = f"ContextItem {self.id!r}: score must be finite, got {self.score!r}"
-            raise InvalidItemError(msg)
+            tier = count(self.tier, f"{where} tier", least=None, error=InvalidItemError)
+            object.__setattr__(self, "tier", tier)
+        score = real(self.score, f"{where} score", error=InvalidItemError)
+        if not isinstance(self.score, int | float):
+            object.__setattr__(self, "score", score)
         timestamp: object = self.timestamp
         if timestamp is not None and (
             isinstance(timestamp, bool)
@@ -200,6 +210,23 @@ class ContextItem:
         return sum(1 for p in self.parts if isinstance(p, Mapping) and p["type"] in IMAGE_PARTS)
 
     @property
+    def ref(self) -> ItemRef | None:
+        """The item as its caller knows it (its own id and scope); None for ctxbudget's own.
+
+        >>> ContextItem("x", "t", record_id="guide#0", scope=("collection", "kb")).ref
+        ItemRef(id='guide#0', scope=('collection', 'kb'))
+        """
+        if self.record_id is not None:
+            return ItemRef(self.record_id, self.scope)
+        return None if is_internal(self.id) else ItemRef(self.id)
+
+    @property
+    def label(self) -> str:
+        """How reports name the item: ``guide#0 (collection kb)``, else its id."""
+        ref = self.ref
+        return self.id if ref is None else str(ref)
+
+    @property
     def never_pruned(self) -> bool:
         """Whether packing must keep this item (system, current query, or ``shrink="never"``)."""
         return self.shrink is Shrink.NEVER or self.tier in NEVER_PRUNED_TIERS
@@ -215,6 +242,8 @@ def _check_fields(item: ContextItem) -> None:
         and type(item.source) in _OPTIONAL_STR
         and type(item.tool_call_id) in _OPTIONAL_STR
         and type(item.name) in _OPTIONAL_STR
+        and item.record_id is None
+        and item.scope is None
         and type(item.metadata) is dict
         and item.embedding is None
         and type(item.summary_of) is tuple
@@ -223,11 +252,12 @@ def _check_fields(item: ContextItem) -> None:
         and (not item.tool_calls or all(type(v) is str for v in item.tool_calls))
     ):
         return
-    for name in ("cluster_id", "source", "tool_call_id", "name"):
+    for name in ("cluster_id", "source", "tool_call_id", "name", "record_id"):
         value = getattr(item, name)
         if value is not None and not isinstance(value, str):
             msg = f"ContextItem {item.id!r}: {name} must be a str or None, got {value!r:.80}"
             raise InvalidItemError(msg)
+    _check_scope(item)
     for name in ("summary_of", "tool_calls"):
         value = getattr(item, name)
         if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
@@ -249,6 +279,25 @@ def _check_fields(item: ContextItem) -> None:
     ):
         msg = f"ContextItem {item.id!r}: embedding must be a list of numbers, got {vector!r:.80}"
         raise InvalidItemError(msg)
+
+
+def _check_scope(item: ContextItem) -> None:
+    scope: object = item.scope
+    if scope is None:
+        return
+    if (
+        not isinstance(scope, tuple | list)
+        or len(scope) != 2
+        or scope[0] not in SCOPE_KINDS
+        or not isinstance(scope[1], str)
+        or item.record_id is None
+    ):
+        msg = (
+            f"ContextItem {item.id!r}: scope must be (kind, name) with kind one of "
+            f"{list(SCOPE_KINDS)}, given with record_id; got {scope!r:.80}"
+        )
+        raise InvalidItemError(msg)
+    object.__setattr__(item, "scope", (scope[0], scope[1]))
 
 
 def _checked_parts(item_id: str, parts: object) -> tuple[Any, ...]:

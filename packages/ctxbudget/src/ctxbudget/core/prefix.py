@@ -100,6 +100,11 @@ def history_start(previous: Previous | None) -> str | None:
 class PreviousContexts:
     """The newest context of each session, kept in process for ``previous=`` (thread-safe).
 
+    A context is kept with the ``generation`` of its session (`ContextMemory` passes the
+    store's, which changes when a message is deleted or replaced or the session is deleted
+    and started again): asked with another generation, it is not returned, so a session's new
+    life never counts a prefix shared with its old one.
+
     Args:
         keep: how many sessions keep theirs (the least recently used go first; 0: none).
 
@@ -113,26 +118,36 @@ class PreviousContexts:
             msg = f"keep must be a number of sessions (0 or more), got {keep!r}"
             raise ConfigurationError(msg)
         self._keep = keep
-        self._contexts: OrderedDict[str, AssembledContext] = OrderedDict()
+        self._contexts: OrderedDict[str, tuple[str, AssembledContext]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, session_id: str) -> AssembledContext | None:
-        """The newest context kept for ``session_id``, or None (it is now the most recent)."""
+    def get(self, session_id: str, *, generation: str | None = None) -> AssembledContext | None:
+        """The newest context kept for ``session_id`` (in this ``generation`` if given), or None."""
         with self._lock:
-            context = self._contexts.get(session_id)
-            if context is not None:
-                self._contexts.move_to_end(session_id)
-            return context
+            kept = self._contexts.get(session_id)
+            if kept is None or generation not in (None, kept[0]):
+                return None
+            self._contexts.move_to_end(session_id)
+            return kept[1]
 
-    def put(self, session_id: str, context: AssembledContext) -> None:
-        """Keep ``context`` as the newest of ``session_id``."""
+    def put(self, session_id: str, context: AssembledContext, *, generation: str = "") -> None:
+        """Keep ``context`` as the newest of ``session_id`` (in its ``generation``)."""
         if not self._keep:
             return
         with self._lock:
-            self._contexts[session_id] = context
+            self._contexts[session_id] = (generation, context)
             self._contexts.move_to_end(session_id)
             while len(self._contexts) > self._keep:
                 self._contexts.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is kept for ``session_id``: its next call shares no prefix with the last.
+
+        For a call that is not the conversation's next turn (the same turn assembled again
+        with another budget, as ``ctxbudget demo`` does), whose shared prefix means nothing.
+        """
+        with self._lock:
+            self._contexts.pop(session_id, None)
 
 
 def _messages_of(previous: Previous) -> Sequence[Mapping[str, Any]]:

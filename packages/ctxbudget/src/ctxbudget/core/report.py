@@ -17,6 +17,7 @@ from typing import Any
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.explain import explain_context
 from ctxbudget.core.history import Unsendable
+from ctxbudget.core.ids import ItemRef
 from ctxbudget.core.items import ContextItem, tier_name
 from ctxbudget.core.packing import SolverReport
 from ctxbudget.core.render import Format, Layout, Part
@@ -58,11 +59,16 @@ class PruneReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PrunedItem:
-    """An item left out, with the reason and a human-readable detail."""
+    """An item left out, with the reason and a human-readable detail.
+
+    ``duplicate_of`` is, for a ``DUPLICATE``, the item kept that it repeats (another object,
+    with the same id, the same content or nearly the same meaning).
+    """
 
     item: ContextItem
     reason: PruneReason
     detail: str = ""
+    duplicate_of: ContextItem | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,8 +280,34 @@ class AssembledContext:
 
     @property
     def included_ids(self) -> list[str]:
-        """Ids of the included items, in render order."""
+        """Ids of the included items, in render order.
+
+        An item built from a record of another scope than the current session (a document
+        chunk, another session's turn, a user-wide pin) has an id qualified with that scope,
+        in ctxbudget's own id space; `included_refs` gives the caller's own ids instead.
+        """
         return [item.id for item in self.included]
+
+    @property
+    def included_refs(self) -> list[ItemRef]:
+        """The included items as their callers know them, in render order.
+
+        Each is the caller's own id with its scope (`ContextItem.ref`: ``ItemRef("guide#0",
+        ("collection", "kb"))``; scope None for an item passed directly); ctxbudget's own
+        items (system prompt, query, tool schemas) are left out.
+        """
+        return [ref for ref in (item.ref for item in self.included) if ref is not None]
+
+    def includes(self, record_id: str, scope: tuple[str, str] | None = None) -> bool:
+        """Whether the item the caller knows as ``record_id`` (in ``scope``, if given) is sent.
+
+        >>> ctx.includes("s3-0011", ("session", "s3"))  # doctest: +SKIP
+        True
+        """
+        return any(
+            ref.id == record_id and (scope is None or ref.scope == scope)
+            for ref in self.included_refs
+        )
 
     def render(self) -> str:
         """The rendered context as one string.
@@ -328,7 +360,8 @@ class AssembledContext:
                 "reserve": self.budget.reserve,
                 "safety": self.budget.safety,
                 "included": self.included_ids,
-                "pruned": [{"id": p.item.id, "reason": p.reason.value} for p in self.pruned],
+                "included_refs": [_ref_json(ref) for ref in self.included_refs],
+                "pruned": [_pruned_json(p) for p in self.pruned],
                 "truncated": list(self.truncated),
                 "estimated": self.estimated,
                 "tiers": {
@@ -345,7 +378,11 @@ class AssembledContext:
         )
 
     def explain(self, *, width: int = 40, show_pruned: int = 12) -> str:
-        """A per-tier table, a budget bar, and what was cut and why (`core.explain`)."""
+        """A per-tier table, a budget bar, and what was cut and why (`core.explain`).
+
+        Items are named as their callers know them (`ContextItem.label`: ``guide#0
+        (collection kb)``), ctxbudget's own by their ids.
+        """
         return explain_context(self, width=width, show_pruned=show_pruned)
 
     def __repr__(self) -> str:
@@ -353,3 +390,18 @@ class AssembledContext:
             f"AssembledContext(format={self.format!r}, included={len(self.included)}, "
             f"tokens_used={self.tokens_used}, tokens_available={self.tokens_available})"
         )
+
+
+def _ref_json(ref: ItemRef) -> dict[str, Any]:
+    return {"id": ref.id, "scope": None if ref.scope is None else list(ref.scope)}
+
+
+def _pruned_json(entry: PrunedItem) -> dict[str, Any]:
+    """A pruned item in `AssembledContext.to_json`: its id, reason, and the caller's ref."""
+    out: dict[str, Any] = {"id": entry.item.id, "reason": entry.reason.value}
+    ref = entry.item.ref
+    if ref is not None:
+        out["ref"] = _ref_json(ref)
+    if entry.duplicate_of is not None:
+        out["duplicate_of"] = entry.duplicate_of.id
+    return out

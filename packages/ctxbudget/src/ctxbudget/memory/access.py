@@ -11,87 +11,22 @@ record of another session or user counts under its scoped id.
 It is a feedback loop (what was included is more likely to be included again), so it is off
 until measured on the application's own questions; docs/operations.md says how.
 
-The counts come from this process's copy of each session's log (`AccessCounts`): read from the
-store once (after what is queued is written), then kept up to date as this memory logs its
-assemblies, within the same retention limit. Assemblies another process logs meanwhile count
-once the copy is read again (`AccessCounts.forget`; a memory of 128 sessions drops the least
-recently used).
+The counts are read from the session's stored log on each use (after the records this process
+queued are written), never kept: a copy would need its own consistency protocol (another
+object's or process's assemblies, a deleted session or user), and it bought nothing in the
+default configuration, where access salience is off (docs/benchmarks.md, "Caches on and off").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 
 from ctxbudget.core.items import ContextItem
-from ctxbudget.memory.analytics import access_counts, is_memory_tier
 from ctxbudget.memory.candidates import Candidates
-from ctxbudget.memory.inclusion import ContextRecord
 
-__all__ = ["AccessCounts", "boosted"]
-
-_SESSIONS = 128
-
-
-@dataclass(slots=True)
-class _Copy:
-    included: deque[frozenset[str]]
-    counts: Counter[str]
-
-
-class AccessCounts:
-    """Per session: how many of its retained assemblies included each item (see above).
-
-    Args:
-        retain: the log's retention limit per session (the oldest assemblies stop counting).
-    """
-
-    def __init__(self, retain: int) -> None:
-        self._retain = retain
-        self._copies: OrderedDict[str, _Copy] = OrderedDict()
-
-    def get(
-        self, session_id: str, read: Callable[[], Sequence[ContextRecord]]
-    ) -> Mapping[str, int]:
-        """The counts of a session; ``read`` gives its stored records, newest first."""
-        copy = self._copies.get(session_id)
-        if copy is None:
-            records = list(read())[: self._retain]
-            included = deque(
-                (frozenset(access_counts([r])) for r in reversed(records)), maxlen=self._retain
-            )
-            copy = _Copy(included, Counter(access_counts(records)))
-            self._copies[session_id] = copy
-            while len(self._copies) > _SESSIONS:
-                self._copies.popitem(last=False)
-        self._copies.move_to_end(session_id)
-        return copy.counts
-
-    def held(self, session_id: str) -> bool:
-        """Whether this process holds the counts of ``session_id`` (`add` keeps them current)."""
-        return session_id in self._copies
-
-    def add(self, session_id: str, included: Iterable[tuple[str, int]]) -> None:
-        """Count one more assembly of a held session: its included items' (id, tier)."""
-        copy = self._copies.get(session_id)
-        if copy is None:
-            return
-        if len(copy.included) == copy.included.maxlen:
-            copy.counts.subtract(copy.included[0])
-            copy.counts += Counter()  # drop the ids no retained assembly includes
-        ids = frozenset(i for i, tier in included if is_memory_tier(tier))
-        copy.included.append(ids)
-        copy.counts.update(ids)
-
-    def forget(self, session_id: str | None = None) -> None:
-        """Drop the copy of one session (None: of every session); it is read again when used."""
-        if session_id is None:
-            self._copies.clear()
-        else:
-            self._copies.pop(session_id, None)
+__all__ = ["boosted"]
 
 
 def boosted(

@@ -105,6 +105,9 @@ class Candidates:
         user_id: the user the search used (given, or the one stored with the session).
         entities: entity cards and matched patterns (tier ENTITY), when
             `MemoryConfig.entities` is on (`ctxbudget.memory.entities.cards`).
+        generation: the session's generation when read (`ctxbudget.store.sessions.Stamp`; ""
+            for a session with no records): what is kept of this session in memory between
+            calls (its previous context) is keyed by it.
     """
 
     pinned: tuple[ContextItem, ...]
@@ -113,6 +116,7 @@ class Candidates:
     retrieved: tuple[ContextItem, ...]
     user_id: str | None
     entities: tuple[ContextItem, ...] = ()
+    generation: str = ""
 
     @property
     def items(self) -> list[ContextItem]:
@@ -265,6 +269,7 @@ def gather(
         retrieved=tuple(retrieved),
         user_id=state.user_id,
         entities=tuple(cards),
+        generation="" if state.stamp is None else state.stamp.generation,
     )
 
 

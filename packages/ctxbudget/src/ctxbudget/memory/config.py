@@ -4,11 +4,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctxbudget.core.numbers import count, real
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.entities.names import check_entity_settings
 from ctxbudget.memory.scoring import Scoring
 
 __all__ = ["MemoryConfig"]
+
+
+_COUNTS = (
+    "recent_messages",
+    "semantic_k",
+    "query_turns",
+    "other_sessions_k",
+    "document_k",
+    "neighbours",
+    "min_exchanges",
+    "max_message_chars",
+    "entity_depth",
+    "entity_cards",
+    "entity_turns",
+)
+_REALS = ("query_turn_weight", "episode_gap", "retrieved_floor", "access_salience")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +103,20 @@ class MemoryConfig:
     access_salience: float = 0.0
 
     def __post_init__(self) -> None:
+        # Numbers pass the one boundary (`ctxbudget.core.numbers`): numpy's are taken, a bool,
+        # a string, NaN or an infinity refused here, by name.
+        for name in _COUNTS:
+            value = count(getattr(self, name), f"MemoryConfig.{name}", least=None)
+            object.__setattr__(self, name, value)
+        for name in _REALS:
+            object.__setattr__(self, name, real(getattr(self, name), f"MemoryConfig.{name}"))
+        share: object = self.recent_share
+        if isinstance(share, tuple | list) and len(share) == 2:
+            pair = tuple(real(v, "MemoryConfig.recent_share") for v in share)
+            object.__setattr__(self, "recent_share", pair)
+        if not isinstance(self.scoring, Scoring):
+            msg = f"MemoryConfig.scoring must be a Scoring, got {self.scoring!r:.80}"
+            raise ConfigurationError(msg)
         least, most = self.recent_share
         if not 0.0 <= least <= most <= 1.0:
             msg = (

@@ -214,9 +214,15 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
             summarizer=self.summarizer,
             min_exchanges=plan.config.min_exchanges,
         )
-        run = partial(assembler.assemble, previous=self.previous_contexts.get(session_id))
+        # The previous call's context, if the session is still the same ("" is none: a session
+        # without records, as one deleted since is).
+        generation = found.generation
+        kept = self.previous_contexts
+        previous = kept.get(session_id, generation=generation) if generation else None
+        run = partial(assembler.assemble, previous=previous)
         ctx = self._logged(run, items, plan.budget(budget), format, session_id, found, model)
-        self.previous_contexts.put(session_id, ctx)  # its prefix_tokens: shared with this one
+        if generation:
+            self.previous_contexts.put(session_id, ctx, generation=generation)
         return ctx
 
     def candidates(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbudget.core.budget import Budget
+from ctxbudget.core.ids import ItemRef, is_internal, ref_of_id
 from ctxbudget.core.items import ContextItem, tier_name
 from ctxbudget.core.report import PrunedItem, TierUsage
 from ctxbudget.errors import StoreError
@@ -123,8 +124,34 @@ class ContextRecord:
 
     @property
     def included_ids(self) -> list[str]:
-        """The ids of the included items, in render order."""
+        """The ids of the included items, in render order (see `included_refs`)."""
         return [entry.id for entry in self.included]
+
+    @property
+    def included_refs(self) -> list[ItemRef]:
+        """The included items as their callers know them: own id and scope (`ref`)."""
+        return [ref for ref in map(self.ref, self.included_ids) if ref is not None]
+
+    @property
+    def pruned_refs(self) -> list[ItemRef]:
+        """The pruned items as their callers know them, in `pruned`'s order (`ref`)."""
+        return [ref for ref in (self.ref(entry.id) for entry in self.pruned) if ref is not None]
+
+    def ref(self, item_id: str) -> ItemRef | None:
+        """An item id of this record as the caller knows it; None for ctxbudget's own items.
+
+        A record of another scope has an id qualified with it (``ctxbudget:session:["s3",
+        "m4"]`` is ``m4`` of session ``s3``); any other id is one of the session's own
+        records (or an item passed with ``extra=``).
+
+        >>> record = ContextRecord("r", "s1", None, 0.0, "gpt-4o", "messages", 9, 0, 0, 9, 0)
+        >>> record.ref('ctxbudget:session:["s3","m4"]'), record.ref("m1")
+        (ItemRef(id='m4', scope=('session', 's3')), ItemRef(id='m1', scope=('session', 's1')))
+        """
+        ref = ref_of_id(item_id)
+        if ref is not None or is_internal(item_id):
+            return ref
+        return ItemRef(item_id, ("session", self.session_id))
 
     @property
     def over_budget(self) -> bool:

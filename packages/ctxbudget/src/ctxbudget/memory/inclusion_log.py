@@ -32,8 +32,8 @@ from ctxbudget.core.items import ContextItem
 from ctxbudget.core.render import Format
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import BudgetExceededError, ConfigurationError, StoreError
-from ctxbudget.memory.access import AccessCounts, boosted
-from ctxbudget.memory.analytics import BudgetStats, budget_stats
+from ctxbudget.memory.access import boosted
+from ctxbudget.memory.analytics import BudgetStats, access_counts, budget_stats
 from ctxbudget.memory.candidates import Candidates
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.inclusion import (
@@ -92,7 +92,6 @@ class InclusionLog:
         self.namespace = namespace
         self.config = config
         self.enabled = enabled
-        self.access = AccessCounts(config.retain)
 
     def log(
         self,
@@ -120,8 +119,6 @@ class InclusionLog:
             tiers=dict(result.tiers),
             counter=counter,
         )
-        if self.access.held(session_id):
-            self.access.add(session_id, ((item.id, int(item.tier)) for item in result.included))
         self._queue(session_id, user_id, key, now, build)
 
     def log_error(
@@ -188,7 +185,7 @@ class InclusionLog:
 
     def access_counts(self, session_id: str) -> dict[str, int]:
         """How many of the session's retained assemblies included each item."""
-        return dict(self.access.get(session_id, lambda: self.records(session_id)))
+        return access_counts(self.records(session_id))
 
 
 def _key() -> tuple[str, float]:
@@ -292,7 +289,7 @@ class ContextLogging:
         weight = self.config.access_salience
         if weight <= 0:
             return found
-        counts = self._log.access.get(session_id, lambda: self._log.records(session_id))
+        counts = self._log.access_counts(session_id)
         exponent = self.config.scoring.salience_weight
         return boosted(found, counts, weight=weight, exponent=exponent)
 

@@ -101,6 +101,8 @@ def history_item(record: Record) -> ContextItem:
         name=str(name) if name else None,
         source="history",
         metadata=metadata,
+        record_id=record.id,
+        scope=scope_of(record),
     )
 
 
@@ -108,8 +110,8 @@ def retrieved_item(record: Record, score: float, session_id: str | None) -> Cont
     name = record.metadata.get("_name")
     own = session_id is not None and record.session_id == session_id
     covers = record.summary_of
+    scope = scope_of(record)
     if covers and not own:
-        scope = scope_of(record)
         covers = tuple(scoped_item_id(scope, i) for i in covers)
     return ContextItem(
         record.id if own else item_id(record, session_id),
@@ -121,6 +123,8 @@ def retrieved_item(record: Record, score: float, session_id: str | None) -> Cont
         timestamp=record.timestamp,
         summary_of=covers,
         source=record.kind if record.kind != "document" else (record.source or "document"),
+        record_id=record.id,
+        scope=scope,
     )
 
 
@@ -177,6 +181,8 @@ def pinned_items(records: Sequence[Record], session_id: str) -> list[ContextItem
                 score=1.0,
                 source="pinned",
                 shrink=Shrink.NEVER,
+                record_id=record.id,
+                scope=scope_of(record),
             )
         )
     return facts + task_items(tasks)
@@ -193,6 +199,8 @@ def summary_items(records: Sequence[Record]) -> list[ContextItem]:
             summary_of=r.summary_of,
             timestamp=r.timestamp,
             source="summary",
+            record_id=r.id,
+            scope=scope_of(r),
         )
         for r in sorted(records, key=lambda r: (int(r.metadata.get("_first_seq", 0)), r.id))
     ]

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxbudget.core.numbers import real
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.speakers import spoken
 from ctxbudget.store.records import Record
@@ -191,6 +192,18 @@ class LexicalIndex:
         return {int(p): float(found[p]) for p in np.flatnonzero(found)}
 
 
+_WEIGHTS = (
+    "relevance_weight",
+    "recency_weight",
+    "salience_weight",
+    "lexical_weight",
+    "half_life_days",
+    "neighbour_weight",
+    "episode_weight",
+    "author_weight",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Scoring:
     """Weights of the candidate score (see the module docstring for the formulas).
@@ -210,6 +223,11 @@ class Scoring:
     author_weight: float = 0.2
 
     def __post_init__(self) -> None:
+        # Every weight passes the number boundary first: numpy and Decimal numbers are taken,
+        # NaN and the infinities refused here rather than as some item's score later.
+        for name in _WEIGHTS:
+            value = real(getattr(self, name), f"Scoring.{name}")
+            object.__setattr__(self, name, value)
         for name in ("lexical_weight", "author_weight"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 msg = f"Scoring.{name} must be in [0, 1], got {getattr(self, name)}"

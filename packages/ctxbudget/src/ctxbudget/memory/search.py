@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.stored import ENTITY_MARK
+from ctxbudget.memory.record_items import item_id
 from ctxbudget.memory.scoring import hit_relevance, lexical_terms, record_score
 from ctxbudget.memory.session_index import span_of
 from ctxbudget.store.filters import document_filter
-from ctxbudget.store.records import Hit
+from ctxbudget.store.records import Hit, scope_of
 
 if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
@@ -31,6 +33,25 @@ class ScoredHit:
 
     hit: Hit
     score: float
+
+    def item(self, *, session_id: str | None = None, shrink: Shrink = Shrink.DROP) -> ContextItem:
+        """The hit as a ``RETRIEVED`` item to pack, as both adapters' retrievers pack hits.
+
+        Its ``id`` is unique across scopes (`ctxbudget.memory.record_items.item_id`: the
+        record's own id for ``session_id``'s records, else qualified with its scope), so two
+        collections' ``guide#0`` are two items; ``record_id`` and ``scope`` are the record's.
+        """
+        record = self.hit.record
+        return ContextItem(
+            item_id(record, session_id),
+            record.text,
+            tier=Tier.RETRIEVED,
+            score=self.score,
+            shrink=shrink,
+            source=record.kind,
+            record_id=record.id,
+            scope=scope_of(record),
+        )
 
 
 def scored_search(

@@ -2,8 +2,10 @@
 
 `SessionIndex` is built on first use of a session (one read of its messages with their
 vectors) and extended as messages arrive; `SessionIndexes` keeps those of the sessions a
-`ContextMemory` used last, and reads a session again when its stamp says a message was deleted
-or replaced (by this process or another). `SessionIndex.search` is the session's dense search,
+`ContextMemory` used last, keyed by the session's generation (`ctxbudget.store.sessions.Stamp`),
+and reads a session again when its generation changed: a message was deleted or replaced, or
+the session was deleted and started again, by this object or any other, in any process.
+`SessionIndex.search` is the session's dense search,
 `SessionIndex.relevance` mixes dense and lexical matches of every query (see
 `ctxbudget.memory.scoring`); `ctxbudget.memory.retrieval` uses both.
 """
@@ -22,6 +24,7 @@ import numpy as np
 from ctxbudget.memory.scoring import Floats, Ints, LexicalIndex, Scoring, lexical_terms
 from ctxbudget.memory.speakers import find_speaker
 from ctxbudget.store.records import Hit, Record
+from ctxbudget.store.sessions import Stamp
 
 if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
@@ -47,13 +50,13 @@ class SessionIndex:
     """A session's messages in order: records, unit vectors, BM25, episodes, authors, sizes.
 
     ``stamp`` is the store's stamp of the session when the index was read
-    (`SessionView.stamp`): a deleted or replaced message changes its version, and the index is
-    read again.
+    (`SessionView.stamp`): a deleted or replaced message, or the session deleted and started
+    again, changes its generation, and the index is read again.
     """
 
-    def __init__(self, episode_gap: float, counter_name: str, version: int = 0) -> None:
+    def __init__(self, episode_gap: float, counter_name: str, stamp: Stamp | None = None) -> None:
         self.lexical = LexicalIndex()
-        self.version = version
+        self.stamp = stamp if stamp is not None else Stamp("", -1, 0)
         self.records: list[Record] = []
         self._rows: Any = None  # float32 unit vectors, one row per record (and spare rows)
         self.ids: list[str] = []
@@ -197,7 +200,7 @@ class SessionIndexes:
         namespace: str,
         session_id: str,
         last_seq: int | None,
-        stamp: tuple[int, int] | None,
+        stamp: Stamp | None,
         *,
         episode_gap: float,
         counter_name: str,
@@ -205,22 +208,26 @@ class SessionIndexes:
     ) -> SessionIndex | None:
         """The session's index, brought up to its newest message, ``last_seq`` (None: none).
 
-        Kept from earlier calls while the session's ``stamp`` keeps its version (no message was
-        deleted or replaced since); extended with the messages past it, with their vectors:
-        from ``newest`` (what the call read already, by seq) when it holds them all.
+        Kept from earlier calls while the session's ``stamp`` keeps its generation (no message
+        was deleted or replaced since, the session was not deleted and started again); extended
+        with the messages past it, with their vectors: from ``newest`` (what the call read
+        already, by seq) when it holds them all.
         """
         if last_seq is None:
             return None
-        version = stamp[1] if stamp is not None else 0
         with self._lock:
             index = self._indexes.get(session_id)
-            if index is not None and (index.gap != episode_gap or index.version != version):
-                index = None  # the configuration changed, or messages were deleted or replaced
+            if index is not None and (
+                index.gap != episode_gap or not index.stamp.same_session(stamp)
+            ):
+                index = None  # the configuration changed, or the session's messages did
+            if index is not None and newest and _late(index, newest):
+                index = None  # a worker on a server stored a lower seq after the index read
             if index is not None and last_seq <= index.last_seq:
                 self._indexes.move_to_end(session_id)
                 return index
             if index is None or last_seq - index.last_seq > 1_000:
-                index = SessionIndex(episode_gap, counter_name, version)
+                index = SessionIndex(episode_gap, counter_name, stamp)
                 found = store.message_vectors(namespace=namespace, session_id=session_id)
             else:
                 seqs = list(range(index.last_seq + 1, last_seq + 1))
@@ -247,6 +254,19 @@ class SessionIndexes:
 
 
 _WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def _late(index: SessionIndex, newest: dict[int, tuple[Record, Any]]) -> bool:
+    """Whether the window read holds a message the index passed without it (a late write).
+
+    On a server, seqs are claimed in one order and may be stored in another: a message can
+    land below the index's last seq after the index was extended past it. The window is read
+    whole there, so such a message shows in it.
+    """
+    return any(
+        seq <= index.last_seq and record.id not in index.position
+        for seq, (record, _) in newest.items()
+    )
 
 
 def span_of(similarities: Iterable[float]) -> tuple[float, float]:

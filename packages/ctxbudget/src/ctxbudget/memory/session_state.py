@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.store.records import Record
+from ctxbudget.store.sessions import Stamp
 
 if TYPE_CHECKING:
     from ctxbudget.memory.session_index import SessionIndex
@@ -35,7 +36,7 @@ class SessionState:
         last_seq: the seq of the session's newest stored message (None: no messages); the
             session's index is brought up to it.
         stamp: the store's stamp of the session (`SessionView.stamp`): an index kept from an
-            earlier call with another stamp is read again.
+            earlier call of another generation is read again.
         newest: the newest messages read, with their vectors, by seq (the session's index
             takes new messages from here instead of reading them again).
         recent: the recent window (`MemoryConfig.recent_messages`), oldest first, without a
@@ -48,7 +49,7 @@ class SessionState:
     """
 
     last_seq: int | None
-    stamp: tuple[int, int] | None
+    stamp: Stamp | None
     newest: dict[int, tuple[Record, Any]]
     recent: list[Record]
     skip: frozenset[str]
@@ -78,7 +79,7 @@ def read_session(
         session_id=session_id,
         recent=recent_messages,
         user_id=user_id,
-        held=None if held is None or not len(held) else (held.last_seq, held.version),
+        held=None if held is None or not len(held) else held.stamp._replace(last=held.last_seq),
     )
     newest = view.recent
     window = newest

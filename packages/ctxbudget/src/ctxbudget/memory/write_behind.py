@@ -11,7 +11,12 @@ What callers can rely on:
 
 - **Nothing acknowledged is lost.** A batch is in the journal before its call returns; a process
   killed before the batch is stored leaves the journal behind, and the next `ContextMemory` on
-  that store stores it when it opens (`replay`).
+  that store stores it when it opens (`replay`), before anything it writes; a writer dying while
+  others of its journal folder write (processes sharing a server) is replayed by the next of
+  them to store anything, first (each store call replays dead writers' journals).
+- **A forked child is not the writer.** Its copy (``multiprocessing``, ``os.fork``) acknowledges
+  nothing (`StoreError`), stores nothing and leaves the parent's journal and lock alone: what
+  the parent acknowledged is replayed once the parent dies, even while the child lives on.
 - **Reads see every acknowledged write.** Every read and every other change of `ContextMemory`
   waits for the messages it acknowledged to be stored first (`settle`), so a deletion can never
   be overtaken by a write acknowledged before it. Other `ContextMemory` objects and processes see
@@ -113,6 +118,7 @@ class WriteBehind:
         self._thread: threading.Thread | None = None
         self._exit_hook = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._exit_hook)  # a weak reference: the memory can still be collected
+        _WRITERS.add(self)
 
     @property
     def journal(self) -> Path:
@@ -220,6 +226,14 @@ class WriteBehind:
             )
         self._journal.close(remove=clean)
 
+    def _disown(self) -> None:
+        """In a forked child: this copy has no thread and maybe a lock its parent's thread held."""
+        self._cond = threading.Condition()
+        self._stopping = True  # close() returns at once: the parent stores and removes
+        self._thread, self._retrying, self._waiting = None, None, 0
+        self._queue, self._inflight, self._pending, self._failed = deque(), [], {}, []
+        atexit.unregister(self._exit_hook)
+
     # -- the background thread -----------------------------------------------------------
 
     def _run(self) -> None:
@@ -238,6 +252,8 @@ class WriteBehind:
                     self._inflight = self._take()
                 work = list(self._inflight)
             try:
+                # A writer of this folder that died meanwhile: its batches go first.
+                replay(self._journal.path.parent, self._add, skip=self._journal.path)
                 for group in _groups(work, self._batch):
                     self._store(group)
             except StoreError as exc:
@@ -343,6 +359,18 @@ def _groups(work: list[JournalBatch], size: int) -> list[list[JournalBatch]]:
         keys |= mine
         count += len(batch.records)
     return groups
+
+
+_WRITERS: weakref.WeakSet[WriteBehind] = weakref.WeakSet()  # for a forked child to disown
+
+
+def _disown_inherited() -> None:
+    for writer in list(_WRITERS):
+        writer._disown()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disown_inherited)
 
 
 def _close_at_exit(ref: weakref.ref[WriteBehind]) -> None:

@@ -205,7 +205,10 @@ def folder_items(
 
     Returns:
         The items in walk order (depth first, a folder's files before its subfolders, by
-        name), binary and unreadable files in ``skipped``.
+        name); in ``skipped``, with why: binary and unreadable files, FIFOs, sockets and
+        devices (never opened), symlinks that leave the folder, and ``.gitignore`` files
+        not applied (symlinks, which git does not follow either, or larger than
+        `ctxbudget.sources.gitignore.MAX_IGNORE_BYTES`).
 
     Raises:
         ConfigurationError: ``root`` is not a folder, or an option is out of range.
@@ -239,4 +242,6 @@ def folder_items(
             continue
         items.append(_item(read, id=None, tier=tier, score=score, shrink=shrink))
     skipped.extend(SkippedFile(path, SkipReason.UNREADABLE, why) for path, why in errors)
+    unread = folder.rules.unread
+    skipped.extend(SkippedFile(path, SkipReason.IGNORE_FILE, why) for path, why in unread)
     return FileItems(tuple(items), tuple(skipped), complete)

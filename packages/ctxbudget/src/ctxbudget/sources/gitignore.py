@@ -22,7 +22,9 @@ The rules of gitignore(5), all of them:
 of the folders between the repository's top (the nearest folder above with a ``.git``) and the
 folder itself; patterns passed as ``extra`` win over all of them (like git's command line).
 The user's global excludes file (``core.excludesFile``) is not read. Matching is case-sensitive
-(git's default on Linux).
+(git's default on Linux). A ``.gitignore`` that is a symlink is not followed (git 2.32 and later
+do not either), and one larger than `MAX_IGNORE_BYTES` is not read: both are in
+`GitIgnore.unread`, and `ctxbudget.folder_items` lists them as skipped.
 
 >>> rules = GitIgnore({"": "*.log\n!keep.log\nbuild/\n", "src": "/gen\n"})
 >>> tuple(rules.ignored(p, is_dir=d) for p, d in [("a.log", False), ("keep.log", False),
@@ -32,12 +34,23 @@ The user's global excludes file (``core.excludesFile``) is not read. Matching is
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_IGNORE", "GitIgnore", "IgnorePattern", "parse_pattern", "translate"]
+from ctxbudget.sources.ignore_files import MAX_IGNORE_BYTES, read_ignore_file
+
+__all__ = [
+    "DEFAULT_IGNORE",
+    "MAX_IGNORE_BYTES",
+    "GitIgnore",
+    "IgnorePattern",
+    "parse_pattern",
+    "translate",
+]
+
 
 DEFAULT_IGNORE = (".git/",)
 """What a folder listing leaves out besides its ``.gitignore`` files: git's own folder."""
@@ -313,6 +326,8 @@ class GitIgnore:
         self._extra = _parse("\n".join(extra), "")
         self._exclude = _parse(exclude, "")
         self._chains: dict[str, tuple[_Rules, ...]] = {}
+        self.unread: list[tuple[str, str]] = []
+        """Ignore files found but not applied, as ``(path, why)`` (see `for_folder`)."""
 
     @classmethod
     def for_folder(cls, root: str | Path, *, extra: Sequence[str] = DEFAULT_IGNORE) -> GitIgnore:
@@ -320,16 +335,29 @@ class GitIgnore:
 
         Its ``.gitignore`` files, those above it up to the repository's top (the nearest
         folder above with a ``.git``), and ``.git/info/exclude``; ``extra`` wins over them all.
+        As git, a ``.gitignore`` that is a symlink is not followed (wherever it points); one
+        larger than `MAX_IGNORE_BYTES` is not read. Both are listed in `unread` with why.
         """
         folder = Path(root).absolute()
         top = next((p for p in (folder, *folder.parents) if (p / ".git").exists()), folder)
-        exclude = _read(top / ".git" / "info" / "exclude") if (top / ".git").is_dir() else None
+        unread: list[tuple[str, str]] = []
+        exclude = None
+        if (top / ".git").is_dir():
+            path = top / ".git" / "info" / "exclude"
+            exclude = read_ignore_file(path, os.path.relpath(path, folder), unread, follow=True)
 
         def load(base: str) -> str | None:
-            return _read(top / base / ".gitignore" if base else top / ".gitignore")
+            path = top / base / ".gitignore" if base else top / ".gitignore"
+            return read_ignore_file(
+                path, Path(os.path.relpath(path, folder)).as_posix(), unread, follow=False
+            )
 
         prefix = folder.relative_to(top).as_posix()
-        return cls(load, extra=extra, exclude=exclude or "", prefix="" if prefix == "." else prefix)
+        rules = cls(
+            load, extra=extra, exclude=exclude or "", prefix="" if prefix == "." else prefix
+        )
+        rules.unread = unread
+        return rules
 
     def _chain(self, folder: str) -> tuple[_Rules, ...]:
         """The rules that apply in ``folder`` (from the top), lowest precedence first."""
@@ -371,11 +399,3 @@ class GitIgnore:
             if self.decides("/".join(parts[:depth]), is_dir=True):
                 return True
         return self.decides("/".join(parts), is_dir=is_dir)
-
-
-def _read(path: Path) -> str | None:
-    """A ``.gitignore``'s text; None when there is none (or it cannot be read, as git does)."""
-    try:
-        return path.read_text("utf-8", errors="replace") if path.is_file() else None
-    except OSError:
-        return None

@@ -48,6 +48,9 @@ class SkipReason(StrEnum):
     """A folder, FIFO, socket or device: never opened."""
     OUTSIDE = "outside_folder"
     """It lies outside the folder it was given with (``..``, or a symlink pointing out)."""
+    IGNORE_FILE = "ignore_file_not_read"
+    """An ignore file (``.gitignore``) whose patterns were not applied: a symlink (git does
+    not follow those) or larger than `ctxbudget.sources.gitignore.MAX_IGNORE_BYTES`."""
 
 
 _ADVICE = {
@@ -56,6 +59,9 @@ _ADVICE = {
     SkipReason.BINARY: "pass text files only (describe a binary file in words if it matters)",
     SkipReason.NOT_A_FILE: "pass a regular file (folder_tree_item lists a folder)",
     SkipReason.OUTSIDE: "pass a path inside the folder, or a wider root",
+    SkipReason.IGNORE_FILE: (
+        "make it a regular file of at most 256 KiB, or pass the patterns as ignore=[...]"
+    ),
 }
 
 

@@ -99,10 +99,11 @@ class Folder:
     def files(
         self, *, max_depth: int | None = None, errors: list[tuple[str, str]] | None = None
     ) -> Iterator[Entry]:
-        """Every file and symlink below the root, depth first, in listing order.
+        """Every file, symlink and special file below the root, depth first, in listing order.
 
-        Folders that cannot be listed are skipped, and noted in ``errors`` as
-        ``(path, reason)`` when given.
+        Special files (``kind == "other"``: FIFOs, sockets, devices) are yielded too, never
+        opened here, so that a caller lists them as skipped with why. Folders that cannot be
+        listed are skipped, and noted in ``errors`` as ``(path, reason)`` when given.
         """
         stack: list[Entry] = [Entry("", "", "dir", "", 0)]
         while stack:
@@ -116,7 +117,7 @@ class Folder:
                     errors.append((folder.path or ".", exc.strerror or type(exc).__name__))
                 continue
             for entry in entries:
-                if entry.kind in ("file", "symlink"):
+                if entry.kind != "dir":
                     yield entry
             stack.extend(reversed([e for e in entries if e.kind == "dir"]))
 

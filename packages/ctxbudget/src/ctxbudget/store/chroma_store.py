@@ -28,11 +28,19 @@ from ctxbudget.store.journal import JOURNAL_FOLDER, replay
 from ctxbudget.store.layout import LAYOUT_VERSION, Collections, scoped_keys
 from ctxbudget.store.migration import LayoutVersion
 from ctxbudget.store.reads import Reader, SessionView
-from ctxbudget.store.records import KINDS, Hit, Kind, MetadataValue, Record, StoreStats
+from ctxbudget.store.records import (
+    KINDS,
+    Hit,
+    Kind,
+    MetadataValue,
+    Record,
+    StoreStats,
+    require_name,
+)
 from ctxbudget.store.retry import RetryPolicy
 from ctxbudget.store.search import search_many
 from ctxbudget.store.sequences import Sequences
-from ctxbudget.store.sessions import Sessions
+from ctxbudget.store.sessions import Sessions, Stamp
 from ctxbudget.store.vectors import Vectors
 from ctxbudget.store.writes import Writer, check_batch
 
@@ -225,6 +233,18 @@ class ChromaStore(DeleteMethods):
         """A session's messages (or those at ``seqs``) with their vectors, for a copy in memory."""
         return self._reader.message_vectors(namespace=namespace, session_id=session_id, seqs=seqs)
 
+    def session_stamp(self, *, namespace: str, session_id: str) -> Stamp | None:
+        """The session's `Stamp` (None: it has no records), in one read by id.
+
+        What a copy of anything read from the session, kept between calls, is checked against:
+        its ``generation`` changes with every delete or replace of the session's records and
+        when the session is deleted and started again.
+        """
+        entry = self._sessions.entry(
+            require_name("namespace", namespace), require_name("session_id", session_id)
+        )
+        return None if entry is None else Stamp(entry.generation, entry.last, entry.version)
+
     def session_view(
         self,
         *,
@@ -232,14 +252,15 @@ class ChromaStore(DeleteMethods):
         session_id: str,
         recent: int,
         user_id: str | None = None,
-        held: tuple[int, int] | None = None,
+        held: Stamp | None = None,
     ) -> SessionView:
         """What one call needs of a session, in one or two Chroma calls (`SessionView`).
 
         The last ``recent`` messages (at least the newest), the session's pins and summaries,
         and the user-wide pins of ``user_id`` (default: the user who started the session), with
-        a stamp that changes whenever a copy of the session kept in memory would be stale.
-        ``held``: the stamp of such a copy; if still current, only newer messages are read.
+        a `Stamp` whose generation changes whenever a copy of the session kept in memory would
+        be stale. ``held``: the stamp of such a copy (its ``last``: the copy's newest seq); if
+        of the current generation, only newer messages are read.
         """
         return self._reader.view(
             namespace=namespace, session_id=session_id, limit=recent, user_id=user_id, held=held

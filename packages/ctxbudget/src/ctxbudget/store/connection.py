@@ -149,6 +149,8 @@ class Connection:
                 forget_failed_system(str(folder))
                 what = f"cannot open {self.location}"
                 raise self.failure(what, exc, 1, 0.0) from exc
+        self.key = lock_key
+        """What identifies the store in this process (its folder, server or client, and name)."""
         self.lock = store_lock(lock_key)
         self.shared = is_server(self.client)  # other processes may use it too
 

@@ -22,7 +22,10 @@ does not decode is skipped when read, so a crash never leaves anything that brea
 
 **Deleting.** Deletes hold the store's lock, and the writer holds it around each upsert,
 after checking that its entries are still queued: entries of a deleted session or user are
-discarded under that lock, so a deleted log never comes back from this process.
+discarded under that lock, from the queues of every store of this process on the same folder
+or server (two `ContextMemory` objects on one folder: an app and an admin task), so a deleted
+log never comes back from this process. (Another process on a shared server may still write a
+record it queued before the delete: a log, never a message; docs/architecture.md, "Caches".)
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ __all__ = ["ContextLogs", "LogEntry", "LogRow"]
 logger = logging.getLogger(__name__)
 
 _BATCH = 256  # entries written at once, at most
+# Every live ContextLogs of this process, by its store's key: a delete discards from them all.
+_SIBLINGS: dict[tuple[str, ...], weakref.WeakSet[ContextLogs]] = {}
+_SIBLINGS_GUARD = threading.Lock()
 _IDLE = 30.0  # seconds an idle writer thread waits for work before it ends
 
 
@@ -92,6 +98,8 @@ class ContextLogs:
         """Entries dropped because the store kept failing to write them."""
         self._exit_hook = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._exit_hook)
+        with _SIBLINGS_GUARD:
+            _SIBLINGS.setdefault(collections.conn.key, weakref.WeakSet()).add(self)
 
     # -- writing ---------------------------------------------------------------------------
     def append(self, entry: LogEntry) -> bool:
@@ -268,9 +276,13 @@ class ContextLogs:
             self._parts.drop_user(namespace, user_id)
 
     def _discard(self, which: Callable[[LogEntry], bool]) -> None:
-        with self._cond:
-            self._remove([n for n, e in self._queue.items() if which(e)])
-            self._cond.notify_all()
+        # The queues of this store's siblings too: the same folder or server in this process.
+        with _SIBLINGS_GUARD:
+            siblings = list(_SIBLINGS.get(self._collections.conn.key, ()))
+        for logs in {self, *siblings}:
+            with logs._cond:
+                logs._remove([n for n, e in logs._queue.items() if which(e)])
+                logs._cond.notify_all()
 
 
 def _build(entry: LogEntry) -> str:

@@ -5,16 +5,33 @@
 journal is what makes that acknowledgement hold when the process dies:
 
 - Each writer appends to its own file, ``<folder>/<uuid>.jsonl``, and holds an exclusive
-  ``flock`` on it while it lives. A line is one batch: ``{"batch": ID, "records": [[text,
-  metadata], ...]}`` in the store's own record codec (`store.records.encode_record`), or
-  ``{"done": [ID, ...]}`` once those batches are in Chroma.
+  ``flock`` on it while it lives. A line is one batch or marks batches done
+  (`ctxbudget.store.journal_lines`: the format, and how a line the code did not write is told
+  apart). The file is created under another name and renamed once locked, so a replay never
+  takes a writer's file for a dead one's in the moment between its creation and its lock.
 - A batch is appended with one ``write`` to an ``O_APPEND`` file before the caller hears back.
   The kernel keeps what was written when the process is killed (even by SIGKILL); with
   ``fsync=True`` each append is also forced to disk, for machines that may lose power.
 - A file whose lock nobody holds belongs to a writer that died: `orphans` reads back the batches
   it never marked done, the next writer stores them (``add`` is idempotent: a record already
   stored with the same content is left as it is) and removes the file.
-- A line cut short by a crash has no newline and was never acknowledged: it is ignored.
+- A line cut short by a crash has no newline and was never acknowledged: it is ignored. Lines
+  the code did not write are moved aside to ``<uuid>.quarantined`` (a warning names it) and the
+  batches around them stored: a damaged file never blocks opening the store. A batch the store
+  refuses (an id stored meanwhile with other content) leaves its file as ``<uuid>.failed``.
+- A lock is the open file's, and a forked process shares its parent's open files: a child
+  outliving its parent would keep a dead writer's journal looking alive, and its batches would
+  wait until the child ends, then be stored after messages written since. So a forked child
+  closes its copies at once (``os.register_at_fork``) and never writes, truncates or removes
+  its parent's journal; a program that ``exec`` s gets none (the descriptors are
+  close-on-exec).
+
+When a dead writer's batches are stored: by the next store opening the folder, before it
+assigns a seq to anything (`ChromaStore` for an embedded store's journal, `open_write_behind`
+for a journal folder given by path), and, for a writer that dies while others are writing, by
+any write-behind on the same folder before its next store call (`replay`). A batch acknowledged
+by a writer that died is so stored before every batch another writer stores after the death is
+seen; batches stored before it keep their place (seqs are never reassigned).
 
 Where ``fcntl`` does not exist (Windows), orphaned files are those not written for an hour.
 """
@@ -22,7 +39,7 @@ Where ``fcntl`` does not exist (Windows), orphaned files are those not written f
 from __future__ import annotations
 
 import contextlib
-import json
+import itertools
 import logging
 import os
 import threading
@@ -30,18 +47,32 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ctxbudget.errors import StoreError, StoreInputError
-from ctxbudget.store.records import Record, decode_record, encode_record
+from ctxbudget.store.journal_lines import (
+    JournalBatch,
+    JournalContent,
+    batch_line,
+    done_line,
+    read_journal,
+)
+from ctxbudget.store.records import Record
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["JOURNAL_FOLDER", "JournalBatch", "WriteJournal", "orphans", "read_batches", "replay"]
+__all__ = [
+    "JOURNAL_FOLDER",
+    "JournalBatch",
+    "JournalContent",
+    "WriteJournal",
+    "orphans",
+    "read_batches",
+    "replay",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +81,47 @@ JOURNAL_FOLDER = "ctxbudget-journal"
 
 _STALE_SECONDS = 3600.0  # without fcntl: a file untouched this long has no live writer
 
+# Every descriptor of a journal file this process opens, by token, so that a forked child can
+# close its copies (see the module docstring). The guard is also held across a fork, so no
+# descriptor is ever copied between its opening and its registration; reentrant, as a journal
+# collected by the garbage collector inside `_open_held` closes its file (`_close_held`).
+_HELD: dict[int, int] = {}
+_TOKENS = itertools.count()
+_HELD_GUARD = threading.RLock()
 
-@dataclass(frozen=True, slots=True)
-class JournalBatch:
-    """One acknowledged batch: its id and its records (as given, before the store's seqs)."""
 
-    id: str
-    records: tuple[Record, ...]
+def _open_held(path: Path, flags: int) -> tuple[int, int]:
+    """Open a journal file: (token, descriptor), registered before a fork can copy it."""
+    with _HELD_GUARD:
+        fd = os.open(path, flags, 0o600)
+        token = next(_TOKENS)
+        _HELD[token] = fd
+    return token, fd
+
+
+def _close_held(token: int) -> None:
+    """Close a registered descriptor (once; in a forked child it is closed already)."""
+    with _HELD_GUARD:
+        fd = _HELD.pop(token, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def _forget_inherited() -> None:
+    # In a forked child: closing its copies leaves the lock to the parent's open file alone.
+    for fd in _HELD.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+    _HELD_GUARD.release()  # taken by the forking thread before the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_HELD_GUARD.acquire,
+        after_in_parent=_HELD_GUARD.release,
+        after_in_child=_forget_inherited,
+    )
 
 
 class WriteJournal:
@@ -74,17 +139,29 @@ class WriteJournal:
         self._folder = Path(folder)
         self._fsync = fsync
         self._path = self._folder / f"{uuid.uuid4().hex}.jsonl"
+        # Named so that no replay reads it as a journal until it is locked.
+        creating = self._path.with_name(self._path.name + ".new")
         try:
             self._folder.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._token, self._fd = _open_held(creating, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         except OSError as exc:
             msg = f"cannot create the write journal in {self._folder}: {exc}; check that it is a "
             msg += "writable folder (or pass write_behind=False to write synchronously)"
             raise StoreError(msg) from exc
-        if fcntl is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
         # A writer nobody closed still releases its file (and lock) when it is collected.
-        self._release_fd = weakref.finalize(self, os.close, self._fd)
+        self._release_fd = weakref.finalize(self, _close_held, self._token)
+        self._pid = os.getpid()  # a forked child's copy is not this writer
+        try:
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            creating.rename(self._path)
+        except OSError as exc:
+            self._release_fd()
+            with contextlib.suppress(OSError):
+                creating.unlink()
+            msg = f"cannot create the write journal {self._path}: {exc}; check that its folder "
+            msg += "is writable (or pass write_behind=False to write synchronously)"
+            raise StoreError(msg) from exc
         self._open = 0  # batches appended and not yet marked done
         self._guard = threading.Lock()  # an append never races the truncation in done()
 
@@ -97,18 +174,19 @@ class WriteJournal:
         """Record a batch as acknowledged (one ``write``; ``fsync`` if asked).
 
         Raises:
-            StoreError: the journal cannot be written (nothing was acknowledged).
+            StoreError: the journal cannot be written, is closed, or belongs to the process
+                this one was forked from (nothing was acknowledged).
         """
-        line: dict[str, object] = {
-            "batch": batch_id,
-            "records": [[r.text, encode_record(r, "")] for r in records],
-        }
+        action = "record acknowledged writes"
+        self._check_owner(action)
         with self._guard:
-            self._write(line, "record acknowledged writes")
+            self._write(batch_line(batch_id, records), action)
             self._open += 1
 
     def done(self, batch_ids: Sequence[str]) -> None:
         """Mark batches as stored in Chroma; empties the file when nothing is left open."""
+        if not self._owned():
+            return
         with self._guard:
             self._open -= len(batch_ids)
             if self._open <= 0:
@@ -118,14 +196,32 @@ class WriteJournal:
                     os.ftruncate(self._fd, 0)
                 return
             with contextlib.suppress(StoreError):  # replaying a stored batch is harmless
-                self._write({"done": list(batch_ids)}, "mark batches stored")
+                self._write(done_line(batch_ids), "mark batches stored")
 
     def close(self, *, remove: bool) -> None:
-        """Release the file; ``remove`` deletes it (only when every batch is stored)."""
-        if self._fd < 0:
+        """Release the file; ``remove`` deletes it (only when every batch is stored).
+
+        In a process forked from the writer's, nothing happens: the file is the parent's.
+        """
+        if not self._owned():
             return
         with self._guard:
             self._release(remove=remove)
+
+    def _owned(self) -> bool:
+        return self._fd >= 0 and os.getpid() == self._pid
+
+    def _check_owner(self, action: str) -> None:
+        if self._owned():
+            return
+        if self._fd < 0:
+            msg = f"cannot {action}: the write journal {self._path} is closed (its memory was "
+            msg += "closed); open a new ContextMemory"
+        else:
+            msg = f"cannot {action}: the write journal {self._path} belongs to process "
+            msg += f"{self._pid}, and this process ({os.getpid()}) was forked from it; open a "
+            msg += "ContextMemory in this process instead of using the parent's"
+        raise StoreError(msg)
 
     def _release(self, *, remove: bool) -> None:
         if remove:
@@ -134,8 +230,7 @@ class WriteJournal:
         self._release_fd()  # closes the file: releases the flock
         self._fd = -1
 
-    def _write(self, line: dict[str, object], action: str) -> None:
-        data = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    def _write(self, data: bytes, action: str) -> None:
         try:
             written = os.write(self._fd, data)
             if written != len(data):
@@ -149,19 +244,23 @@ class WriteJournal:
             raise StoreError(msg) from exc
 
 
-def orphans(folder: str | os.PathLike[str]) -> Iterator[tuple[Path, list[JournalBatch]]]:
-    """The journal files in ``folder`` no live writer holds, with their unfinished batches.
+def orphans(
+    folder: str | os.PathLike[str], *, skip: Path | None = None
+) -> Iterator[tuple[Path, JournalContent]]:
+    """The journal files in ``folder`` no live writer holds, with what they hold.
 
     Each file stays locked by this process while the caller handles it (between two steps of
     the iteration), so two processes never replay one file at once; the caller removes it once
-    its batches are stored.
+    its batches are stored. ``skip``: a file of this process's own (a live writer's).
     """
     root = Path(folder)
     if not root.is_dir():
         return
     for path in sorted(root.glob("*.jsonl")):
+        if path == skip:
+            continue
         try:
-            fd = os.open(path, os.O_RDWR)
+            token, fd = _open_held(path, os.O_RDWR)
         except OSError:
             continue  # removed by another process in the meantime
         try:
@@ -174,47 +273,49 @@ def orphans(folder: str | os.PathLike[str]) -> Iterator[tuple[Path, list[Journal
                 continue
             if not path.exists():
                 continue  # replayed and removed by another process before we locked it
-            yield path, read_batches(path)
+            try:
+                content = read_journal(path)
+            except OSError as exc:
+                logger.error("cannot read the write journal %s (%s); it is kept", path, exc)
+                continue
+            logger.info("journal %s: %d unfinished batch(es)", path, len(content.batches))
+            yield path, content
         finally:
-            os.close(fd)
+            _close_held(token)
 
 
 def read_batches(path: Path) -> list[JournalBatch]:
-    """The batches of a journal file not marked done, in the order they were acknowledged."""
-    batches: dict[str, JournalBatch] = {}
-    data = path.read_bytes()
-    complete = data[: data.rfind(b"\n") + 1]  # a line cut by a crash was never acknowledged
-    for number, raw in enumerate(complete.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            line = json.loads(raw)
-            if "done" in line:
-                for batch_id in line["done"]:
-                    batches.pop(batch_id, None)
-                continue
-            records = tuple(decode_record(text, meta) for text, meta in line["records"])
-            batches[str(line["batch"])] = JournalBatch(str(line["batch"]), records)
-        except (ValueError, KeyError, TypeError) as exc:
-            msg = (
-                f"the write journal {path} is damaged at line {number} ({exc}); the batches "
-                "before it are kept; move the file away to open the store without it"
-            )
-            raise StoreError(msg) from exc
-    logger.info("journal %s: %d unfinished batch(es)", path, len(batches))
-    return list(batches.values())
+    """The batches of a journal file not marked done, in the order they were acknowledged.
+
+    Lines the code did not write are left out (`ctxbudget.store.journal_lines`).
+
+    Raises:
+        StoreError: the file cannot be read.
+    """
+    try:
+        return list(read_journal(path).batches)
+    except OSError as exc:
+        msg = f"cannot read the write journal {path}: {exc}; check its permissions"
+        raise StoreError(msg) from exc
 
 
-def replay(folder: Path, add: Callable[[Sequence[Record]], list[Record]]) -> int:
+def replay(
+    folder: Path, add: Callable[[Sequence[Record]], list[Record]], *, skip: Path | None = None
+) -> int:
     """Store the batches of dead writers' journals in ``folder``; returns how many records.
+
+    Lines the code did not write are moved aside first (`quarantine`); a file whose batches
+    are all stored is removed, one with a batch the store refuses is kept as ``.failed``.
+    ``skip``: the caller's own journal.
 
     Raises:
         StoreError: the store failed; the journals stay for the next try.
     """
     stored = 0
-    for path, batches in orphans(folder):
+    for path, content in orphans(folder, skip=skip):
+        aside = quarantine(path, content.bad)
         refused: list[JournalBatch] = []
-        for batch in batches:
+        for batch in content.batches:
             try:
                 add(batch.records)
             except StoreInputError as exc:
@@ -222,10 +323,50 @@ def replay(folder: Path, add: Callable[[Sequence[Record]], list[Record]]) -> int
                 refused.append(batch)
                 continue
             stored += len(batch.records)
-        if refused:
-            path.rename(path.with_suffix(".failed"))
-        else:
-            path.unlink(missing_ok=True)
+        try:
+            if refused:
+                path.rename(path.with_suffix(".failed"))
+            elif aside:
+                path.unlink(missing_ok=True)
+        except OSError as exc:  # its batches are stored: replaying it again is harmless
+            logger.error("cannot move or remove the replayed journal %s: %s", path, exc)
     if stored:
         logger.warning("stored %d acknowledged record(s) left by a process that died", stored)
     return stored
+
+
+def quarantine(path: Path, bad: Sequence[tuple[int, bytes]]) -> bool:
+    """Move lines the code did not write aside, to ``<name>.quarantined``, with a warning.
+
+    Returns whether they are aside (True: nothing to move); if not, the journal must be kept.
+    """
+    if not bad:
+        return True
+    target = path.with_suffix(".quarantined")
+    numbers = [number for number, _ in bad]
+    shown = ", ".join(map(str, numbers[:10])) + (", ..." if len(numbers) > 10 else "")
+    try:
+        with target.open("wb") as file:  # written again, the same, if a replay is interrupted
+            file.write(b"".join(raw for _, raw in bad))
+            file.flush()
+            os.fsync(file.fileno())
+    except OSError as exc:
+        logger.error(
+            "the write journal %s holds %d line(s) ctxbudget did not write (line(s) %s) that "
+            "cannot be moved aside to %s (%s); its other batches are stored and the file kept",
+            path,
+            len(bad),
+            shown,
+            target,
+            exc,
+        )
+        return False
+    logger.warning(
+        "the write journal %s held %d line(s) ctxbudget did not write (line(s) %s): moved "
+        "aside to %s; the batches around them are stored",
+        path,
+        len(bad),
+        shown,
+        target,
+    )
+    return True

@@ -159,8 +159,6 @@ class Collections:
         )
         self.batch = max(1, int(conn.call("open", conn.client.get_max_batch_size)))
         self._handles: OrderedDict[str, Any] = OrderedDict()
-        self.registered: set[str] = set()
-        """Partitions this process has seen registered in ``meta``."""
 
     # -- partitions ------------------------------------------------------------------------
     def handle(self, partition: str, *, create: bool) -> Any | None:
@@ -213,21 +211,28 @@ class Collections:
         return None  # pragma: no cover - the loop returns or raises
 
     def register(self, partitions: dict[str, dict[str, str]]) -> None:
-        """Create these partitions and record them in ``meta`` (name: namespace and owner)."""
-        new = {p: owner for p, owner in partitions.items() if p not in self.registered}
+        """Create these partitions and record them in ``meta`` (name: namespace and owner).
+
+        Their entries are read by id each time (one short read): a partition dropped by
+        another store or process, and so unregistered, is created and registered again. (A
+        set of partitions seen registered, kept in process, went stale exactly then.)
+        """
+        if not partitions:
+            return
+        keys = {json_key("part", p): p for p in partitions}
+        known = {key for key, _, _ in self.rows(self.meta, ids=list(keys), documents=False)}
+        new = {keys[k]: partitions[keys[k]] for k in keys if k not in known}
         if not new:
             return
         for partition in new:
+            self.forget(partition)  # a handle kept from before a drop is stale
             self.handle(partition, create=True)
         entries = {json_key("part", p): {"type": "part", "part": p, **o} for p, o in new.items()}
         self.upsert_meta(entries, action="register partitions", wrote="; nothing was written")
-        self.registered.update(new)
 
     def partitions(self, namespace: str | None = None) -> list[str]:
         """The registered partitions of a namespace (None: of every namespace), sorted."""
         rows = self.rows(self.meta, where={"type": "part"}, documents=False)
-        every = {str(m["part"]) for _, _, m in rows}
-        self.registered.update(every)
         return sorted(str(m["part"]) for _, _, m in rows if namespace in (None, m.get("ns")))
 
     def drop(self, partition: str) -> None:
@@ -239,7 +244,6 @@ class Collections:
             if exc.__cause__ is None or not missing(exc.__cause__):
                 raise
         self.forget(partition)
-        self.registered.discard(partition)
         self.delete(self.meta, [json_key("part", partition)])
 
     # -- reading and writing ---------------------------------------------------------------

@@ -52,10 +52,13 @@ def _forget_inherited() -> None:
         with contextlib.suppress(OSError):
             os.close(held.fd)
     _HELD.clear()
+    _GUARD.release()  # taken before the fork, so no lock file was opened and not yet listed
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_inherited)
+    os.register_at_fork(
+        before=_GUARD.acquire, after_in_parent=_GUARD.release, after_in_child=_forget_inherited
+    )
 
 
 class FolderLock:

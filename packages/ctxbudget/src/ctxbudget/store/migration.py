@@ -10,6 +10,15 @@ server before opening it with this one (they would keep writing the old keys).
 
 A new store records its version with its first write (`LayoutVersion.pending`), so opening a
 store never writes to it.
+
+One-off repairs fix what an older ctxbudget left in stores of the current layout; the layout
+entry counts those done (``repairs``; an older ctxbudget ignores it). Repair 1: layout 1 stored
+``"(tool call)"`` as the text of a turn that only calls tools (`PLACEHOLDER`), and migrations
+kept it, so it was sent to the model as the assistant's words; it is made empty text (the calls
+kept, the token counts dropped: they counted the placeholder). It runs once per store, after a
+migration or on the first open of a layout-3 store by this code: one read per partition, of
+the messages whose text contains the placeholder (a document filter), then one update of those
+that are exactly it. Idempotent, like the migrations: an interrupted repair is run again.
 """
 
 from __future__ import annotations
@@ -26,9 +35,13 @@ from ctxbudget.store.layout import LAYOUT_VERSION, Collections, existing
 from ctxbudget.store.records import Record, decode_record, record_key, scope_of, stored_scope
 from ctxbudget.store.sessions import Session, Sessions, partition_owner
 
-__all__ = ["LayoutVersion", "layout1_key"]
+__all__ = ["PLACEHOLDER", "LayoutVersion", "is_placeholder", "layout1_key"]
+
+PLACEHOLDER = "(tool call)"
+"""The text layout 1 stored for a message that only calls tools (now empty text)."""
 
 _LAYOUT_ID = "layout"
+_REPAIRS = 1  # one-off repairs this code makes (see the module docstring)
 _PAGE = 10_000  # metadata rows read at a time
 _UNSURE = "; the migration is idempotent: open the store again to finish it"
 
@@ -54,6 +67,9 @@ class LayoutVersion:
             rows = cols.rows(cols.meta, ids=[_LAYOUT_ID], documents=False)
             version = int(rows[0][2].get("version", 1)) if rows else None
             if version == LAYOUT_VERSION:
+                if int(rows[0][2].get("repairs", 0)) < _REPAIRS:
+                    _repair_placeholders(cols, self._sessions)
+                    self.record()
                 return
             if version is not None and version > LAYOUT_VERSION:
                 msg = (
@@ -73,11 +89,12 @@ class LayoutVersion:
             else:
                 _migrate_to_scoped_ids(cols, legacy)
                 _migrate_to_partitions(cols, self._sessions, legacy)
+                _repair_placeholders(cols, self._sessions)
             self.record()
 
     def record(self) -> None:
         """Write this code's layout version into the store (after a migration, or a first write)."""
-        entry = {"type": "layout", "version": LAYOUT_VERSION}
+        entry = {"type": "layout", "version": LAYOUT_VERSION, "repairs": _REPAIRS}
         self._collections.upsert_meta(
             {_LAYOUT_ID: entry}, action="record the store layout", wrote=""
         )
@@ -207,6 +224,72 @@ def _migrate_to_partitions(cols: Collections, sessions: Sessions, legacy: Any) -
             unsure=_UNSURE,
         )
     conn.call("delete the old collection", partial(conn.client.delete_collection, cols.name))
+
+
+def _repair_placeholders(cols: Collections, sessions: Sessions) -> None:
+    """Repair 1: the tool-call-only turns layout 1 stored with `PLACEHOLDER` as their text.
+
+    Their sessions get new generations, as for any replaced message: a copy of one kept in
+    memory (another `ContextMemory` on the folder, another worker) is read again.
+    """
+    repaired = 0
+    for partition in cols.partitions():
+        repaired += cols.run(partition, partial(_repair_partition, cols, sessions)) or 0
+    if repaired:
+        cols.conn.logger.warning(
+            "collection %r in %s: %d tool-call-only turn(s) stored with the placeholder text %r "
+            "by store layout 1 now have empty text (their tool calls kept)",
+            cols.name,
+            cols.conn.location,
+            repaired,
+            PLACEHOLDER,
+        )
+
+
+def _repair_partition(cols: Collections, sessions: Sessions, collection: Any) -> int:
+    conn = cols.conn
+    got = conn.call(
+        "read tool-call turns to repair",
+        partial(
+            collection.get,
+            where={"kind": "message"},
+            where_document={"$contains": PLACEHOLDER},
+            include=["embeddings", "documents", "metadatas"],
+        ),
+    )
+    chosen = [
+        n
+        for n, (document, meta) in enumerate(zip(got["documents"], got["metadatas"], strict=True))
+        if is_placeholder(document, dict(meta or {}))
+    ]
+    for start in range(0, len(chosen), cols.batch):
+        part = chosen[start : start + cols.batch]
+        update = partial(
+            collection.update,
+            ids=[got["ids"][n] for n in part],
+            embeddings=[[float(x) for x in got["embeddings"][n]] for n in part],  # kept as is
+            documents=[""] * len(part),
+            metadatas=[{"tokens": "{}"} for _ in part],  # the counts were the placeholder's
+        )
+        rows = [(got["ids"][n], "", dict(got["metadatas"][n] or {})) for n in part]
+        sessions.touched(rows, wrote="; nothing was repaired")
+        conn.call("repair tool-call turns", update, wrote=_UNSURE, unsure=_UNSURE)
+    return len(chosen)
+
+
+def is_placeholder(document: str | None, meta: dict[str, Any]) -> bool:
+    """Whether a stored row is a tool-call-only turn with layout 1's placeholder text.
+
+    >>> is_placeholder("(tool call)", {"kind": "message", "tool_calls": '["c1"]'})
+    True
+    """
+    calls = meta.get("tool_calls")
+    return (
+        document == PLACEHOLDER
+        and meta.get("kind") == "message"
+        and isinstance(calls, str)
+        and calls not in ("", "[]")
+    )
 
 
 def _upsert(cols: Collections, data: dict[str, Any], collection: Any) -> None:

@@ -24,7 +24,7 @@ from ctxbudget.store.records import (
     require_name,
 )
 from ctxbudget.store.sequences import AHEAD, is_message_of, messages_from, session_where
-from ctxbudget.store.sessions import SessionEntry, Sessions
+from ctxbudget.store.sessions import SessionEntry, Sessions, Stamp
 
 __all__ = ["Reader", "SessionView"]
 
@@ -34,9 +34,9 @@ class SessionView:
     """What one call needs of a session, read in one or two Chroma calls (`Reader.view`).
 
     Attributes:
-        stamp: changes whenever the session's stored messages change in a way a copy kept in
-            memory would miss (a new counter, a deleted or replaced message); None: the session
-            has no records.
+        stamp: the session's `Stamp`: its generation changes whenever the session's stored
+            messages change in a way a copy kept in memory would miss (a deleted or replaced
+            message, the session deleted and started again); None: the session has no entry.
         recent: its last messages (at least the newest one), oldest first.
         pins: its pinned records (facts and tasks), sorted by seq and id.
         summaries: its summaries, sorted by seq and id.
@@ -49,7 +49,7 @@ class SessionView:
             current: then ``recent`` holds only the messages after it.
     """
 
-    stamp: tuple[int, int] | None
+    stamp: Stamp | None
     recent: list[Record]
     pins: list[Record]
     summaries: list[Record]
@@ -93,7 +93,7 @@ class Reader:
         session_id: str,
         limit: int,
         user_id: str | None,
-        held: tuple[int, int] | None = None,
+        held: Stamp | None = None,
     ) -> SessionView:
         """`ChromaStore.session_view`: a session's window, pins, summaries and user pins."""
         ns = require_name("namespace", namespace)
@@ -113,11 +113,12 @@ class Reader:
         if together and user is not None:  # the user's pins are in the same collection
             keys.append(address(ns, ("user", user), "pinned"))
         extra: dict[str, Any] = {"at": {"$in": keys}}
-        # A copy held in memory with the current version has every message up to its last.
+        # A copy held in memory of the current generation has every message up to its last.
         # (Not on a server: another process may still write a message with a lower seq.)
+        stamp = Stamp(entry.generation, entry.last, entry.version)
         since = None
-        if held is not None and held[1] == entry.version and not self._collections.conn.shared:
-            since = held[0]
+        if stamp.same_session(held) and held is not None and not self._collections.conn.shared:
+            since = held.last
         window, rest, vectors = self.window(ns, sid, entry, max(1, limit), extra=extra, after=since)
         rest = [r for r in rest if r.namespace == ns]
         mine = [r for r in rest if r.session_id == sid and r.kind in ("pinned", "summary")]
@@ -136,7 +137,7 @@ class Reader:
             user_pins = []
         last = max([entry.last, since or 0, *(r.seq for r in window if r.seq is not None)])
         return SessionView(
-            stamp=(last, entry.version),
+            stamp=stamp._replace(last=last),
             recent=window,
             pins=_sorted([r for r in mine if r.kind == "pinned"]),
             summaries=_sorted([r for r in mine if r.kind == "summary"]),
@@ -294,9 +295,14 @@ class Reader:
             kind = "member"
         cols = self._collections
         rows = cols.rows(cols.meta, where=where, documents=False)
-        return sorted(
+        found = sorted(
             {str(m["sid"]) for _, _, m in rows if m.get("type") == kind and m.get("ns") == ns}
         )
+        if user_id is None:
+            return found
+        # A member entry says the user once wrote there; the session may hold none of their
+        # records now (cleared, or their messages deleted): only those that do are theirs.
+        return [sid for sid in found if self.find(namespace=ns, session_id=sid, user_id=user_id)]
 
     def count(self, *, namespace: str | None = None) -> int:
         """`ChromaStore.count`: the records of one namespace, or of all."""

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from ctxbudget.core.ids import internal_id
+from ctxbudget.core.ids import scoped_id
 from ctxbudget.core.speaker_prefix import without_speaker
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.keys import key_fields
@@ -196,8 +196,7 @@ def scoped_item_id(scope: Scope, record_id: str) -> str:
     >>> scoped_item_id(("user", "u1"), "diet")
     'ctxbudget:user:["u1","diet"]'
     """
-    kind, name = scope
-    return internal_id(kind, json_key(name, record_id))
+    return scoped_id(scope, record_id)
 
 
 def scope_arg(

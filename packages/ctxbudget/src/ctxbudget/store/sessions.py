@@ -1,8 +1,12 @@
 """Sessions and users in ``<collection>.meta``: where each session's records live, and its stamp.
 
 Each session has one entry (`SessionEntry`): its last ``seq`` (a starting point for numbering,
-rewritten every few messages), its **home** partition (`ctxbudget.store.layout`), its owner and
-a version bumped whenever one of its messages is deleted or replaced. The entry is created with
+rewritten every few messages), its **home** partition (`ctxbudget.store.layout`), its owner, a
+version bumped whenever one of its messages is deleted or replaced, and its **generation**: a
+random id drawn when the entry is created and drawn again by every delete or replace. Copies
+of a session kept in memory are keyed by it (`Stamp`): a counter restarts when a session is
+deleted and started again (by another user, maybe), a random generation never comes back. The
+entry is created with
 the session's first write, with Chroma's ``add`` (which keeps the first write of an id), so two
 processes starting one session on a server agree on its home. Alongside: one entry per
 (session, user) pair, and one per user with messages in a session of another user's partition
@@ -16,10 +20,11 @@ partition of it.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctxbudget.store.layout import (
     Collections,
@@ -29,7 +34,15 @@ from ctxbudget.store.layout import (
 )
 from ctxbudget.store.records import Record, json_key
 
-__all__ = ["Session", "SessionEntry", "Sessions", "partition_owner", "session_key"]
+__all__ = [
+    "Session",
+    "SessionEntry",
+    "Sessions",
+    "Stamp",
+    "new_generation",
+    "partition_owner",
+    "session_key",
+]
 
 Session = tuple[str, str]
 """A session: (namespace, session id)."""
@@ -40,14 +53,42 @@ def session_key(namespace: str, session_id: str) -> str:
     return json_key("session", namespace, session_id)
 
 
+def new_generation() -> str:
+    """A session generation: random, so no delete, clear or replace ever brings one back."""
+    return uuid.uuid4().hex
+
+
+class Stamp(NamedTuple):
+    """What a copy of a session kept in memory is keyed by: equal stamps, the same messages.
+
+    ``generation`` changes with every delete or replace of the session's records and when the
+    session is deleted and started again; ``last`` is its newest seq (a copy may be extended
+    past it); ``version`` counts deletes and replaces (kept for entries written before
+    generations, which have ``generation`` "" until their first delete or replace).
+    """
+
+    generation: str
+    last: int
+    version: int
+
+    def same_session(self, other: Stamp | None) -> bool:
+        """Whether ``other`` is a stamp of the same messages (up to its ``last``)."""
+        return (
+            other is not None
+            and other.generation == self.generation
+            and other.version == self.version
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class SessionEntry:
-    """A session's entry: last seq (a hint), home partition, owner ("": none) and version."""
+    """A session's entry: last seq (a hint), home, owner ("": none), version and generation."""
 
     last: int
     home: str
     owner: str
     version: int
+    generation: str = ""
 
     def metadata(self, namespace: str, session_id: str) -> dict[str, Any]:
         """The entry as ``meta`` stores it."""
@@ -59,6 +100,7 @@ class SessionEntry:
             "home": self.home,
             "owner": self.owner,
             "ver": self.version,
+            "gen": self.generation,
         }
 
 
@@ -68,6 +110,7 @@ def _entry(meta: dict[str, Any]) -> SessionEntry:
         str(meta["home"]),
         str(meta.get("owner", "")),
         int(meta.get("ver", 0)),
+        str(meta.get("gen", "")),
     )
 
 
@@ -163,7 +206,7 @@ class Sessions:
             else:
                 home = user_partition(name, ns, user)
                 parts[home] = {"ns": ns, "kind": "user", "owner": user}
-            made[(ns, sid)] = SessionEntry(-1, home, user or "", 0)
+            made[(ns, sid)] = SessionEntry(-1, home, user or "", 0, new_generation())
         self._collections.register(parts)
         return made
 
@@ -235,10 +278,10 @@ class Sessions:
             cols.upsert_meta(entries, wrote="; the records were written")
 
     def touched(self, rows: list[tuple[str, str, dict[str, Any]]], *, wrote: str) -> None:
-        """Before these rows are deleted or replaced: bump their sessions' versions.
+        """Before these rows are deleted or replaced: new generations for their sessions.
 
-        Deleted messages also move their session's counter past them, so a deleted message's
-        seq is never given out again in that session.
+        Their versions are bumped too, and deleted messages move their session's counter past
+        them, so a deleted message's seq is never given out again in that session.
         """
         highest: dict[Session, int] = {}
         for _, _, meta in rows:
@@ -248,10 +291,15 @@ class Sessions:
                 highest[session] = max(highest.get(session, -1), seq)
         entries = self.entries(highest)
         changed = {
-            s: replace(e, last=max(e.last, highest[s]), version=e.version + 1)
+            s: replace(
+                e,
+                last=max(e.last, highest[s]),
+                version=e.version + 1,
+                generation=new_generation(),
+            )
             for s, e in entries.items()
         }
-        self.save(changed, wrote=wrote, fields=("last", "ver"))
+        self.save(changed, wrote=wrote, fields=("last", "ver", "gen"))
 
 
 def partition_owner(record: Record) -> dict[str, str]:

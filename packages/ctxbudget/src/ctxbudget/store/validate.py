@@ -52,7 +52,7 @@ def check_record(index: int, record: object) -> None:
         raise bad_record(index, record, "id must be a non-empty str")
     _check_unicode(index, record, "id", rid)
     kind: object = record.kind
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise bad_record(index, record, f"kind must be one of {sorted(KINDS)}, got {kind!r}")
     text: object = record.text
     if not isinstance(text, str):
@@ -68,7 +68,7 @@ def check_record(index: int, record: object) -> None:
     for name in ("session_id", "user_id", "tool_call_id", "source"):
         _optional_str(index, record, name, getattr(record, name))
     role: object = record.role
-    if role is not None and role not in ROLES:
+    if role is not None and (not isinstance(role, str) or role not in ROLES):
         raise bad_record(
             index, record, f"role must be one of {sorted(ROLES)} or None, got {role!r}"
         )

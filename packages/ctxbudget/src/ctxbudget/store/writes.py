@@ -173,7 +173,7 @@ class Writer:
             self._collections.register(others)
         if replaced:  # a process keeping the session in memory reads it again
             self._sessions.touched(replaced, wrote="; nothing was written")
-        self._upsert_records(pending, results, vectors, partitions)
+        self._upsert_records(pending, results, vectors, partitions, stored)
         lasts: dict[Session, int] = {}
         for key in pending:
             record = results[key]
@@ -199,9 +199,13 @@ class Writer:
         results: dict[str, Record],
         vectors: dict[str, list[float]],
         partitions: dict[str, str],
+        stored: dict[str, Record],
     ) -> None:
         cols = self._collections
         name = self._vectors.embedder.name
+        metadatas = {
+            k: _replacing(encode_record(results[k], name), stored.get(k), name) for k in pending
+        }
         total = len(pending)
         order = sorted(pending, key=lambda k: partitions[k])  # a partition's records together
         chunks = [
@@ -233,12 +237,24 @@ class Writer:
                 ids=chunk,
                 embeddings=[vectors[k] for k in chunk],
                 documents=[results[k].text for k in chunk],
-                metadatas=[encode_record(results[k], name) for k in chunk],
+                metadatas=[metadatas[k] for k in chunk],
                 wrote=wrote,
                 unsure=unsure,
             )
             cols.run(partition, upsert, create=True)
             written += chunk
+
+
+def _replacing(meta: dict[str, Any], old: Record | None, embedder: str) -> dict[str, Any]:
+    """``meta`` for an upsert over ``old``: Chroma merges metadata, so old keys are set to None.
+
+    Without this, a replaced message would keep its predecessor's name, tool calls, date and
+    metadata fields wherever the new one has none.
+    """
+    if old is None:
+        return meta
+    gone = set(encode_record(old, embedder)) - set(meta)
+    return {**meta, **dict.fromkeys(gone)} if gone else meta
 
 
 def _upsert(cols: Collections, collection: Any, *, wrote: str, unsure: str, **data: Any) -> None:

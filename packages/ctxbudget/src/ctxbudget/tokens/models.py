@@ -10,9 +10,12 @@
 >>> lookup_model("models/gemini-2.5-pro").context_window
 1048576
 
-Windows are the providers' published figures (late 2025). Where a family's windows differ by
-version or host, the registry keeps the smaller one and says so in a comment; pass ``window=`` or
-`register_model` your own entry when you know better.
+Windows are the providers' published figures (late 2025); each entry's ``source`` names where.
+Dated snapshots that served less than their family's newest are entries of their own
+(``mistral-large-2402``: 32,768, ``gpt-3.5-turbo-instruct``: 4,096), so the longest-prefix match
+never gives an old snapshot a newer window. Where a family's windows differ by host, the registry
+keeps the smaller one and says so in a comment; pass ``window=`` or `register_model` your own
+entry when you know better.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from __future__ import annotations
 import difflib
 import re
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError, UnknownModelError
 
-__all__ = ["ModelInfo", "known_models", "lookup_model", "register_model"]
+__all__ = ["ModelInfo", "known_models", "lookup_model", "register_model", "registered"]
 
 #: tiktoken encodings that ship with ctxbudget's dependencies and load offline.
 LOCAL_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "o200k_harmony"})
@@ -42,6 +47,8 @@ class ModelInfo:
         max_output_tokens: the most tokens one reply may have, if the provider publishes it.
         encoding: the tiktoken encoding that counts its tokens exactly here, or None when no
             local tokenizer is known (counts are then approximate, see `TokenCounter`).
+        source: where the window and output limit come from (every built-in entry names the
+            provider's page it was read from); not compared.
 
     >>> ModelInfo("my-llm", "acme", context_window=32_768, max_output_tokens=4_096).encoding is None
     True
@@ -52,6 +59,7 @@ class ModelInfo:
     context_window: int
     max_output_tokens: int | None = None
     encoding: str | None = None
+    source: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -82,14 +90,34 @@ class ModelInfo:
             raise InvalidItemError(msg)
 
 
+# Where the built-in windows come from: each provider's model reference (read late 2025), unless
+# an entry names its own (a dated snapshot, a model card).
+_SOURCES = {
+    "openai": "OpenAI API docs, models page of the model (context window, max output tokens)",
+    "anthropic": "Anthropic docs, models overview (context window, max output)",
+    "google": "Google AI for Developers, Gemini/Gemma model pages (input and output token limits)",
+    "meta": "Meta Llama model cards (context length)",
+    "mistral": "Mistral AI docs, models overview and the model's page (context length)",
+    "qwen": "Qwen model cards and Alibaba Cloud Model Studio model list (context length)",
+    "deepseek": "DeepSeek API docs, models and pricing (context length, max output)",
+}
+
+
 def _m(
-    name: str, provider: str, window: int, out: int | None, encoding: str | None = None
+    name: str,
+    provider: str,
+    window: int,
+    out: int | None,
+    encoding: str | None = None,
+    source: str | None = None,
 ) -> ModelInfo:
-    return ModelInfo(name, provider, window, out, encoding)
+    return ModelInfo(name, provider, window, out, encoding, source or _SOURCES[provider])
 
 
 _O200K = "o200k_base"
 _CL100K = "cl100k_base"
+_OPENAI_LEGACY = "OpenAI API docs, legacy and deprecated models (GPT-3.5 Turbo snapshots)"
+_MISTRAL_LEGACY = "Mistral AI docs, models overview: legacy and retired models"
 
 _BUILTIN: tuple[ModelInfo, ...] = (
     # OpenAI: exact counting with tiktoken.
@@ -120,7 +148,14 @@ _BUILTIN: tuple[ModelInfo, ...] = (
     _m("gpt-4-turbo", "openai", 128_000, 4_096, _CL100K),
     _m("gpt-4-1106", "openai", 128_000, 4_096, _CL100K),  # gpt-4-1106-preview
     _m("gpt-4-0125", "openai", 128_000, 4_096, _CL100K),  # gpt-4-0125-preview
-    _m("gpt-3.5-turbo", "openai", 16_385, 4_096, _CL100K),  # 0125; the retired 0613 had 4,096
+    _m("gpt-3.5-turbo", "openai", 16_385, 4_096, _CL100K),  # 0125, 1106
+    # Dated snapshots and variants that served less than their family's newest: matched before
+    # the family's prefix, so a prompt budgeted to them fits what they served.
+    _m("gpt-3.5-turbo-instruct", "openai", 4_096, 4_096, _CL100K, _OPENAI_LEGACY),
+    _m("gpt-3.5-turbo-0613", "openai", 4_096, 4_096, _CL100K, _OPENAI_LEGACY),
+    _m("gpt-3.5-turbo-0301", "openai", 4_096, 4_096, _CL100K, _OPENAI_LEGACY),
+    _m("gpt-3.5-turbo-16k", "openai", 16_385, 4_096, _CL100K, _OPENAI_LEGACY),
+    _m("gpt-4o-2024-05-13", "openai", 128_000, 4_096, _O200K),
     _m("text-embedding-3-small", "openai", 8_191, None, _CL100K),
     _m("text-embedding-3-large", "openai", 8_191, None, _CL100K),
     _m("text-embedding-ada-002", "openai", 8_191, None, _CL100K),
@@ -156,9 +191,13 @@ _BUILTIN: tuple[ModelInfo, ...] = (
     _m("llama-4-scout", "meta", 10_000_000, None),
     _m("llama-4-maverick", "meta", 1_000_000, None),
     # Mistral. Older releases of a family had smaller windows; the smaller one is kept.
-    _m("mistral-large", "mistral", 131_072, None),
-    _m("mistral-medium", "mistral", 131_072, None),
+    _m("mistral-large", "mistral", 131_072, None),  # 2407 and later
+    _m("mistral-large-2402", "mistral", 32_768, None, None, _MISTRAL_LEGACY),  # Mistral Large 1
+    _m("mistral-medium", "mistral", 131_072, None),  # Medium 3 (2505) and later
+    _m("mistral-medium-2312", "mistral", 32_768, None, None, _MISTRAL_LEGACY),  # the first Medium
     _m("mistral-small", "mistral", 32_768, None),  # 3.1+ (2503, 2506) have 131,072: see below
+    _m("mistral-small-2402", "mistral", 32_768, None, None, _MISTRAL_LEGACY),
+    _m("mistral-small-2501", "mistral", 32_768, None),  # Small 3
     _m("mistral-small-2503", "mistral", 131_072, None),
     _m("mistral-small-2506", "mistral", 131_072, None),
     _m("mistral-nemo", "mistral", 131_072, None),
@@ -238,6 +277,33 @@ def register_model(info: ModelInfo) -> None:
     key = info.name.strip().lower()
     with _LOCK:
         _REGISTRY[key] = info
+
+
+@contextmanager
+def registered(info: ModelInfo) -> Iterator[ModelInfo]:
+    """``info`` registered for the duration of a ``with`` block; what was there before after.
+
+    For a caller that knows a model for one task only (the command line's ``--model`` with
+    its window), without changing the registry of the rest of the process.
+
+    >>> with registered(ModelInfo("tmp-llm", "acme", context_window=2048)):
+    ...     lookup_model("tmp-llm").context_window
+    2048
+    >>> "tmp-llm" in known_models()
+    False
+    """
+    key = info.name.strip().lower() if isinstance(info, ModelInfo) else ""
+    with _LOCK:
+        before = _REGISTRY.get(key)
+    register_model(info)
+    try:
+        yield info
+    finally:
+        with _LOCK:
+            if before is None:
+                _REGISTRY.pop(key, None)
+            else:
+                _REGISTRY[key] = before
 
 
 def known_models() -> list[str]:

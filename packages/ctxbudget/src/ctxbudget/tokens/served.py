@@ -22,8 +22,9 @@ cuts (Ollama) or refuses (vLLM) a longer prompt. `detect_window` asks the server
   its ``max_context_length``): load it (``lms load <model> --context-length N``) or pass
   ``window=``.
 
-Routing by the name's prefix: ``ollama:``, ``ollama/``, ``ollama_chat/`` ask Ollama; ``vllm:``
-and ``hosted_vllm/`` vLLM; ``lmstudio:`` and ``lm_studio/`` LM Studio. Any other name (``openai:``
+Routing by the name's prefix (`ctxbudget.tokens.names.parse_model_name`): ``ollama:``,
+``ollama/``, ``ollama_chat/`` ask Ollama; ``vllm:``, ``vllm/`` and ``hosted_vllm/`` vLLM;
+``lmstudio:``, ``lmstudio/`` and ``lm_studio/`` LM Studio. Any other name (``openai:``
 is dropped) is looked up on ``GET /v1/models``: its ``max_model_len`` when the server gives one
 (vLLM), else the server is asked as Ollama (when ``/api/version`` answers), else as LM Studio.
 ``base_url`` is the server's root or the OpenAI-compatible base under it (``/v1`` is dropped).
@@ -40,7 +41,9 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ctxbudget.core.numbers import real
 from ctxbudget.errors import ConfigurationError, WindowDetectionError
+from ctxbudget.tokens.names import parse_model_name
 from ctxbudget.tokens.server_api import (
     Found,
     Server,
@@ -74,16 +77,6 @@ DEFAULT_TIMEOUT = 2.0
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 """Where Ollama clients connect when neither a URL nor ``OLLAMA_HOST`` says otherwise."""
 
-_PREFIXES: tuple[tuple[str, Server | None], ...] = (
-    ("ollama:", "ollama"),
-    ("ollama/", "ollama"),
-    ("ollama_chat/", "ollama"),
-    ("vllm:", "vllm"),
-    ("hosted_vllm/", "vllm"),
-    ("lmstudio:", "lmstudio"),
-    ("lm_studio/", "lmstudio"),
-    ("openai:", None),
-)
 _API_SUFFIXES = ("/api/v0", "/api/v1", "/api", "/v1")
 _START: dict[Server, str] = {
     "ollama": "`ollama serve`",
@@ -180,10 +173,8 @@ def server_root(base_url: str) -> str:
 
 def _route(model: str) -> tuple[Server | None, str]:
     """``(server, name)``: the server a model name's prefix says (None: find out) and its name."""
-    for prefix, server in _PREFIXES:
-        if model.lower().startswith(prefix) and len(model) > len(prefix):
-            return server, model[len(prefix) :]
-    return None, model
+    parsed = parse_model_name(model)
+    return parsed.server, parsed.name
 
 
 def detect_window(
@@ -221,9 +212,7 @@ def detect_window(
     if not isinstance(given, str) or not given.strip():
         msg = f"model must be the name the server serves it under, got {given!r}"
         raise ConfigurationError(msg)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        msg = f"timeout must be a positive number of seconds, got {timeout!r}"
-        raise ConfigurationError(msg)
+    seconds = real(timeout, "detect_window: timeout", above=0.0, hint="a number of seconds")
     root = server_root(base_url)
     server, name = _route(given.strip())
     key = (root, name, server)
@@ -233,7 +222,7 @@ def detect_window(
         if found is not None:
             return found
     start = _START[server] if server else None
-    ask: Ask = ask_json(root, timeout=float(timeout), api_key=api_key, start=start)
+    ask: Ask = ask_json(root, timeout=seconds, api_key=api_key, start=start)
     detected = _detect(root, server, name, ask)
     logger.info(
         "%s serves %s with %d tokens (%s: %s)",
@@ -255,7 +244,7 @@ def _detect(root: str, server: Server | None, name: str, ask: Ask) -> DetectedWi
         return _found(root, name, "lmstudio", lmstudio_window(root, name, ask))
     listed = openai_models(root, ask, required=server == "vllm")
     if listed is not None:
-        found = vllm_window(listed, name)
+        found = vllm_window(root, listed, name)
         if found is not None:
             return _found(root, name, "vllm", found)
     if server != "vllm":

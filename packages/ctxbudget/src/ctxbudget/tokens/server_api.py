@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctxbudget.errors import WindowDetectionError
+from ctxbudget.tokens.names import Server
 from ctxbudget.tokens.server_http import PASS_WINDOW, Ask, error_text, json_object, not_served
 
 __all__ = [
+    "MAX_WINDOW",
     "Found",
     "Server",
     "WindowSource",
@@ -26,10 +28,10 @@ __all__ = [
     "ollama_window",
     "openai_models",
     "vllm_window",
+    "window_field",
+    "at_most",
 ]
 
-Server = Literal["ollama", "vllm", "lmstudio"]
-"""The servers `ctxbudget.tokens.served.detect_window` knows."""
 
 WindowSource = Literal["loaded", "num_ctx", "server_default", "max_model_len"]
 """Where a window came from: the loaded model (Ollama ``/api/ps``, LM Studio's loaded instance),
@@ -45,6 +47,13 @@ class Found:
     source: WindowSource
     model_max: int | None
     detail: str
+
+
+MAX_WINDOW = 16_777_216
+"""The largest window a server's reply may give (2**24 tokens, above any model served today:
+Llama 4 Scout's 10M). A model's trained length, when the server reports it, bounds it further."""
+
+_DIGITS = re.compile(r"[0-9]+")
 
 
 # -- Ollama -------------------------------------------------------------------------------------
@@ -85,14 +94,14 @@ def ollama_window(root: str, name: str, ask: Ask) -> Found:
         )
         raise WindowDetectionError(msg, url=root)
     info = json_object(shown, root, "Ollama")
-    model_max = _trained_length(info.get("model_info"))
+    model_max = _trained_length(root, info.get("model_info"))
     running = ask("/api/ps", None)
     if running.status == 200:
-        loaded = _loaded_context(json_object(running, root, "Ollama"), name)
+        loaded = _loaded_context(root, json_object(running, root, "Ollama"), name)
         if loaded is not None:
             detail = f"loaded with a context of {loaded:,} tokens (GET /api/ps)"
-            return Found(loaded, "loaded", model_max, detail)
-    configured = _num_ctx(info.get("parameters"))
+            return Found(at_most(root, loaded, model_max, detail), "loaded", model_max, detail)
+    configured = _num_ctx(root, info.get("parameters"))
     if configured is not None:
         window = configured if model_max is None else min(configured, model_max)
         capped = "" if window == configured else f", capped at its trained {window:,}"
@@ -111,26 +120,34 @@ def ollama_window(root: str, name: str, ask: Ask) -> Found:
     return Found(window, "server_default", model_max, detail)
 
 
-def _trained_length(model_info: object) -> int | None:
+def _trained_length(root: str, model_info: object) -> int | None:
     if not isinstance(model_info, dict):
         return None
+    where = "POST /api/show: model_info"
     arch = model_info.get("general.architecture")
     if isinstance(arch, str):
-        found = _positive(model_info.get(f"{arch}.context_length"))
+        key = f"{arch}.context_length"
+        found = window_field(root, model_info.get(key), f"{where}[{key!r}]")
         if found is not None:
             return found
-    lengths = [_positive(v) for k, v in model_info.items() if str(k).endswith(".context_length")]
+    lengths = [
+        window_field(root, v, f"{where}[{k!r}]")
+        for k, v in model_info.items()
+        if str(k).endswith(".context_length")
+    ]
     return min((n for n in lengths if n is not None), default=None)
 
 
-def _num_ctx(parameters: object) -> int | None:
+def _num_ctx(root: str, parameters: object) -> int | None:
     # Modelfile parameters, one per line: "num_ctx                        8192".
     if not isinstance(parameters, str):
         return None
     for line in parameters.splitlines():
         parts = line.split()
-        if len(parts) >= 2 and parts[0] == "num_ctx" and parts[1].isdigit():
-            return _positive(int(parts[1]))
+        if len(parts) >= 2 and parts[0] == "num_ctx":
+            # ASCII digits only: str.isdigit() takes '²', which int() refuses.
+            value: object = int(parts[1]) if _DIGITS.fullmatch(parts[1]) else parts[1]
+            return window_field(root, value, "POST /api/show: parameters num_ctx")
     return None
 
 
@@ -141,12 +158,13 @@ def _ollama_name(name: str) -> str:
     return key if ":" in key.rsplit("/", 1)[-1] else f"{key}:latest"
 
 
-def _loaded_context(running: Mapping[str, Any], name: str) -> int | None:
+def _loaded_context(root: str, running: Mapping[str, Any], name: str) -> int | None:
     wanted = _ollama_name(name)
     for entry in _dicts(running.get("models")):
         names = {entry.get("model"), entry.get("name")}
         if any(isinstance(n, str) and _ollama_name(n) == wanted for n in names):
-            return _positive(entry.get("context_length"))  # absent before 0.9.7
+            where = "GET /api/ps: models[].context_length"
+            return window_field(root, entry.get("context_length"), where)  # absent before 0.9.7
     return None
 
 
@@ -168,17 +186,23 @@ def openai_models(root: str, ask: Ask, *, required: bool) -> list[dict[str, Any]
     return None
 
 
-def vllm_window(listed: Sequence[Mapping[str, Any]], name: str) -> Found | None:
-    """``max_model_len`` of ``name`` in ``GET /v1/models`` (a LoRA adapter: its parent's)."""
+def vllm_window(root: str, listed: Sequence[Mapping[str, Any]], name: str) -> Found | None:
+    """``max_model_len`` of ``name`` in ``GET /v1/models`` (a LoRA adapter: its parent's).
+
+    Raises:
+        WindowDetectionError: a ``max_model_len`` that is not a window (`window_field`).
+    """
     by_id = {entry["id"]: entry for entry in listed if isinstance(entry.get("id"), str)}
     entry = by_id.get(name)
     if entry is None:
         return None
-    length = _positive(entry.get("max_model_len"))
+    where = "GET /v1/models: data[].max_model_len"
+    length = window_field(root, entry.get("max_model_len"), where)
     whose = ""
     parent = by_id.get(str(entry.get("parent")))
     if length is None and parent is not None:
-        length, whose = _positive(parent.get("max_model_len")), f" of its base {parent['id']}"
+        length = window_field(root, parent.get("max_model_len"), where)
+        whose = f" of its base {parent['id']}"
     if length is None:
         return None
     detail = f"served with max_model_len {length:,}{whose} (GET /v1/models)"
@@ -209,7 +233,12 @@ def lmstudio_window(root: str, name: str, ask: Ask) -> Found:
                 continue
             chosen = [i for i in loaded if i.get("id") == name] or loaded
             configs = [i.get("config") for i in chosen]
-            lengths = [_positive(c.get("context_length")) for c in configs if isinstance(c, dict)]
+            where = "GET /api/v1/models: loaded_instances[].config.context_length"
+            lengths = [
+                window_field(root, c.get("context_length"), where)
+                for c in configs
+                if isinstance(c, dict)
+            ]
             return _lmstudio_found(root, name, model, [n for n in lengths if n], "/api/v1/models")
         keyed = [{"id": m.get("key")} for m in models]
         raise not_served(root, name, "LM Studio", keyed, "/api/v1/models")
@@ -222,7 +251,8 @@ def lmstudio_window(root: str, name: str, ask: Ask) -> Found:
         raise WindowDetectionError(msg, url=root)
     for model in data:
         if model.get("id") == name:
-            length = _positive(model.get("loaded_context_length"))
+            where = "GET /api/v0/models: data[].loaded_context_length"
+            length = window_field(root, model.get("loaded_context_length"), where)
             return _lmstudio_found(root, name, model, [length] if length else [], "/api/v0/models")
     raise not_served(root, name, "LM Studio", data, "/api/v0/models")
 
@@ -236,10 +266,12 @@ def _lmstudio_list(ask: Ask, path: str, key: str) -> list[dict[str, Any]] | None
 def _lmstudio_found(
     root: str, name: str, model: Mapping[str, Any], lengths: list[int], path: str
 ) -> Found:
-    model_max = _positive(model.get("max_context_length"))
+    model_max = window_field(
+        root, model.get("max_context_length"), f"GET {path}: max_context_length"
+    )
     if lengths:
         detail = f"loaded with a context of {min(lengths):,} tokens (GET {path})"
-        return Found(min(lengths), "loaded", model_max, detail)
+        return Found(at_most(root, min(lengths), model_max, detail), "loaded", model_max, detail)
     most = f"; it allows up to {model_max:,}" if model_max else ""
     msg = (
         f"LM Studio at {root} has {name!r} but has not loaded it, so the context it will be "
@@ -254,5 +286,36 @@ def _dicts(value: object) -> list[dict[str, Any]]:
     return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
 
 
-def _positive(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+def window_field(root: str, value: object, where: str) -> int | None:
+    """A window a server reported: None when absent, else a whole number in [1, `MAX_WINDOW`].
+
+    Raises:
+        WindowDetectionError: any other value (a string, a float, 0, 10**20...), quoted.
+    """
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_WINDOW:
+        return value
+    shown = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge int"
+    msg = (
+        f"the server at {root} answered {where} = {shown[:80]}, which is not a context window "
+        f"(a whole number of tokens from 1 to {MAX_WINDOW:,}); check the server's settings "
+        f"for that model, {PASS_WINDOW}"
+    )
+    raise WindowDetectionError(msg, url=root)
+
+
+def at_most(root: str, window: int, model_max: int | None, detail: str) -> int:
+    """``window``, checked against the model's trained length the server reported.
+
+    Raises:
+        WindowDetectionError: ``window`` is larger than ``model_max``.
+    """
+    if model_max is None or window <= model_max:
+        return window
+    msg = (
+        f"the server at {root} says the model is {detail}, more than the {model_max:,} tokens "
+        f"it reports the model supports; check the server's settings for that model, "
+        f"{PASS_WINDOW}"
+    )
+    raise WindowDetectionError(msg, url=root)

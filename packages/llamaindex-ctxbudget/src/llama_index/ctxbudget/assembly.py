@@ -142,11 +142,15 @@ def assemble_session(
         min_exchanges=plan.config.min_exchanges,
     )
     # The session's previous assembly (by `get` or `ContextMemory.assemble`): the prefix shared.
-    previous = memory.previous_contexts.get(session_id)
+    # "" is no generation (a session without records, as one deleted since): nothing kept.
+    generation = found.generation
+    kept = memory.previous_contexts
+    previous = kept.get(session_id, generation=generation) if generation else None
     ctx = assembler.assemble(
         items, budget=plan.budget(budget), format="messages", previous=previous
     )
-    memory.previous_contexts.put(session_id, ctx)
+    if found.generation:
+        memory.previous_contexts.put(session_id, ctx, generation=found.generation)
     memory.record_context(ctx, session_id=session_id, user_id=found.user_id, model=model)
     return ctx
 

@@ -34,6 +34,7 @@ __all__ = [
     "from_record",
     "input_text",
     "role_of",
+    "sent_kwargs",
     "text_of",
     "text_of_blocks",
     "to_record_payload",
@@ -204,8 +205,26 @@ def _call(
     return normalize_tool_calls([entry], f"message {index}")[0]
 
 
+def sent_kwargs(arguments: str) -> dict[str, Any] | str:
+    """A call's ``tool_kwargs`` that LlamaIndex sends as exactly ``arguments``, the text counted.
+
+    LlamaIndex LLMs send dict kwargs as ``json.dumps(kwargs)`` (ASCII escapes, ``", "`` and
+    ``": "``) and str kwargs as they are. So the kwargs are a dict only when that encoding
+    gives ``arguments`` back; otherwise (a model's malformed call, JSON written compactly or
+    with non-ASCII text, as another writer may store it) the text itself, which LlamaIndex
+    allows: what is sent is then the text that was counted, never a longer re-encoding.
+
+    >>> sent_kwargs('{"city": "Lisbon"}'), sent_kwargs('{"city":"Lisbon"}')
+    ({'city': 'Lisbon'}, '{"city":"Lisbon"}')
+    """
+    parsed = parse_arguments(arguments)
+    if parsed is not None and arguments and json.dumps(parsed) == arguments:
+        return parsed
+    return arguments
+
+
 def _blocks(content: str, calls: object) -> list[ContentBlock]:
-    """Text and tool-call blocks; a call whose arguments are not a JSON object keeps its text.
+    """Text and tool-call blocks, each call's kwargs as `sent_kwargs` gives them.
 
     LlamaIndex allows a `ToolCallBlock` its kwargs as a string: a model's malformed call is
     shown as it was made, never dropped and never an error.
@@ -215,13 +234,11 @@ def _blocks(content: str, calls: object) -> list[ContentBlock]:
         blocks.append(TextBlock(text=content))
     for call in _canonical(calls):
         function = call["function"]
-        arguments = function["arguments"]
-        parsed = parse_arguments(arguments)
         blocks.append(
             ToolCallBlock(
                 tool_call_id=call["id"],
                 tool_name=function["name"],
-                tool_kwargs=arguments if parsed is None else parsed,
+                tool_kwargs=sent_kwargs(function["arguments"]),
             )
         )
     return blocks

@@ -28,6 +28,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import BaseMemory
 
 from ctxbudget import AssembledContext, Budget, ContextItem, TokenCounter
+from ctxbudget.core.numbers import count
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.errors import InvalidBudgetError
 from ctxbudget.memory.config import MemoryConfig
@@ -109,10 +110,12 @@ class CtxBudgetMemory(BaseMemory, LongTermMemory):
 
     def __init__(self, *, memory: ContextMemory, owns_memory: bool = False, **data: Any) -> None:
         """Wrap a `ContextMemory`; prefer `from_defaults`."""
-        limit = data.get("token_limit")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-            msg = f"token_limit must be a positive int number of tokens, got {limit!r}"
-            raise InvalidBudgetError(msg)
+        data["token_limit"] = count(  # numpy ints too; True, "3" or 2.0 refused
+            data.get("token_limit"),
+            "CtxBudgetMemory: token_limit",
+            error=InvalidBudgetError,
+            hint="the most tokens get may return, e.g. token_limit=4000",
+        )
         data["block_tiers"] = check_block_tiers(data.get("block_tiers") or {})
         given = data.get("strategy")
         if given is not None:  # checked now; kept JSON-ready for to_dict

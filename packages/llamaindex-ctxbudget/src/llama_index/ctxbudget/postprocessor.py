@@ -7,6 +7,7 @@ Each call dispatches a `ContextAssembledEvent` (LlamaIndex instrumentation) and 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +20,8 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink
 from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
-from ctxbudget.core.ids import check_caller_id
+from ctxbudget.core.ids import check_caller_id, internal_id
+from ctxbudget.core.numbers import count
 from ctxbudget.errors import InvalidBudgetError
 from llama_index.ctxbudget.events import LastContext, report_assembly
 from llama_index.ctxbudget.node_tiers import TIER_KEY, hide_key, node_tier
@@ -48,7 +50,9 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     Nodes are ctxbudget items: higher score first (the exact knapsack when it is small enough),
     duplicates dropped (same node id, same text, or near-same embedding when nodes carry
-    embeddings), and the next node cut at a sentence boundary to use the room left. A metadata
+    embeddings), and the next node cut at a sentence boundary to use the room left. Two nodes
+    with one id and different contents (two indexes that both hold a ``guide#0``) are two items,
+    each reported under its node id. A metadata
     ``tier_key`` puts nodes in tiers (``"PINNED"``, ``"RETRIEVED"``, ``"ENTITY"``... or an int; a
     lower tier is packed first; tag nodes with `set_tier`). Kept nodes come back in the order
     given, with ``tier_key`` hidden from the LLM and the embedder (it is control metadata).
@@ -88,10 +92,12 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     def __init__(self, **data: Any) -> None:
         """Validate the budget and build the assembler (``model``'s tokenizer)."""
         data = renamed(data, {"token_budget": "budget"}, "CtxBudgetNodePostprocessor")
-        budget = data.get("budget")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            msg = f"budget must be a positive int number of tokens, got {budget!r}"
-            raise InvalidBudgetError(msg)
+        data["budget"] = count(  # numpy ints too; True, "3" or 2.0 refused
+            data.get("budget"),
+            "CtxBudgetNodePostprocessor: budget",
+            error=InvalidBudgetError,
+            hint="the most tokens the kept nodes may take, e.g. budget=1500",
+        )
         super().__init__(**data)
         self._assembler = ContextAssembler(
             model=self.model,
@@ -140,6 +146,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     ) -> tuple[list[NodeWithScore], AssembledContext | None]:
         shown: list[NodeWithScore] = []
         items: list[ContextItem] = []
+        contents: dict[str, str] = {}  # node id -> the content of its first node
         for index, given in enumerate(nodes):
             check_caller_id(given.node_id, f"node {index}")
             tier = node_tier(given, self.tier_key)
@@ -148,19 +155,28 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
             shrink = Shrink.DROP
             if self.truncate and isinstance(node.node, TextNode):
                 shrink = Shrink.TRUNCATE
+            content = node.node.get_content(metadata_mode=self.metadata_mode)
+            key = node.node_id
+            first = contents.setdefault(key, content)
+            if first != content:
+                # One id, another content (two indexes' "guide#0"): another item, which names
+                # the node's id as the caller's own. One id and one content is one node
+                # found twice (fusion retrievers): one item, the best score kept.
+                key = internal_id("node", json.dumps([node.node_id, index]))
             items.append(
                 ContextItem(
-                    node.node_id,
-                    node.node.get_content(metadata_mode=self.metadata_mode),
+                    key,
+                    content,
                     tier=tier,
                     score=float(node.score) if node.score is not None else 0.0,
                     shrink=shrink,
                     source="node",
                     embedding=node.node.embedding,
+                    record_id=node.node_id,
                 )
             )
         context = pack_documents(items, self._assembler, self.budget)
-        kept = [] if context is None else _kept(shown, context, self.metadata_mode)
+        kept = [] if context is None else _kept(shown, items, context, self.metadata_mode)
         return kept, context
 
     def _report(self, context: AssembledContext | None, offered: int) -> None:
@@ -177,22 +193,29 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
 
 def _kept(
-    nodes: list[NodeWithScore], context: AssembledContext, metadata_mode: MetadataMode
+    nodes: list[NodeWithScore],
+    offered: list[ContextItem],
+    context: AssembledContext,
+    metadata_mode: MetadataMode,
 ) -> list[NodeWithScore]:
-    """The included nodes in input order, each once, truncated ones replaced by their copy."""
+    """The included nodes in input order, each once, truncated ones replaced by their copy.
+
+    ``offered[i]`` is the item of ``nodes[i]``; a node found twice (one item) comes back once,
+    with its higher score.
+    """
     included: Mapping[str, ContextItem] = {item.id: item for item in context.included}
     truncated = set(context.truncated)
     best: dict[str, NodeWithScore] = {}
-    for node in nodes:  # one node id twice (fusion retrievers): keep the higher score
-        known = best.get(node.node_id)
+    for node, offer in zip(nodes, offered, strict=True):
+        known = best.get(offer.id)
         if known is None or (node.score or 0.0) > (known.score or 0.0):
-            best[node.node_id] = node
+            best[offer.id] = node
     out: list[NodeWithScore] = []
-    for node in nodes:
-        item = included.get(node.node_id)
-        if item is None or best.get(node.node_id) is not node:
+    for node, offer in zip(nodes, offered, strict=True):
+        item = included.get(offer.id)
+        if item is None or best.get(offer.id) is not node:
             continue
-        if node.node_id in truncated:
+        if offer.id in truncated:
             node = with_text(node, item.text, metadata_mode)
         out.append(node)
     return out

@@ -16,14 +16,16 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink, Tier
+from ctxbudget import AssembledContext, ContextAssembler, Shrink
 from ctxbudget.compat import renamed
 from ctxbudget.core.documents import pack_documents
+from ctxbudget.core.numbers import count
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.presets import StrategyLike, as_strategy
 from ctxbudget.memory.search import ScoredHit
 from ctxbudget.store.chroma_store import Record
+from ctxbudget.store.records import scope_of
 from llama_index.ctxbudget.events import LastContext, report_assembly
 
 __all__ = ["CtxBudgetRetriever"]
@@ -34,7 +36,11 @@ dispatcher = get_dispatcher(__name__)
 
 def _metadata(record: Record) -> dict[str, Any]:
     metadata: dict[str, Any] = {k: v for k, v in record.metadata.items() if not k.startswith("_")}
+    scope, scope_id = scope_of(record)
     fields = {
+        "id": record.id,
+        "scope": scope,
+        "scope_id": scope_id,
         "kind": record.kind,
         "source": record.source,
         "session_id": record.session_id,
@@ -54,6 +60,13 @@ class CtxBudgetRetriever(BaseRetriever):
     left. The node texts are exactly what was packed (metadata is kept on the nodes but hidden
     from the LLM), so the retrieved texts fit ``budget`` tokens of ``model``'s tokenizer,
     rendered as one block. Nodes come back best first, with their score.
+
+    Record ids are unique per scope only (two collections may both hold a ``guide#0``): each
+    node's metadata has the record's own ``id`` and its ``scope`` and ``scope_id``
+    (``"collection"`` and the collection's name for a document chunk, ``"session"`` or
+    ``"user"`` and its id for a message), and its node id is its id in the packing report,
+    unique across scopes (the record's id for ``session_id``'s own messages, else qualified
+    with its scope: see `ctxbudget.core.ids`).
 
     The options have the same names as the LangChain retriever's (docs/adapters.md). Each
     retrieval dispatches a `ContextAssembledEvent` carrying its `AssembledContext`.
@@ -103,15 +116,15 @@ class CtxBudgetRetriever(BaseRetriever):
             {"token_budget": "budget"},
             "CtxBudgetRetriever",
         ).get("budget")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            msg = f"budget must be a positive int number of tokens, got {budget!r}"
-            raise InvalidBudgetError(msg)
-        for name, value in (("k", k), ("fetch_k", fetch_k)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value <= 0
-            ):
-                msg = f"{name} must be a positive int, got {value!r}"
-                raise ConfigurationError(msg)
+        # The number boundary (numpy ints too; True, "3" or 2.0 refused), as in LangChain's.
+        budget = count(
+            budget,
+            "CtxBudgetRetriever: budget",
+            error=InvalidBudgetError,
+            hint="the most tokens the nodes may take, e.g. budget=800",
+        )
+        k = None if k is None else count(k, "CtxBudgetRetriever: k")
+        fetch_k = count(fetch_k, "CtxBudgetRetriever: fetch_k")
         if not isinstance(documents, bool):  # collection names given as documents=
             collections = [documents] if isinstance(documents, str) else list(documents)
             documents = bool(collections)
@@ -186,18 +199,9 @@ class CtxBudgetRetriever(BaseRetriever):
 
     def _pack(self, query: str) -> tuple[list[NodeWithScore], AssembledContext | None, int]:
         found = self._hits(query)
-        records = {s.hit.record.id: s.hit.record for s in found}
-        items = [
-            ContextItem(
-                s.hit.record.id,
-                s.hit.record.text,
-                tier=Tier.RETRIEVED,
-                score=s.score,
-                shrink=Shrink.TRUNCATE,
-                source=s.hit.record.kind,
-            )
-            for s in found
-        ]
+        # One item per record: ids qualified by scope, so two collections' "guide#0" are two.
+        items = [s.item(session_id=self.session_id, shrink=Shrink.TRUNCATE) for s in found]
+        records = {item.id: s.hit.record for item, s in zip(items, found, strict=True)}
         context = pack_documents(items, self._assembler, self.budget, k=self.k)
         if context is None:
             return [], None, len(items)

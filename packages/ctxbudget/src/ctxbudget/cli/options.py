@@ -1,0 +1,163 @@
+"""What the command line's store, model and budget options mean, checked in its own terms.
+
+`open_memory` opens the store of ``--path``/``--chroma-url`` (a command that only reads refuses
+a folder with no store), `check_model` checks ``--model`` (an unknown one counts approximately
+when the command is given a window, as ``Budget.for_model(name, window=...)`` does), and
+`budget_of` makes the `Budget` of ``--budget`` or ``--window`` and ``--reserve``. Every mistake
+is a `UsageError` that names the flags, never a Python call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ctxbudget.cli.output import warn
+from ctxbudget.cli.progress import ProgressEmbedder, progress_wanted
+from ctxbudget.errors import ConfigurationError, UnknownModelError
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_PATH",
+    "UsageError",
+    "budget_of",
+    "check_model",
+    "given_window",
+    "open_memory",
+]
+
+#: The tokens ``assemble`` and ``explain`` may use when neither ``--budget`` nor ``--window``.
+DEFAULT_BUDGET = 4096
+
+#: The embedded store's folder when ``--path`` is not given.
+DEFAULT_PATH = "./.ctxbudget"
+
+
+class UsageError(ConfigurationError):
+    """A mistake in the command line or an input file; the message says what to fix."""
+
+
+def open_memory(
+    args: argparse.Namespace, path: str | None = None, *, read_only: bool = False
+) -> Any:
+    """The `ContextMemory` of ``--path``/``--chroma-url`` (closed when the command ends).
+
+    With progress wanted (``--progress``, or stderr a terminal), the default embedder says on
+    stderr when its model loads; otherwise the store picks its embedder as usual. A command
+    that reads (``read_only``: stats, assemble, explain) refuses a folder that does not exist
+    rather than create an empty store there. ``--model`` passes `check_model` first.
+
+    Raises:
+        UsageError: no store at ``--path``, or an unknown ``--model`` without a window.
+    """
+    from ctxbudget.memory.context import ContextMemory
+    from ctxbudget.store.connection import ENV_URL
+
+    folder = path or args.path
+    remote = args.chroma_url or os.environ.get(ENV_URL)
+    if read_only and not remote and not Path(folder or DEFAULT_PATH).is_dir():
+        given = f"--path {folder}" if folder else f"the default --path {DEFAULT_PATH}"
+        msg = (
+            f"{given}: no store there (the folder does not exist); check the path, or store "
+            "something first with 'ctxbudget ingest FILE --path FOLDER'"
+        )
+        raise UsageError(msg)
+    check_model(args)
+    embedder = None
+    if progress_wanted(args.progress, sys.stderr):
+        from ctxbudget.embed.base import default_embedder
+
+        embedder = ProgressEmbedder(default_embedder(), sys.stderr)
+    memory = ContextMemory(
+        path=path or args.path,
+        chroma_url=args.chroma_url,
+        namespace=args.namespace,
+        model=args.model,
+        embedder=embedder,
+    )
+    resources: contextlib.ExitStack = args.resources
+    resources.callback(memory.close)
+    return memory
+
+
+def check_model(args: argparse.Namespace) -> None:
+    """``--model`` checked in the command line's terms.
+
+    An unknown model counts approximately (labelled with its name, a warning on stderr) when
+    the command is given its window (``--budget`` or ``--window``), as
+    ``Budget.for_model(name, window=...)`` does in Python; otherwise it is a `UsageError`.
+    """
+    from ctxbudget.tokens.models import ModelInfo, lookup_model, registered
+    from ctxbudget.tokens.names import parse_model_name
+
+    model = parse_model_name(args.model, what="--model").given
+    try:
+        lookup_model(model)
+    except UnknownModelError as exc:
+        found = str(exc).split("; ", 1)[0]  # "unknown model 'x' (close matches: ...)"
+        window = given_window(args)
+        if window is None:
+            how = (
+                "; or give the window with --budget or --window to count approximately"
+                if hasattr(args, "budget")
+                else ""
+            )
+            msg = f"--model: {found}; use a model ctxbudget knows (e.g. --model gpt-4o){how}"
+            raise UsageError(msg) from exc
+        # For this command only: the model counts approximately, by its name.
+        resources: contextlib.ExitStack = args.resources
+        resources.enter_context(registered(ModelInfo(model, "unknown", context_window=window)))
+        warn(
+            f"--model {model!r} is not in ctxbudget's registry: counting approximately "
+            "(labelled with its name in the report); use a known --model for exact counts"
+        )
+
+
+def given_window(args: argparse.Namespace) -> int | None:
+    """The window the command line gives: ``--window``, else ``--budget`` + ``--reserve``."""
+    window, budget = getattr(args, "window", None), getattr(args, "budget", None)
+    if window is not None and window > 0:
+        return int(window)
+    if budget is not None and budget > 0:
+        return int(budget) + max(0, int(getattr(args, "reserve", 0) or 0))
+    return None
+
+
+def budget_of(args: argparse.Namespace) -> Any:
+    """The `Budget` of ``--budget`` or ``--window``, and ``--reserve``; a bad one is a `UsageError`.
+
+    ``--budget`` is what the context may use (the window is ``--budget`` + ``--reserve``);
+    ``--window`` is the model's whole window, of which ``--reserve`` is kept for the reply.
+    """
+    from ctxbudget.core.budget import Budget
+    from ctxbudget.errors import InvalidBudgetError
+
+    if args.reserve < 0:
+        msg = f"--reserve cannot be negative, got {args.reserve}; use 0 to keep nothing free"
+        raise UsageError(msg)
+    if args.window is not None and args.budget is not None:
+        msg = (
+            "pass --budget (what the context may use) or --window (the model's window, "
+            "less --reserve), not both"
+        )
+        raise UsageError(msg)
+    if args.window is not None:
+        flag, given, window = "--window", args.window, args.window
+    else:
+        budget = DEFAULT_BUDGET if args.budget is None else args.budget
+        flag, given, window = "--budget", budget, budget + args.reserve
+    if given <= 0:
+        msg = f"{flag} must be a positive number of tokens, got {given}"
+        raise UsageError(msg)
+    try:
+        return Budget(window=window, reserve=args.reserve)
+    except InvalidBudgetError as exc:
+        msg = (
+            f"{flag} {given} --reserve {args.reserve} leaves {window - args.reserve} tokens for "
+            f"the context; lower --reserve or raise {flag}"
+        )
+        raise UsageError(msg) from exc

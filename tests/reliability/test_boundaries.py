@@ -1,0 +1,269 @@
+"""One boundary per kind of outside value: numbers, model names and the registry's windows.
+
+Properties over Python, numpy and Decimal numbers, bools, NaN and the infinities, and strings:
+what a count or a real accepts is the same everywhere it enters, and a refusal is a
+`ConfigurationError` (or its documented leaf) naming the value and where it came from.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxbudget import (
+    Budget,
+    ConfigurationError,
+    ContextItem,
+    CtxBudgetError,
+    InvalidBudgetError,
+    InvalidItemError,
+    MemoryConfig,
+    UnknownModelError,
+    lookup_model,
+)
+from ctxbudget.core.numbers import MAX_COUNT, count, real
+from ctxbudget.memory.scoring import Scoring
+from ctxbudget.tokens.models import known_models
+from ctxbudget.tokens.names import parse_model_name
+
+INT_TYPES = [int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64]
+FLOAT_TYPES = [float, np.float16, np.float32, np.float64]
+
+ints = st.integers(min_value=-(2**31), max_value=2**31)
+wholes = st.one_of(
+    ints,
+    st.tuples(st.sampled_from(INT_TYPES), st.integers(min_value=0, max_value=100)).map(
+        lambda p: p[0](p[1])
+    ),
+)
+not_counts = st.one_of(
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(FLOAT_TYPES).map(lambda t: t(2.0)),
+    st.text(max_size=5),
+    st.decimals(allow_nan=True),
+    st.none(),
+    st.just([3]),
+)
+finite_reals = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.tuples(st.sampled_from(FLOAT_TYPES), st.floats(-1e3, 1e3, width=16)).map(
+        lambda p: p[0](p[1])
+    ),
+    st.decimals(min_value=-1000, max_value=1000, allow_nan=False, allow_infinity=False),
+    st.fractions(max_denominator=100),
+    ints,
+)
+not_finite = st.sampled_from(
+    [
+        math.nan,
+        math.inf,
+        -math.inf,
+        np.float32("nan"),
+        np.float64("inf"),
+        Decimal("NaN"),
+        Decimal("sNaN"),
+        Decimal("Infinity"),
+        Decimal("1e400"),
+        10**400,
+    ]
+)
+not_reals = st.one_of(st.booleans(), st.text(max_size=5), st.none(), st.just(complex(1, 1)))
+
+
+# -- counts -------------------------------------------------------------------------------------
+@given(value=wholes)
+def test_any_integral_number_is_a_count_as_a_plain_int(value: object) -> None:
+    number = int(value)  # type: ignore[call-overload]
+    if number < 1:
+        with pytest.raises(ConfigurationError, match=r"budget must be positive, got -?\d+"):
+            count(value, "budget")
+        return
+    got = count(value, "budget")
+    assert type(got) is int and got == number
+    assert Budget.coerce(value).window == number  # type: ignore[arg-type]
+    assert Budget(window=value).window == number  # type: ignore[arg-type]
+
+
+@given(value=not_counts)
+def test_anything_else_is_refused_as_a_count_naming_it_and_where(value: object) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        count(value, "CtxBudgetRetriever: k", least=0)
+    text = str(caught.value)
+    assert text.startswith("CtxBudgetRetriever: k must be an int")
+    assert type(value).__name__ in text
+    with pytest.raises(InvalidBudgetError):
+        Budget.coerce(value)  # type: ignore[arg-type]
+
+
+def test_counts_are_bounded_and_huge_ones_are_not_printed_whole() -> None:
+    assert count(MAX_COUNT, "budget") == MAX_COUNT
+    with pytest.raises(ConfigurationError, match=r"at most 10\*\*100, got a huge int"):
+        count(10**5000, "budget")  # printing it whole would raise ValueError (4,300 digits)
+    with pytest.raises(InvalidBudgetError, match="at most 10"):
+        Budget(window=10**101)
+
+
+# -- reals --------------------------------------------------------------------------------------
+@given(value=finite_reals)
+def test_any_finite_real_is_a_score_and_a_weight(value: object) -> None:
+    expected = float(value)  # type: ignore[arg-type]
+    got = real(value, "score")
+    assert type(got) is float and got == expected
+    item = ContextItem("a", "text", score=value)  # type: ignore[arg-type]
+    assert item.score == expected
+    if expected >= 0:
+        assert Scoring(recency_weight=value).recency_weight == expected  # type: ignore[arg-type]
+
+
+@given(value=st.one_of(not_finite, not_reals))
+def test_nan_infinities_and_non_numbers_are_refused_where_they_enter(value: object) -> None:
+    with pytest.raises(InvalidItemError, match="ContextItem 'a': score must be a"):
+        ContextItem("a", "text", score=value)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"Scoring\.recency_weight must be a"):
+        Scoring(recency_weight=value)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"Scoring\.half_life_days must be a"):
+        Scoring(half_life_days=value)  # type: ignore[arg-type]
+
+
+def test_nan_scoring_weights_are_refused_at_construction() -> None:
+    # Before: accepted everywhere, failing later as an error about some item's score.
+    for name in ("recency_weight", "half_life_days", "relevance_weight", "lexical_weight"):
+        with pytest.raises(ConfigurationError, match=f"Scoring.{name} must be a finite number"):
+            Scoring(**{name: math.nan})  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="MemoryConfig.episode_gap must be a finite"):
+        MemoryConfig(episode_gap=math.nan)
+    with pytest.raises(ConfigurationError, match="MemoryConfig.semantic_k must be an int"):
+        MemoryConfig(semantic_k=2.0)  # type: ignore[arg-type]
+    config = MemoryConfig(semantic_k=np.int64(12), scoring=Scoring(recency_weight=np.float32(0.5)))
+    assert type(config.semantic_k) is int and config.scoring.recency_weight == 0.5
+
+
+def test_numpy_tiers_and_scores_make_items() -> None:
+    # Before: ContextItem(tier=np.int64(45)) and score=np.float32(0.7) were refused.
+    item = ContextItem("a", "text", tier=np.int64(45), score=np.float32(0.75))
+    assert (type(item.tier), item.tier, type(item.score), item.score) == (int, 45, float, 0.75)
+    for bad in (2.0, "3", True):
+        with pytest.raises(InvalidItemError, match="tier must be an int"):
+            ContextItem("a", "text", tier=bad)  # type: ignore[arg-type]
+
+
+def test_every_refusal_of_a_budget_is_a_configuration_error() -> None:
+    assert issubclass(InvalidBudgetError, ConfigurationError)
+    with pytest.raises(ConfigurationError):
+        Budget(window=0)
+
+
+# -- model names --------------------------------------------------------------------------------
+SERVED = {
+    "ollama:llama3.1:8b": "ollama",
+    "ollama/llama3.1:8b": "ollama",
+    "OLLAMA_CHAT/llama3.1:8b": "ollama",
+    "vllm:Qwen/Qwen2.5-7B-Instruct": "vllm",
+    "hosted_vllm/Qwen/Qwen2.5-7B-Instruct": "vllm",
+    "lmstudio:qwen2.5-7b-instruct": "lmstudio",
+    "lm_studio/qwen2.5-7b-instruct": "lmstudio",
+}
+
+
+@pytest.mark.parametrize(("name", "server"), SERVED.items())
+def test_a_served_name_has_no_window_without_one_given_or_asked(name: str, server: str) -> None:
+    # Before: lmstudio: and vllm: names silently got the registry's window.
+    assert parse_model_name(name).server == server
+    with pytest.raises(InvalidBudgetError, match="base_url=") as caught:
+        Budget.for_model(name)
+    assert repr(name) in str(caught.value)
+    assert Budget.for_model(name, window=8192).window == 8192
+
+
+@given(prefix=st.sampled_from(["", "openai:", "openai/", "anthropic:"]), name=st.text(max_size=20))
+def test_the_name_parser_never_fails_on_text_and_keeps_the_name(prefix: str, name: str) -> None:
+    given_name = prefix + name
+    if not given_name.strip():
+        with pytest.raises(ConfigurationError):
+            parse_model_name(given_name)
+        return
+    parsed = parse_model_name(given_name)
+    assert parsed.server is None or parsed.name
+    assert parsed.given == given_name.strip()
+
+
+@pytest.mark.parametrize("name", [None, "", "   ", 5, "x" * 600])
+def test_a_model_name_that_is_not_one_is_refused(name: object) -> None:
+    with pytest.raises(ConfigurationError, match="--model"):
+        parse_model_name(name, what="--model")
+
+
+# -- the registry -------------------------------------------------------------------------------
+def test_every_registry_entry_names_where_its_window_comes_from() -> None:
+    for name in known_models():
+        info = lookup_model(name)
+        assert isinstance(info.source, str) and len(info.source) > 10, name
+
+
+@pytest.mark.parametrize(
+    ("name", "window"),
+    [
+        ("mistral-large-2402", 32_768),
+        ("mistral-medium-2312", 32_768),
+        ("mistral/mistral-large-2402", 32_768),
+        ("gpt-3.5-turbo-instruct", 4_096),
+        ("gpt-3.5-turbo-instruct-0914", 4_096),
+        ("gpt-3.5-turbo-0613", 4_096),
+        ("mistral-large-2411", 131_072),
+        ("mistral-large-latest", 131_072),
+        ("gpt-3.5-turbo-0125", 16_385),
+    ],
+)
+def test_dated_snapshots_get_the_window_they_served(name: str, window: int) -> None:
+    # Before: matched by prefix, mistral-large-2402 got 131,072 and gpt-3.5-turbo-instruct 16,385.
+    assert lookup_model(name).context_window == window
+    assert Budget.for_model(name).window == window
+
+
+def test_unknown_models_stay_unknown_errors() -> None:
+    with pytest.raises(UnknownModelError):
+        Budget.for_model("my-local-llama")
+    assert Budget.for_model("my-local-llama", window=np.int64(2048)).window == 2048
+    assert issubclass(UnknownModelError, CtxBudgetError)
+
+
+@given(value=st.one_of(not_counts.filter(lambda v: v is not None), wholes, st.decimals()))
+def test_budget_for_model_window_is_the_count_boundary(value: object) -> None:
+    # (window=None means "the registry's": the one value not taken as a window.)
+    try:
+        expected: int | None = count(value, "window")
+    except ConfigurationError:
+        expected = None
+    if expected is None:
+        with pytest.raises(InvalidBudgetError):
+            Budget.for_model("gpt-4o", window=value)  # type: ignore[arg-type]
+        return
+    try:
+        budget = Budget.for_model("gpt-4o", window=value)  # type: ignore[arg-type]
+    except InvalidBudgetError:
+        return  # a window too small for the default reserve
+    assert budget.window == expected
+
+
+def test_decimal_and_fraction_scores_are_numbers_too() -> None:
+    assert ContextItem("a", "t", score=Decimal("0.5")).score == 0.5  # type: ignore[arg-type]
+    assert ContextItem("a", "t", score=Fraction(1, 4)).score == 0.25  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("share", [np.int64(300), np.int32(0), np.float32(0.5), np.float64(1.0)])
+def test_budget_floors_and_caps_take_numpy_numbers(share: object) -> None:
+    budget = Budget(window=8000, reserve=100, floors={np.int64(40): share}, caps={40: share})
+    assert type(budget.floors[40]) in (int, float) and type(budget.caps[40]) in (int, float)
+
+
+@pytest.mark.parametrize("share", [float("nan"), float("inf"), True, "300", np.float64("nan")])
+def test_budget_floors_refuse_what_is_not_a_share(share: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"Budget\.floors\[RECENT\]"):
+        Budget(window=8000, floors={40: share})
