@@ -10,7 +10,7 @@ Side by side in one run, with the load average: no middleware (baseline), the mi
 without memory, with memory and write-behind (the default), with memory written synchronously.
 
 With ``--mechanisms all`` (or a comma list of session-copy, incremental, write-behind,
-query-vectors, access, grams, register), memories with one speed mechanism off
+query-vectors, access, register), memories with one speed mechanism off
 (`mechanisms.py`) run beside the default one and no middleware, turn by turn (each turn every
 variant in turn, the order rotated), so the machine's load weighs on all alike; then a table of
 each mechanism on and off, and for ``register`` a micro-measure of user pins written. Every
@@ -43,10 +43,9 @@ from mechanisms import (
     NoQueryVectors,
     Pair,
     WholeWindow,
-    grams_cache_off,
-    keep_access_copy,
     old_register,
     on_off_table,
+    read_access_fresh,
 )
 
 from ctxbudget import ContextMemory, MemoryConfig
@@ -122,9 +121,8 @@ def run(mode: str, history: list[BaseMessage], args: argparse.Namespace) -> list
 
 # -- --mechanisms: each speed mechanism on and off, interleaved -----------------------------------
 DEFAULT = "memory, all on (default)"
-ACCESS_FRESH = "access salience 0.3, counts read fresh (now)"
-ACCESS_COPY = "access salience 0.3, counts copied (before)"
-ENTITIES = "entities on"
+ACCESS_FRESH = "access salience 0.3, counts read fresh"
+ACCESS_COPY = "access salience 0.3, counts copied (default)"
 VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup, around a turn
     "no middleware": {"memory": False},
     DEFAULT: {},
@@ -132,13 +130,8 @@ VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup,
     "incremental reads off": {"setup": lambda m: setattr(m, "_indexes", WholeWindow())},
     "write-behind off": {"write_behind": False},
     "query vectors off": {"setup": lambda m: setattr(m, "_vectors", NoQueryVectors())},
-    ACCESS_FRESH: {"config": MemoryConfig(access_salience=0.3)},
-    ACCESS_COPY: {"config": MemoryConfig(access_salience=0.3), "setup": keep_access_copy},
-    ENTITIES: {"config": MemoryConfig(entities=True)},
-    "entities on, grams cache off": {
-        "config": MemoryConfig(entities=True),
-        "around": grams_cache_off,
-    },
+    ACCESS_FRESH: {"config": MemoryConfig(access_salience=0.3), "setup": read_access_fresh},
+    ACCESS_COPY: {"config": MemoryConfig(access_salience=0.3)},
 }
 PAIRS = {  # --mechanisms name -> table rows
     "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
@@ -146,9 +139,6 @@ PAIRS = {  # --mechanisms name -> table rows
     "write-behind": [Pair("write-behind", DEFAULT, "write-behind off")],
     "query-vectors": [Pair("query vectors (QueryVectors)", DEFAULT, "query vectors off")],
     "access": [Pair("access counts copy (salience 0.3)", ACCESS_COPY, ACCESS_FRESH)],
-    "grams": [
-        Pair("entity query grams (_grams lru_cache)", ENTITIES, "entities on, grams cache off")
-    ],
 }
 MECHANISMS = [*PAIRS, "register"]
 

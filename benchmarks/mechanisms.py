@@ -4,19 +4,18 @@ Issue 26 (item 6): each mechanism pays for itself (10% or more of a call) or goe
 benchmarks (`bench_middleware.py --mechanisms`, `bench_scale.py --mechanisms`) run memories
 with one mechanism off beside the default ones, interleaved, and print `on_off_table`. Nothing
 here changes the product: each switch replaces a part of ONE memory object (an attribute of the
-instance), or, for the module-level ``_grams`` cache, patches it only around the calls of the
-variant that turns it off (`grams_cache_off`).
+instance).
 
 - session copy (`SessionIndexes`): off = every call reads all the session's messages with their
   vectors and builds its index again (`FreshIndexes`).
 - incremental reads (``read_session(held=...)``): off = the recent window is read whole on every
   call; the copy is still kept and extended from it (`WholeWindow`).
 - write-behind: ``ContextMemory(write_behind=False)``.
-- query caches: `QueryVectors` (off: `NoQueryVectors`, every text embedded each call) and the
-  ``_grams`` lru_cache of entity lookups (entities only; off: `grams_cache_off`).
-- access counts: read fresh from the session's stored log on each use (now) against the copy
-  kept in process before issue 26 (`keep_access_copy`, the removed `AccessCounts`, restored on
-  one memory's log); used only when ``MemoryConfig.access_salience > 0``.
+- query caches: `QueryVectors` (off: `NoQueryVectors`, every text embedded each call). The
+  ``_grams`` cache of entity lookups measured under 10% (-23% to +6%) and went.
+- access counts: the copy kept per session and generation (`AccessCounts`, the default) against
+  reading the session's log on every scored call (`read_access_fresh`); used only when
+  ``MemoryConfig.access_salience > 0``.
 - `Collections.register`: reads the partitions' entries by id on every write of records
   without a session (now) against the set of partitions seen registered (`old_register`, the
   code of HEAD before issue 26 restored on one store).
@@ -26,14 +25,11 @@ from __future__ import annotations
 
 import statistics
 import types
-from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbudget.memory.analytics import access_counts, is_memory_tier
-from ctxbudget.memory.entities import documents as entity_documents
+from ctxbudget.memory.analytics import access_counts
 from ctxbudget.memory.retrieval import QueryVectors
 from ctxbudget.memory.session_index import Query, SessionIndex, SessionIndexes
 from ctxbudget.store.records import json_key
@@ -42,8 +38,7 @@ __all__ = [
     "FreshIndexes",
     "NoQueryVectors",
     "WholeWindow",
-    "grams_cache_off",
-    "keep_access_copy",
+    "read_access_fresh",
     "old_register",
     "on_off_table",
 ]
@@ -78,76 +73,11 @@ class NoQueryVectors(QueryVectors):
         return [vectors[q.text] for q in queries]
 
 
-@contextmanager
-def grams_cache_off() -> Iterator[None]:
-    """Entity lookups' ``_grams`` computed on every use in the block (its lru_cache bypassed)."""
-    cached = entity_documents._grams
-    entity_documents._grams = cached.__wrapped__  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        entity_documents._grams = cached
-
-
-# -- access counts: the copy removed by issue 26, restored on one memory ----------------------
-@dataclass(slots=True)
-class _Copy:
-    included: deque[frozenset[str]]
-    counts: Counter[str]
-
-
-class _AccessCounts:
-    """HEAD's ``ctxbudget.memory.access.AccessCounts`` (before issue 26), unchanged."""
-
-    def __init__(self, retain: int) -> None:
-        self._retain = retain
-        self._copies: OrderedDict[str, _Copy] = OrderedDict()
-
-    def get(self, session_id: str, read: Callable[[], Sequence[Any]]) -> Mapping[str, int]:
-        copy = self._copies.get(session_id)
-        if copy is None:
-            records = list(read())[: self._retain]
-            included = deque(
-                (frozenset(access_counts([r])) for r in reversed(records)), maxlen=self._retain
-            )
-            copy = _Copy(included, Counter(access_counts(records)))
-            self._copies[session_id] = copy
-            while len(self._copies) > 128:
-                self._copies.popitem(last=False)
-        self._copies.move_to_end(session_id)
-        return copy.counts
-
-    def held(self, session_id: str) -> bool:
-        return session_id in self._copies
-
-    def add(self, session_id: str, included: Iterable[tuple[str, int]]) -> None:
-        copy = self._copies.get(session_id)
-        if copy is None:
-            return
-        if len(copy.included) == copy.included.maxlen:
-            copy.counts.subtract(copy.included[0])
-            copy.counts += Counter()
-        ids = frozenset(i for i, tier in included if is_memory_tier(tier))
-        copy.included.append(ids)
-        copy.counts.update(ids)
-
-
-def keep_access_copy(memory: Any) -> None:
-    """``memory``'s access counts kept in process as before issue 26 (read once, then added to)."""
+# -- access counts: the copy kept per session and generation, and without it ------------------
+def read_access_fresh(memory: Any) -> None:
+    """``memory`` reads a session's access counts from its log on every scored call (no copy)."""
     log = memory._log
-    copy = _AccessCounts(log.config.retain)
-    logged = log.log
-
-    def log_and_count(result: Any, *, session_id: str, **kw: Any) -> None:
-        if copy.held(session_id):
-            copy.add(session_id, ((item.id, int(item.tier)) for item in result.included))
-        logged(result, session_id=session_id, **kw)
-
-    def counts(session_id: str) -> dict[str, int]:
-        return dict(copy.get(session_id, lambda: log.records(session_id)))
-
-    log.log = log_and_count
-    log.access_counts = counts
+    log.access.get = lambda session_id, generation, read: access_counts(read())
 
 
 # -- Collections.register: the set of partitions seen registered (HEAD, before issue 26) -------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxbudget import ContextMemory
+from ctxbudget import ContextMemory, MemoryConfig
 from ctxbudget.memory.session_index import SessionIndex, SessionIndexes
 from ctxbudget.memory.session_state import read_session
 from ctxbudget.store.chroma_store import ChromaStore, Record
@@ -118,3 +118,23 @@ def test_stamps_of_two_lives_of_a_session_are_never_the_same_session() -> None:
     assert old.same_session(Stamp("a" * 32, 7, 0))
     assert not old.same_session(Stamp("b" * 32, 3, 0))
     assert not old.same_session(None)
+
+
+def test_access_counts_kept_for_scoring_follow_the_session_generation(
+    open_store: StoreFactory,
+) -> None:
+    config = MemoryConfig(access_salience=0.3)
+    a = ContextMemory(store=open_store(), write_behind=False, config=config)
+    b = ContextMemory(store=open_store(), write_behind=False, config=config)
+    a.add_message("s1", "user", "alice: my PIN is 4321", id="m1", user_id="alice")
+    a.add_message("s1", "assistant", "noted", id="m2", user_id="alice")
+    for _ in range(2):
+        a.assemble("s1", "what is my PIN?", budget=4000)
+    a.flush()
+    b.delete_session("s1")
+    b.add_message("s1", "user", "bob: hi", id="m3", user_id="bob")
+    b.flush()
+    a.assemble("s1", "hello?", budget=4000)
+    kept = a.inclusion_log.access._copies["s1"]  # the copy scoring used in the last call
+    assert "m1" not in kept.counts and "m2" not in kept.counts
+    assert a.access_counts("s1") == {"m3": 1}

@@ -32,7 +32,7 @@ from ctxbudget.core.items import ContextItem
 from ctxbudget.core.render import Format
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import BudgetExceededError, ConfigurationError, StoreError
-from ctxbudget.memory.access import boosted
+from ctxbudget.memory.access import AccessCounts, boosted
 from ctxbudget.memory.analytics import BudgetStats, access_counts, budget_stats
 from ctxbudget.memory.candidates import Candidates
 from ctxbudget.memory.config import MemoryConfig
@@ -92,6 +92,8 @@ class InclusionLog:
         self.namespace = namespace
         self.config = config
         self.enabled = enabled
+        self.access = AccessCounts(config.retain)
+        """This object's copies of sessions' access counts, for scoring (keyed by generation)."""
 
     def log(
         self,
@@ -101,9 +103,15 @@ class InclusionLog:
         user_id: str | None,
         model: str,
         counter: TokenCounter,
+        generation: str = "",
     ) -> None:
-        """Queue the record of a successful assembly (built and written in the background)."""
+        """Queue the record of a successful assembly (built and written in the background).
+
+        ``generation``: the session's when assembled; a copy of its access counts of that
+        generation counts this assembly too.
+        """
         key, now = _key()
+        self.access.add(session_id, generation, ((it.id, int(it.tier)) for it in result.included))
         build = functools.partial(
             success_record,
             key=key,
@@ -281,6 +289,7 @@ class ContextLogging:
             user_id=found.user_id,
             model=name,
             counter=self.counter_for(model),
+            generation=found.generation,
         )
         return result
 
@@ -289,7 +298,8 @@ class ContextLogging:
         weight = self.config.access_salience
         if weight <= 0:
             return found
-        counts = self._log.access_counts(session_id)
+        log = self._log
+        counts = log.access.get(session_id, found.generation, lambda: log.records(session_id))
         exponent = self.config.scoring.salience_weight
         return boosted(found, counts, weight=weight, exponent=exponent)
 
