@@ -753,7 +753,7 @@ def test_budget_and_assembler_messages() -> None:
         Budget(window=8192.0)  # type: ignore[arg-type]
     with pytest.raises(InvalidBudgetError, match=r"a float share is a fraction in \(0, 1\]"):
         Budget(window=100, floors={int(Tier.RETRIEVED): 1.5})
-    with pytest.raises(InvalidBudgetError, match="must be a finite number, got nan|must be an int or a float, got nan|fraction"):
+    with pytest.raises(InvalidBudgetError, match="must be a finite number, got nan"):
         Budget(window=100, caps={int(Tier.RETRIEVED): math.nan})
     assert Budget(window=np.int64(4096)).window == 4096
     assert type(Budget(window=np.int64(4096)).window) is int
