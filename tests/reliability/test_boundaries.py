@@ -7,6 +7,7 @@ what a count or a real accepts is the same everywhere it enters, and a refusal i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -27,6 +28,8 @@ from ctxbudget import (
     UnknownModelError,
     lookup_model,
 )
+from ctxbudget.core import items as items_module
+from ctxbudget.core.items import Shrink, Tier
 from ctxbudget.core.numbers import MAX_COUNT, count, real
 from ctxbudget.memory.scoring import Scoring
 from ctxbudget.tokens.models import known_models
@@ -267,3 +270,54 @@ def test_budget_floors_and_caps_take_numpy_numbers(share: object) -> None:
 def test_budget_floors_refuse_what_is_not_a_share(share: object) -> None:
     with pytest.raises(ConfigurationError, match=r"Budget\.floors\[RECENT\]"):
         Budget(window=8000, floors={40: share})
+
+
+# -- items: the quick path for plain fields agrees with the full checks -------------------------
+item_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.one_of(st.just(""), st.just("m1"), st.none(), st.integers(0, 3)),
+        "text": st.one_of(st.text(max_size=3), st.none(), st.just(b"x")),
+        "tier": st.one_of(st.sampled_from(list(Tier)), ints, not_counts, wholes),
+        "score": st.one_of(finite_reals, not_finite, not_reals),
+        "timestamp": st.one_of(st.none(), finite_reals, not_finite, st.booleans()),
+        "role": st.one_of(st.none(), st.sampled_from(["user", "assistant", "x", ""]), ints),
+        "tokens": st.one_of(st.none(), ints, st.just(2.0), st.booleans()),
+        "shrink": st.one_of(st.sampled_from(list(Shrink)), st.sampled_from(["drop", "never", 3])),
+        "source": st.one_of(st.none(), st.text(max_size=2), ints),
+        "name": st.one_of(st.none(), st.text(max_size=2), ints),
+        "summary_of": st.one_of(
+            st.tuples(), st.lists(st.text(max_size=2), max_size=2), st.just(("a", 1)), st.just("ab")
+        ),
+        "tool_calls": st.one_of(st.tuples(), st.tuples(st.text(max_size=2)), st.just([1])),
+        "metadata": st.one_of(st.just({}), st.just({"k": 1}), st.just([1]), st.none()),
+        "record_id": st.one_of(st.none(), st.just("r1"), ints),
+        "scope": st.one_of(
+            st.none(),
+            st.tuples(st.sampled_from(["session", "user", "collection", "x"]), st.just("s")),
+            st.just(["session", "s"]),
+            st.just(("session",)),
+        ),
+    },
+)
+
+
+def _made(fields: dict[str, object]) -> object:
+    given = {"id": "m1", "text": "t", **fields}
+    try:
+        item = ContextItem(**given)  # type: ignore[arg-type]
+    except InvalidItemError as exc:
+        return ("refused", str(exc))
+    values = {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+    return ("made", {name: (type(v), repr(v)) for name, v in values.items()})
+
+
+@given(fields=item_fields)
+def test_the_quick_path_for_plain_items_agrees_with_the_full_checks(
+    fields: dict[str, object],
+) -> None:
+    quick = _made(fields)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(items_module, "_plain", lambda item: False)
+        full = _made(fields)
+    assert quick == full

@@ -152,6 +152,8 @@ class ContextItem:
     scope: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
+        if _plain(self):  # the usual case (every item retrieval builds), at a tenth of the cost
+            return
         if not isinstance(self.id, str) or not self.id:
             msg = f"ContextItem.id must be a non-empty string, got {self.id!r}"
             raise InvalidItemError(msg)
@@ -233,25 +235,54 @@ class ContextItem:
 
 
 _OPTIONAL_STR = frozenset({str, type(None)})
+_TIER = frozenset({int, Tier})
 
 
-def _check_fields(item: ContextItem) -> None:
-    """The optional fields: ids and names are str, vectors numbers, metadata a mapping."""
-    if (  # the usual case, at a fraction of the cost of the checks below
-        type(item.cluster_id) in _OPTIONAL_STR
+def _plain(item: ContextItem) -> bool:
+    """Whether every field has its exact plain type and a valid value: nothing to convert.
+
+    Anything else takes the full checks, which accept the same values (tests/reliability).
+    """
+    scope = item.scope
+    timestamp = item.timestamp
+    tokens = item.tokens
+    return (
+        type(item.id) is str
+        and item.id != ""
+        and type(item.text) is str
+        and type(item.tier) in _TIER
+        and type(item.score) is float  # an int may be too large for a float
+        and math.isfinite(item.score)
+        and (timestamp is None or (type(timestamp) is float and math.isfinite(timestamp)))
+        and (item.role is None or (type(item.role) is str and item.role in ROLES))
+        and (tokens is None or (type(tokens) is int and tokens >= 0))
+        and type(item.shrink) is Shrink
+        and item.parts is None
+        and item.embedding is None
+        and type(item.metadata) is dict
+        and type(item.cluster_id) in _OPTIONAL_STR
         and type(item.source) in _OPTIONAL_STR
         and type(item.tool_call_id) in _OPTIONAL_STR
         and type(item.name) in _OPTIONAL_STR
-        and item.record_id is None
-        and item.scope is None
-        and type(item.metadata) is dict
-        and item.embedding is None
         and type(item.summary_of) is tuple
         and type(item.tool_calls) is tuple
         and (not item.summary_of or all(type(v) is str for v in item.summary_of))
         and (not item.tool_calls or all(type(v) is str for v in item.tool_calls))
-    ):
-        return
+        and (
+            (item.record_id is None and scope is None)
+            or (
+                type(item.record_id) is str
+                and type(scope) is tuple
+                and len(scope) == 2
+                and scope[0] in SCOPE_KINDS
+                and type(scope[1]) is str
+            )
+        )
+    )
+
+
+def _check_fields(item: ContextItem) -> None:
+    """The optional fields: ids and names are str, vectors numbers, metadata a mapping."""
     for name in ("cluster_id", "source", "tool_call_id", "name", "record_id"):
         value = getattr(item, name)
         if value is not None and not isinstance(value, str):
