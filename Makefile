@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 PACKAGES := packages/ctxbudget packages/langchain-ctxbudget packages/llamaindex-ctxbudget
 VENV_LATEST := .venv-latest
 # The store's own tests are left out: chromadb's newest release here is the pinned one.
-LATEST_TESTS := tests/langchain tests/llamaindex tests/memory tests/install/test_version_ranges.py
+LATEST_TESTS := tests/langchain tests/llamaindex tests/memory tests/telemetry \
+	tests/install/test_version_ranges.py
 export ANONYMIZED_TELEMETRY := False
 export ORT_DISABLE_TELEMETRY := 1
 export HF_HUB_OFFLINE := 1
@@ -33,7 +34,7 @@ $(STAMP): pyproject.toml constraints.txt $(addsuffix /pyproject.toml,$(PACKAGES)
 	# same command as sentence-transformers (ctxbudget's torch extra) so pip takes the local CPU
 	# build instead of the registry's CUDA one.
 	$(BIN)/python -m pip install --quiet -c constraints.txt torch==2.13.0 \
-		-e "packages/ctxbudget[memory,torch,eval]" \
+		-e "packages/ctxbudget[memory,torch,eval,mcp,otel]" \
 		-e "packages/langchain-ctxbudget[agents,memory]" \
 		-e "packages/llamaindex-ctxbudget[memory]" \
 		-e ".[dev]"
@@ -65,10 +66,11 @@ test-latest:
 	echo '*' > $(VENV_LATEST)/.gitignore
 	$(VENV_LATEST)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV_LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager torch==2.13.0 \
-		-e "packages/ctxbudget[memory,torch,eval]" \
+		-e "packages/ctxbudget[memory,torch,eval,mcp,otel]" \
 		-e "packages/langchain-ctxbudget[agents,memory]" \
 		-e "packages/llamaindex-ctxbudget[memory]" \
-		"pytest>=8" "pytest-asyncio>=0.23" "hypothesis>=6.100" "langchain-tests>=1.0"
+		"pytest>=8" "pytest-asyncio>=0.23" "hypothesis>=6.100" "langchain-tests>=1.0" \
+		"opentelemetry-sdk>=1.30"
 	$(VENV_LATEST)/bin/python tests/install/versions.py
 	$(VENV_LATEST)/bin/python -m pytest $(LATEST_TESTS) $(PYTEST_ARGS)
 

@@ -35,9 +35,9 @@ from pathlib import Path
 
 from _common import machine, sentence
 
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities.documents import document_matches
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 
 _SYLLABLES = ["ka", "lo", "mi", "ren", "sa", "tor", "vel", "dun", "pra", "quin", "zo", "mar"]

@@ -22,10 +22,10 @@ from pathlib import Path
 from _common import add_locomo_argument, machine, require_locomo, summary, timed
 
 from ctxbudget.eval.locomo import load_locomo
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities import RuleExtractor
 from ctxbudget.memory.entities.index import EntityIndex
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.records import Record
 

@@ -40,9 +40,9 @@ from pathlib import Path
 
 from _common import machine, pct, sentence
 
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities import Mention
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 
 PEOPLE = ["Caroline", "Melanie", "Jon", "Gina", "Deborah", "Lisbon", "Porto", "Nordic Freight"]

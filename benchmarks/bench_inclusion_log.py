@@ -99,7 +99,7 @@ def locomo(path: Path) -> None:
     import ctxbudget.eval.runner as runner
     from ctxbudget.eval import load_locomo, run_locomo
     from ctxbudget.eval.report import summarize
-    from ctxbudget.memory.config import MemoryConfig
+    from ctxbudget.memory.policy.config import MemoryConfig
 
     data = load_locomo(require_locomo(path))
     runs = [("log off", False, 0.0), ("log on", True, 0.0), ("access_salience=0.5", True, 0.5)]

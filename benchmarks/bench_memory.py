@@ -52,8 +52,8 @@ from _common import WORDS, machine, pct, sentence
 
 from ctxbudget import TokenCounter
 from ctxbudget.embed.local import LocalEmbedder
-from ctxbudget.memory.chunking import chunk_text
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.writing.chunking import chunk_text
 from ctxbudget.testing import chroma_server
 
 SESSION_LENGTH = 200

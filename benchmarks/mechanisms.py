@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbudget.memory.analytics import access_counts
-from ctxbudget.memory.retrieval import QueryVectors
-from ctxbudget.memory.session_index import Query, SessionIndex, SessionIndexes
+from ctxbudget.memory.log.analytics import access_counts
+from ctxbudget.memory.reading.retrieval import QueryVectors
+from ctxbudget.memory.reading.session_index import Query, SessionIndex, SessionIndexes
 from ctxbudget.store.records import json_key
 
 __all__ = [

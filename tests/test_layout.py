@@ -80,7 +80,14 @@ def test_every_module_declares_its_public_names() -> None:
     [
         (
             ["ctxbudget", "ctxbudget.core", "ctxbudget.tokens", "ctxbudget.errors"],
-            ["chromadb", "onnxruntime", "torch", "sentence_transformers", "langchain_core"],
+            [
+                "chromadb",
+                "onnxruntime",
+                "torch",
+                "sentence_transformers",
+                "langchain_core",
+                "opentelemetry",  # imported on the first traced call (ctxbudget.telemetry)
+            ],
         ),
     ],
 )
@@ -94,3 +101,70 @@ def test_the_core_imports_nothing_heavy(modules_imported: list[str], forbidden: 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout.strip()
     assert out == "[]", f"importing the core loaded {out}"
+
+
+# -- memory/: sub-packages that follow the data path ----------------------------------------------
+MEMORY = SOURCES[0] / "memory"
+MEMORY_MAX_LINES = 400
+#: Each sub-package and the memory sub-packages it must never import (policy is data and
+#: formulas; reading never reaches into writing, the log or upkeep; the log only reads).
+NEVER_IMPORTS = {
+    "policy": {"reading", "writing", "log", "upkeep"},
+    "reading": {"writing", "log", "upkeep"},
+    "writing": {"log", "upkeep"},
+    "log": {"writing", "upkeep"},
+    "entities": {"writing", "log", "upkeep"},
+}
+SUBPACKAGES = {"policy", "reading", "writing", "log", "upkeep", "entities"}
+
+
+def memory_imports(path: Path) -> Iterator[tuple[ast.AST, str]]:
+    """(node, memory sub-package) of every import of ``ctxbudget.memory.<sub>`` in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[:2] == ["ctxbudget", "memory"] and len(parts) > 2:
+                yield node, parts[2]
+                break
+
+
+def test_memory_is_cut_along_the_data_path() -> None:
+    top = sorted(p.name for p in MEMORY.iterdir() if p.suffix == ".py" or p.name in SUBPACKAGES)
+    assert top == sorted(["__init__.py", "awaitable.py", "context.py", "inputs.py", *SUBPACKAGES])
+    for sub in SUBPACKAGES:
+        assert (MEMORY / sub / "__init__.py").is_file(), sub
+
+
+@pytest.mark.parametrize("sub", sorted(NEVER_IMPORTS))
+def test_memory_sub_packages_import_in_one_direction(sub: str) -> None:
+    found = [
+        f"{where(path, node)} imports ctxbudget.memory.{other}"
+        for path in sorted((MEMORY / sub).rglob("*.py"))
+        for node, other in memory_imports(path)
+        if other in NEVER_IMPORTS[sub]
+    ]
+    assert not found, f"memory/{sub} must not import {sorted(NEVER_IMPORTS[sub])}:\n" + "\n".join(
+        found
+    )
+
+
+def test_memory_modules_are_under_400_lines() -> None:
+    sizes = {where(p): len(p.read_text("utf-8").splitlines()) for p in MEMORY.rglob("*.py")}
+    long = {path: n for path, n in sizes.items() if n > MEMORY_MAX_LINES}
+    assert not long, f"memory modules over {MEMORY_MAX_LINES} lines: {long}"
+
+
+def test_no_two_memory_modules_differ_only_by_a_suffix_or_a_plural() -> None:
+    stems = sorted({p.stem for p in MEMORY.rglob("*.py") if p.stem not in ("__init__", "api")})
+    clashes = [
+        (a, b)
+        for a in stems
+        for b in stems
+        if a < b and (b.startswith(a) or a.rstrip("s") == b.rstrip("s"))
+    ]
+    assert not clashes, f"module names that differ by a suffix: {clashes}"

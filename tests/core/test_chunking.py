@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import TokenCounter
-from ctxbudget.memory.chunking import chunk_text
+from ctxbudget.memory.writing.chunking import chunk_text
 
 COUNTER = TokenCounter.from_encoding("o200k_base")
 words = st.sampled_from(

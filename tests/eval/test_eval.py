@@ -41,10 +41,11 @@ from ctxbudget.eval.forms import (
     turn_line,
     turn_message,
 )
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.scoring import LexicalIndex, Scoring, lexical_terms
-from ctxbudget.memory.speakers import speaker_of
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.policy.scoring import Scoring
+from ctxbudget.memory.reading.lexical import LexicalIndex, lexical_terms
+from ctxbudget.memory.reading.speakers import speaker_of
 from ctxbudget.store.chroma_store import ChromaStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -517,7 +518,7 @@ def test_eval_locomo_on_a_subset_writes_consistent_results(
     assert recalls == sorted(recalls)  # a bigger budget never finds less on average
 
 
-# -- the retrieval the evaluation measures (ctxbudget.memory.scoring, ContextMemory) ---------------
+# -- the retrieval the evaluation measures (ctxbudget.memory.reading.lexical, ContextMemory) --
 
 
 def test_lexical_index_stems_and_prefers_rare_terms() -> None:

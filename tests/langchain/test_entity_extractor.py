@@ -12,9 +12,9 @@ from langchain_core.messages import AIMessage
 from lc_fakes import RecordingChatModel
 
 from ctxbudget.errors import ConfigurationError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities import Mention
+from ctxbudget.memory.policy.config import MemoryConfig
 from langchain_ctxbudget import DEFAULT_ENTITY_PROMPT, LLMEntityExtractor
 
 

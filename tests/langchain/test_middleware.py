@@ -22,8 +22,8 @@ from langchain_core.tools import tool
 from lc_fakes import RecordingChatModel
 
 from ctxbudget import Budget, BudgetExceededError, StoreInputError, TokenCounter, UnknownModelError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from langchain_ctxbudget import ChatModelSummarizer, CtxBudgetMiddleware
 
 COUNTER = TokenCounter.for_model("gpt-4o")

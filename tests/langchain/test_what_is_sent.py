@@ -46,8 +46,8 @@ from ctxbudget import AssembledContext, ContextAssembler, InvalidItemError, Tier
 from ctxbudget.core.ids import is_internal
 from ctxbudget.core.toolcalls import tool_call
 from ctxbudget.embed.local import LocalEmbedder
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from langchain_ctxbudget import (
     ChatModelSummarizer,
     CtxBudgetChatMessageHistory,

@@ -28,9 +28,9 @@ from llama_index.core.memory import StaticMemoryBlock
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
 from ctxbudget import ConfigurationError, InvalidItemError, Tier, TokenCounter
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.scoring import Scoring
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.policy.scoring import Scoring
 from ctxbudget.store.chroma_store import ChromaStore
 from llama_index.ctxbudget import (
     ContextAssembledEvent,

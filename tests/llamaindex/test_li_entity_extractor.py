@@ -6,9 +6,9 @@ import pytest
 from llama_index.core.llms import MockLLM
 
 from ctxbudget.errors import ConfigurationError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities import Mention
+from ctxbudget.memory.policy.config import MemoryConfig
 from llama_index.ctxbudget import DEFAULT_ENTITY_PROMPT, LLMEntityExtractor
 
 # MockLLM repeats its prompt: a prompt that is itself a reply tests what is sent and read.

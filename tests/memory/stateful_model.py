@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxbudget.core.items import Tier
-from ctxbudget.memory.analytics import is_memory_tier
+from ctxbudget.memory.log.analytics import is_memory_tier
 from ctxbudget.store.records import scoped_item_id
 
 USERS = ("alice", "bob")

@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from ctxbudget.core.items import Tier
 from ctxbudget.core.report import PruneReason
 from ctxbudget.errors import StoreError
-from ctxbudget.memory.analytics import (
+from ctxbudget.memory.log.analytics import (
     access_counts,
     budget_stats,
     is_memory_tier,
     percentile,
     plot_budget_stats,
 )
-from ctxbudget.memory.inclusion import (
+from ctxbudget.memory.log.entries import (
     ContextRecord,
     IncludedEntry,
     PrunedEntry,

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from ctxbudget import BudgetExceededError, Tier
 from ctxbudget.core.ids import is_internal
 from ctxbudget.embed.onnx import OnnxEmbedder
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 
 WORDS = "cat tea train hill lake river paint guitar Porto Lisbon cake soup bike rain".split()

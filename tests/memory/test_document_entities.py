@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from ctxbudget import BudgetExceededError, Tier
 from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.errors import ConfigurationError
-from ctxbudget.memory.candidates import offered
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities import Mention
 from ctxbudget.memory.entities.documents import query_grams
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.reading.candidates import offered
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.doc_entities import CHUNKS_KEPT, ChunkEntities, Named
 

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.errors import StoreInputError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities import Mention
 from ctxbudget.memory.entities.reindex import IndexedDocuments
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.doc_entities import DocEntity
 

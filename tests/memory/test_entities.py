@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget.errors import ConfigurationError, StoreInputError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities import Mention, RuleExtractor, entity_key
 from ctxbudget.memory.entities.aliases import resolve
 from ctxbudget.memory.entities.graph import Graph
@@ -38,6 +37,7 @@ from ctxbudget.memory.entities.stored import (
     relation_record,
     split_pins,
 )
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.records import Record
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

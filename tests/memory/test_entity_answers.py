@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.errors import ConfigurationError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities import Mention
 from ctxbudget.memory.entities.answers import BATCH, Answers, message_key
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.records import Record
 

@@ -21,10 +21,10 @@ from ctxbudget import BudgetExceededError, Tier
 from ctxbudget.core.ids import is_internal
 from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.errors import ConfigurationError, StoreInputError
-from ctxbudget.memory.candidates import offered
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.entities import Mention
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.reading.candidates import offered
 from ctxbudget.store.chroma_store import ChromaStore
 
 ON = MemoryConfig(entities=True, recent_messages=6)

@@ -28,7 +28,7 @@ from ctxbudget.core.items import ContextItem, Tier
 from ctxbudget.core.toolcalls import parse_arguments
 from ctxbudget.errors import InvalidItemError, StoreInputError
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.record_items import history_item
+from ctxbudget.memory.reading.record_items import history_item
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.records import scoped_item_id
 

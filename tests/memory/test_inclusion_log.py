@@ -23,10 +23,10 @@ from ctxbudget.core.items import ContextItem, Tier
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.errors import BudgetExceededError, ConfigurationError
-from ctxbudget.memory.analytics import access_counts
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.inclusion_log import InclusionLogConfig
+from ctxbudget.memory.log.analytics import access_counts
+from ctxbudget.memory.log.api import InclusionLogConfig
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.layout import log_partition
 from ctxbudget.tokens.counter import TokenCounter
@@ -375,7 +375,7 @@ def test_a_record_that_cannot_be_read_is_skipped_with_a_warning(
     memory.flush()
     log = store._client.get_collection(log_partition(store.collection, NS, "s1"))
     log.upsert(ids=["00000000000000000001-broken"], embeddings=[[1.0]], metadatas=[{"r": "z1:!!"}])
-    with caplog.at_level(logging.WARNING, logger="ctxbudget.memory.inclusion_log"):
+    with caplog.at_level(logging.WARNING, logger="ctxbudget.memory.log.api"):
         records = memory.contexts("s1")
     assert len(records) == 1 and "skipped" in caplog.text
     assert memory.budget_stats("s1").assemblies == 1

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import BudgetExceededError, ContextAssembler, TokenCounter
-from ctxbudget.memory.inclusion import decode_record, encode_record, success_record
+from ctxbudget.memory.log.entries import decode_record, encode_record, success_record
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 

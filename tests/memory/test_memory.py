@@ -17,8 +17,8 @@ from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.render import Format
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import BudgetExceededError, StoreInputError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.records import scoped_item_id
 

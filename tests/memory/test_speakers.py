@@ -1,4 +1,4 @@
-"""Who said it, however it was stored (`ctxbudget.memory.speakers`).
+"""Who said it, however it was stored (`ctxbudget.memory.reading.speakers`).
 
 Properties: a name-like speaker stored in ``name`` or as a ``Name: `` prefix gives the same
 `speaker_of` (for message dicts, stored records and context items); texts that merely contain a
@@ -21,11 +21,18 @@ from hypothesis import strategies as st
 from ctxbudget import ContextItem
 from ctxbudget.core.render import Format
 from ctxbudget.embed.onnx import OnnxEmbedder
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.scoring import Scoring, lexical_terms
-from ctxbudget.memory.session_index import Query, SessionIndex
-from ctxbudget.memory.speakers import HEADINGS, find_speaker, speaker_of, speaker_prefix, spoken
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.policy.scoring import Scoring
+from ctxbudget.memory.reading.lexical import lexical_terms
+from ctxbudget.memory.reading.session_index import Query, SessionIndex
+from ctxbudget.memory.reading.speakers import (
+    HEADINGS,
+    find_speaker,
+    speaker_of,
+    speaker_prefix,
+    spoken,
+)
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.records import Record, embedding_text
 

@@ -28,8 +28,8 @@ import pytest
 from ctxbudget.core.items import Tier
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.embed.onnx import OnnxEmbedder
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.records import Record
 from tests.memory.stateful_machine import machine_class, run_steps, steps_wanted
 from tests.memory.stateful_runner import Runner

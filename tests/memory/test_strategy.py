@@ -23,18 +23,18 @@ from ctxbudget import Budget, ConfigurationError, InvalidBudgetError, Tier
 from ctxbudget.core.report import AssembledContext, PruneReason
 from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.errors import ConfigurationTypeError
-from ctxbudget.memory.candidates import retrieved_floor
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.plan import plan_for
-from ctxbudget.memory.presets import (
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.policy.floors import retrieved_floor
+from ctxbudget.memory.policy.plan import plan_for
+from ctxbudget.memory.policy.presets import (
     BUILTIN_PRESETS,
     PRESETS,
     as_strategy,
     preset,
     register_preset,
 )
-from ctxbudget.memory.strategy import STRATEGY_FIELDS, Strategy, merge_strategies
+from ctxbudget.memory.policy.strategy import STRATEGY_FIELDS, Strategy, merge_strategies
 from ctxbudget.store.chroma_store import ChromaStore
 
 SHARED = ("floors", "caps", "scoring")
@@ -319,7 +319,7 @@ def test_user_presets_register_and_resolve_everywhere() -> None:
 def test_strategy_modules_import_without_chroma() -> None:
     code = (
         "import sys; sys.modules['chromadb'] = None; "
-        "from ctxbudget.memory.plan import plan_for; "
+        "from ctxbudget.memory.policy.plan import plan_for; "
         "print(plan_for(None, None, 'coding').caps)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -24,8 +24,8 @@ def main(url: str, collection: str) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     from ctxbudget.embed.onnx import OnnxEmbedder
-    from ctxbudget.memory.config import MemoryConfig
     from ctxbudget.memory.context import ContextMemory
+    from ctxbudget.memory.policy.config import MemoryConfig
     from ctxbudget.store.chroma_store import ChromaStore
     from tests.memory.stateful_runner import Runner
 

@@ -37,8 +37,8 @@ from ctxbudget import (
 from ctxbudget.cli.main import main
 from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.errors import StoreInputError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore, Record
 
 HUGE = "x" * 10_485_760  # a 10 MB message
@@ -969,7 +969,7 @@ def test_ten_megabytes_chunk_and_assemble_in_linear_time(kind: str) -> None:
     import os
     import time
 
-    from ctxbudget.memory.chunking import chunk_text
+    from ctxbudget.memory.writing.chunking import chunk_text
 
     n = 10_485_760
     if kind == "prose":

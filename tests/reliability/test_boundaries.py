@@ -31,7 +31,7 @@ from ctxbudget import (
 from ctxbudget.core import items as items_module
 from ctxbudget.core.items import Shrink, Tier
 from ctxbudget.core.numbers import MAX_COUNT, count, real
-from ctxbudget.memory.scoring import Scoring
+from ctxbudget.memory.policy.scoring import Scoring
 from ctxbudget.tokens.models import known_models
 from ctxbudget.tokens.names import parse_model_name
 

@@ -103,12 +103,12 @@ __version__ = "0.1.0"
 # core (`ContextAssembler` and friends) imports in milliseconds.
 _LAZY = {
     "ContextMemory": "ctxbudget.memory.context",
-    "MemoryConfig": "ctxbudget.memory.config",
-    "Scoring": "ctxbudget.memory.scoring",
-    "Strategy": "ctxbudget.memory.strategy",
-    "PRESETS": "ctxbudget.memory.presets",
-    "preset": "ctxbudget.memory.presets",
-    "register_preset": "ctxbudget.memory.presets",
+    "MemoryConfig": "ctxbudget.memory.policy.config",
+    "Scoring": "ctxbudget.memory.policy.scoring",
+    "Strategy": "ctxbudget.memory.policy.strategy",
+    "PRESETS": "ctxbudget.memory.policy.presets",
+    "preset": "ctxbudget.memory.policy.presets",
+    "register_preset": "ctxbudget.memory.policy.presets",
     "ChromaStore": "ctxbudget.store.chroma_store",
     "Record": "ctxbudget.store.records",
     "Embedder": "ctxbudget.embed.local",

@@ -7,6 +7,8 @@
 - ``torch``: sentence-transformers, for `LocalEmbedder` and other torch models.
 - ``tokenizers``: counting for models whose tokenizer is a Hugging Face ``tokenizer.json``.
 - ``eval``: the LoCoMo evaluation's progress bars and plots.
+- ``mcp``: the MCP SDK, for ``ctxbudget mcp`` (with the ``memory`` extra it serves).
+- ``otel``: the OpenTelemetry API, for the spans of `ctxbudget.telemetry` (without it, none).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "torch": ("sentence-transformers and torch", "sentence_transformers"),
     "tokenizers": ("the Hugging Face tokenizers library", "tokenizers"),
     "eval": ("tqdm and matplotlib", "matplotlib"),
+    "mcp": ("the MCP SDK (mcp)", "mcp"),
+    "otel": ("the OpenTelemetry API", "opentelemetry.trace"),
 }
 
 

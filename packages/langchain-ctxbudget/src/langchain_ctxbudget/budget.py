@@ -4,7 +4,7 @@ The middleware's options (``model``, ``budget``, ``reserve``, ``safety``) become
 `ctxbudget.Budget`; on each call the tool schemas the request carries are added to its reserve
 (`call_budget`). When no model is named, the chat model of the request says which it is
 (`model_name`). The tier floors and caps come from the middleware's strategy over its memory's
-(`ctxbudget.memory.plan`): with neither, a budget given in tokens keeps the memory's
+(`ctxbudget.memory.policy.plan`): with neither, a budget given in tokens keeps the memory's
 ``retrieved_floor`` for memories, as `ContextMemory.assemble` does. A local server is asked
 the window it serves the model with (`model_window`, `ctxbudget.detect_window`).
 """
@@ -43,7 +43,7 @@ def window_budget(
 ) -> Budget:
     """The budget of ``window`` tokens, or else of ``model``'s window (`Budget.for_model`).
 
-    ``floors`` and ``caps`` are the tier shares (`ctxbudget.memory.plan.Plan`); ``base_url``
+    ``floors`` and ``caps`` are the tier shares (`ctxbudget.memory.policy.plan.Plan`); ``base_url``
     is the local server to ask ``model``'s window from.
 
     Raises:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables.config import run_in_executor
 
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
@@ -53,8 +52,9 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         return [from_record(r) for r in self.memory.history(self.session_id)]
 
     async def aget_messages(self) -> list[BaseMessage]:
-        """Async `messages` (the store is read in an executor)."""
-        return await run_in_executor(None, lambda: self.messages)
+        """Async `messages` (`ContextMemory.ahistory`)."""
+        records = await self.memory.ahistory(self.session_id)
+        return [from_record(r) for r in records]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store messages in order (all checked before any is written).
@@ -91,7 +91,7 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async `add_messages`."""
-        await run_in_executor(None, self.add_messages, messages)
+        await self.memory.arun(self.add_messages, messages)
 
     def clear(self, *, pins: bool = False) -> None:
         """Forget the session's messages and summaries (`ContextMemory.clear`).
@@ -102,4 +102,4 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
 
     async def aclear(self) -> None:
         """Async `clear`."""
-        await run_in_executor(None, self.clear)
+        await self.memory.aclear(self.session_id)

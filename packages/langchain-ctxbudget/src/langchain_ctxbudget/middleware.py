@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables.config import run_in_executor
 
 from ctxbudget import AssembledContext, Budget, ContextItem, Summarizer, TokenCounter
 from ctxbudget.compat import renamed
@@ -21,8 +20,8 @@ from ctxbudget.core.items import side_items
 from ctxbudget.core.numbers import count
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, trim_options
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
-from ctxbudget.memory.plan import plan_for
-from ctxbudget.memory.presets import StrategyLike
+from ctxbudget.memory.policy.plan import plan_for
+from ctxbudget.memory.policy.presets import StrategyLike
 from langchain_ctxbudget.assembly import CallAssembler
 from langchain_ctxbudget.budget import call_budget, model_name, model_window, window_budget
 from langchain_ctxbudget.convert import counter_for, resolve_counter
@@ -55,8 +54,8 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
-    from ctxbudget.memory.candidates import Additions
     from ctxbudget.memory.context import ContextMemory
+    from ctxbudget.memory.reading.candidates import Additions
 
 __all__ = ["CtxBudgetMiddleware"]
 
@@ -257,13 +256,14 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> Any:
-        """Async `wrap_model_call` (memory I/O runs in an executor)."""
+        """Async `wrap_model_call` (with memory, on the memory's threads: `ContextMemory.arun`)."""
         ids = self._identity(request.runtime)
         thread = run_thread(request.runtime)
         if self.memory is None:
             prepared, context = self._prepare(request, ids, thread)
         else:
-            prepared, context = await run_in_executor(None, self._prepare, request, ids, thread)
+            # On the memory's own worker threads (not the loop's shared executor).
+            prepared, context = await self.memory.arun(self._prepare, request, ids, thread)
         call = self._observer.observe(context, request.runtime, thread, ids)
         return await acall_with_metadata(handler, prepared, call.summary)
 
@@ -287,8 +287,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> dict[str, Any] | None:
         """Async `after_agent`."""
         if self.memory is not None:
-            await run_in_executor(
-                None, self._finish, state["messages"], self._identity(runtime), run_thread(runtime)
+            await self.memory.arun(
+                self._finish, state["messages"], self._identity(runtime), run_thread(runtime)
             )
         return None
 

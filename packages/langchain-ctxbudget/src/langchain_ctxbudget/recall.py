@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctxbudget import Budget
-from ctxbudget.memory.candidates import Additions, Candidates
+from ctxbudget.memory.reading.candidates import Additions, Candidates
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
-    from ctxbudget.memory.presets import StrategyLike
+    from ctxbudget.memory.policy.presets import StrategyLike
 
 __all__ = ["QUESTIONS_REMEMBERED", "Recalled", "recall"]
 

@@ -15,8 +15,8 @@ from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.numbers import count
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.presets import as_strategy
-from ctxbudget.memory.search import ScoredHit
+from ctxbudget.memory.policy.presets import as_strategy
+from ctxbudget.memory.reading.search import ScoredHit
 from ctxbudget.store.records import scope_of
 from langchain_ctxbudget.convert import resolve_counter
 
@@ -33,8 +33,8 @@ class CtxBudgetRetriever(BaseRetriever):
     """The best chunks of a `ctxbudget.memory.context.ContextMemory` that fit a token budget.
 
     The ``fetch_k`` nearest records are scored as `ContextMemory` scores candidates (relevance
-    x recency x salience, `ctxbudget.memory.scoring.Scoring` of the memory's config), the core
-    packs the best total score into ``budget``, and the ``k`` best of those are returned
+    x recency x salience, `ctxbudget.memory.policy.scoring.Scoring` of the memory's config), the
+    core packs the best total score into ``budget``, and the ``k`` best of those are returned
     (packed again on their own: `ctxbudget.core.documents.pack_documents` with ``k``), best
     first. Each `Document` carries in its metadata: ``id`` (the record's own id, as given to
     `ContextMemory`), ``scope`` and ``scope_id`` (where that id is unique: ``"collection"`` and

@@ -1,4 +1,4 @@
-"""The commands of the ctxbudget command line: demo, assemble, explain, stats, eval.
+"""The commands of the ctxbudget command line: demo, assemble, explain, stats, eval, mcp.
 
 ``ingest`` is in `ctxbudget.cli.ingest`; what the commands print, in `ctxbudget.cli.output`;
 what the store, model and budget options mean (and `UsageError`), in `ctxbudget.cli.options`.
@@ -10,6 +10,7 @@ import argparse
 import importlib.util
 import json
 import shutil
+import sys
 import tempfile
 import time
 from importlib import resources
@@ -25,7 +26,7 @@ from ctxbudget.cli.output import (
     warn,
 )
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
-from ctxbudget.extras import missing_extra
+from ctxbudget.extras import missing_extra, require
 
 __all__ = [
     "UsageError",
@@ -36,6 +37,7 @@ __all__ = [
     "eval_locomo",
     "explain",
     "int_list",
+    "mcp_server",
     "open_memory",
     "run_assembly",
     "session_warnings",
@@ -197,7 +199,7 @@ def stats(args: argparse.Namespace) -> int:
 
 def context_stats(args: argparse.Namespace) -> int:
     """``ctxbudget stats --contexts``: budget analytics of the logged assemblies."""
-    from ctxbudget.memory.analytics import plot_budget_stats
+    from ctxbudget.memory.log.analytics import plot_budget_stats
 
     top = 10 if args.top is None else args.top
     if top < 0:
@@ -240,13 +242,66 @@ def context_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- mcp --------------------------------------------------------------------------------------
+def mcp_server(args: argparse.Namespace) -> int:
+    """``ctxbudget mcp``: serve the store to MCP clients (stdio, or HTTP on 127.0.0.1).
+
+    Checked before the store is opened: the ``mcp`` extra, ``--host`` (127.0.0.1 only: the
+    server has no authentication), ``--port`` (HTTP only) and ``--user``. Serves until the
+    client goes (stdio) or Ctrl+C or SIGTERM; then the memory is closed, storing every
+    acknowledged message.
+    """
+    require("mcp.server.mcpserver", "mcp", "the MCP server (ctxbudget mcp)")
+    from ctxbudget.mcp.server import build_server
+    from ctxbudget.mcp.transports import DEFAULT_PORT, HOST, Shutdown, serve
+
+    if args.host is not None and args.host != HOST:
+        msg = (
+            f"--host {args.host}: ctxbudget mcp listens on {HOST} only: it has no "
+            "authentication, so anyone who reached it could read and delete every session; "
+            "to serve other machines, put an authenticating proxy on this one in front of it"
+        )
+        raise UsageError(msg)
+    if args.transport == "stdio" and args.port is not None:
+        msg = "--port is for --transport http (stdio serves over stdin and stdout)"
+        raise UsageError(msg)
+    if args.user is not None and not args.user:
+        msg = "--user needs a user id (or leave it out to let each call name its user)"
+        raise UsageError(msg)
+    # SIGTERM stops serving; then it waits until the memory is closed (entered first, left last).
+    shutdown = args.resources.enter_context(Shutdown())
+    memory = open_memory(args)
+    server = build_server(memory, user=args.user)
+
+    def announce(url: str) -> None:
+        print(
+            f"ctxbudget: MCP server at {url} (streamable HTTP; namespace {memory.namespace!r}, "
+            f"store {memory.store.location}); stop with Ctrl+C",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    if args.transport == "stdio" and sys.stdin is not None and sys.stdin.isatty():
+        # A person started it, not a client: say what it waits for.
+        print(
+            "ctxbudget: serving MCP over stdin and stdout, for an MCP client to start (see "
+            "docs/mcp.md, or --transport http); stop with Ctrl+D",
+            file=sys.stderr,
+            flush=True,
+        )
+    with shutdown.serving():
+        port = DEFAULT_PORT if args.port is None else args.port
+        serve(server, transport=args.transport, port=port, announce=announce)
+    return 0
+
+
 # -- eval -------------------------------------------------------------------------------------
 def eval_locomo(args: argparse.Namespace) -> int:
     """``ctxbudget eval locomo``: the LoCoMo evidence-recall evaluation."""
     from ctxbudget.eval import load_locomo, run_locomo
     from ctxbudget.eval.compare import write_results
     from ctxbudget.eval.forms import entity_settings, speaker_forms
-    from ctxbudget.memory.config import MemoryConfig
+    from ctxbudget.memory.policy.config import MemoryConfig
     from ctxbudget.tokens.counter import TokenCounter
 
     budgets = int_list(args.budgets, "--budgets")

@@ -19,7 +19,7 @@ from ctxbudget.core.report import AssembledContext
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
-    from ctxbudget.memory.analytics import BudgetStats
+    from ctxbudget.memory.log.analytics import BudgetStats
 
 __all__ = [
     "budget_document",

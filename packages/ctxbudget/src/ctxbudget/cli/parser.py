@@ -194,10 +194,44 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stats.set_defaults(run=run.stats)
 
+    _add_mcp(command)
     _add_eval(command)
     for sub in made:  # last, so that each usage line starts with the command's own options
         add_global_options(sub, top=False)
     return parser
+
+
+def _add_mcp(command: Any) -> None:
+    served = command(
+        "mcp",
+        "serve the store to MCP clients: remember, recall, budgeted context (needs the mcp extra)",
+        description="Serve the store as an MCP server (docs/mcp.md): tools to remember a "
+        "message or a fact, recall, build a context for a question within a token budget, "
+        "list and forget sessions, in --namespace. Over stdio (what desktop clients start), "
+        "or streamable HTTP on 127.0.0.1. Serves until the client goes (stdio) or Ctrl+C; "
+        "messages it acknowledged are stored before it exits.",
+    )
+    served.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default) or http: streamable HTTP at http://127.0.0.1:PORT/mcp",
+    )
+    served.add_argument(
+        "--port", type=int, default=None, help="the HTTP port (default 8000; 0: any free port)"
+    )
+    served.add_argument(
+        "--host",
+        default=None,
+        help="127.0.0.1, the only address served (the server has no authentication)",
+    )
+    served.add_argument(
+        "--user",
+        default=None,
+        help="serve this user only: every call is theirs, another user_id is refused "
+        "(default: each call names its user)",
+    )
+    served.set_defaults(run=run.mcp_server)
 
 
 def _add_eval(command: Any) -> None:

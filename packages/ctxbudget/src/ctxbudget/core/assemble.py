@@ -43,6 +43,7 @@ from ctxbudget.core.summaries import Summarizer, substitutions
 from ctxbudget.core.tiers import pack_tiers
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, check_trim
 from ctxbudget.errors import ConfigurationError, InvalidItemError
+from ctxbudget.telemetry.operations import assembly_span
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = ["ContextAssembler"]
@@ -124,6 +125,7 @@ class ContextAssembler:
             layout = self._layouts[fmt] = Layout(fmt, self.counter)
         return layout
 
+    @assembly_span
     def assemble(
         self,
         items: Iterable[ContextItem],

@@ -2,7 +2,7 @@
 
 Transcripts and multi-party logs write who said a turn at the start of its text. This is the
 text rule alone (pure, no I/O), shared by the store (`ctxbudget.store.records.embedding_text`
-embeds what was said, not who said it) and by memory (`ctxbudget.memory.speakers`, where a
+embeds what was said, not who said it) and by memory (`ctxbudget.memory.reading.speakers`, where a
 message's ``name`` comes first and the rule is explained).
 
 A prefix is one to four *name-like* words at the very start of the text (after leading white

@@ -2,7 +2,7 @@
 
 Providers do not publish how they render the tool schemas a call carries, so every layer counts
 a schema as the same text: `ContextMemory.assemble(tools=)` offers it as a ``Tier.TOOLS`` item
-(`ctxbudget.memory.record_items.tool_items`) and the LangChain middleware adds its tokens to
+(`ctxbudget.memory.reading.record_items.tool_items`) and the LangChain middleware adds its tokens to
 the call's reserve.
 """
 

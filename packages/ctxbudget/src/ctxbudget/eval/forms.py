@@ -1,7 +1,7 @@
 """How the LoCoMo turns are stored: the speaker in ``name``, as a ``Name: `` prefix, or not at all.
 
 Apps record who said a turn in different ways, and quality must not depend on which
-(`ctxbudget.memory.speakers`). The evaluation stores the same turns in one of three forms:
+(`ctxbudget.memory.reading.speakers`). The evaluation stores the same turns in one of three forms:
 
 - ``name``: the speaker in the message's ``name`` (the default, and how earlier runs stored
   them): ``{"role": "user", "name": "Caroline", "text": "I went..."}``;

@@ -41,8 +41,8 @@ from ctxbudget.errors import BudgetExceededError, ConfigurationError
 from ctxbudget.eval.baselines import query_item, recency_window, top_k
 from ctxbudget.eval.forms import SPEAKER_FORMS, turn_item, turn_line, turn_message
 from ctxbudget.eval.locomo import Conversation, LocomoData, Note, Question
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.tokens.counter import TokenCounter
 

@@ -1,23 +1,26 @@
 """Long-term memory: `ContextMemory` turns stored records into budgeted context.
 
-- `context`: `ContextMemory`, the public entry point; `config`: `MemoryConfig`.
-- `writes`: how a message, pinned fact or document is checked and stored.
-- `session_state`: what one call reads of a session (recent turns, pins and tasks, summaries).
-- `candidates`: `Candidates`, what `ContextMemory.candidates` offers for one query (and
-  `ContextMemory.search`); `retrieval`: the search behind it and the share of recent history.
-- `record_items`: where a stored record becomes a `ContextItem`.
-- `scoring`, `session_index`: how candidates are scored (similarity, recency, lexical).
-- `speakers`: who said a message (`speaker_of`), in its ``name`` or a ``Name: `` prefix.
-- `strategy`, `presets`, `plan`: `Strategy` and the named presets (``"chat"``, ``"rag"``...),
-  and how one call merges and applies them.
-- `inputs`, `chunking`: checking what callers write, splitting documents.
-- `tasks`, `summarize`, `forget`: the task stack, stored summaries, clearing and deleting.
+`context` holds `ContextMemory`, the public entry point; its sub-packages follow a message's
+path, from ``add_message`` to the prompt:
+
+- `writing`: a message, fact or document checked (`inputs` here, shared with reading),
+  acknowledged and journaled (`writing.behind`, `writing.opening`), embedded and stored
+  (`writing.writer`); `writing.api` holds `ContextMemory`'s write methods.
+- `reading`: what one call reads of a session (`reading.session_state`), the session kept in
+  memory for search (`reading.session_index`), retrieval and lexical scoring
+  (`reading.retrieval`, `reading.lexical`), the candidates offered (`reading.candidates`,
+  `reading.search`), stored records as context items (`reading.record_items`) and speakers.
+- `policy`: how a budget is spent: `MemoryConfig`, `Scoring` (the formulas), `Strategy`, the
+  named presets, the per-call plan and the retrieved floor. Data and formulas only.
+- `log`: the inclusion log of every assembly (`log.entries`: `ContextRecord`; `log.api`),
+  budget analytics over it (`log.analytics`) and access salience (`log.access`).
+- `upkeep`: summaries, the task stack, forgetting (`upkeep.api` holds the methods).
 - `entities`: entity memory (`MemoryConfig.entities`): the `EntityExtractor` seam and the
   built-in `RuleExtractor`, a session's `Entity` s, relations and `Pattern` s.
-- `inclusion_log`, `inclusion`, `analytics`, `access`: the log of every assembly
-  (`ContextRecord`), budget analytics over it (`BudgetStats`) and access salience.
 
-Needs the ``memory`` extra (Chroma and the embedder); loaded on first use.
+`awaitable` holds the async twins of `ContextMemory`'s calls (``aassemble``, ``aadd_message``...).
+Every copy of stored state kept in memory is listed, with its key, in docs/architecture.md
+("Caches"). Needs the ``memory`` extra (Chroma and the embedder); loaded on first use.
 """
 
 from __future__ import annotations
@@ -51,17 +54,17 @@ _LAZY = {
     "Pattern": "ctxbudget.memory.entities",
     "RuleExtractor": "ctxbudget.memory.entities",
     "ContextMemory": "ctxbudget.memory.context",
-    "MemoryConfig": "ctxbudget.memory.config",
-    "Scoring": "ctxbudget.memory.scoring",
-    "speaker_of": "ctxbudget.memory.speakers",
-    "Strategy": "ctxbudget.memory.strategy",
-    "PRESETS": "ctxbudget.memory.presets",
-    "preset": "ctxbudget.memory.presets",
-    "register_preset": "ctxbudget.memory.presets",
-    "BudgetStats": "ctxbudget.memory.analytics",
-    "budget_stats": "ctxbudget.memory.analytics",
-    "ContextRecord": "ctxbudget.memory.inclusion",
-    "InclusionLogConfig": "ctxbudget.memory.inclusion_log",
+    "MemoryConfig": "ctxbudget.memory.policy.config",
+    "Scoring": "ctxbudget.memory.policy.scoring",
+    "speaker_of": "ctxbudget.memory.reading.speakers",
+    "Strategy": "ctxbudget.memory.policy.strategy",
+    "PRESETS": "ctxbudget.memory.policy.presets",
+    "preset": "ctxbudget.memory.policy.presets",
+    "register_preset": "ctxbudget.memory.policy.presets",
+    "BudgetStats": "ctxbudget.memory.log.analytics",
+    "budget_stats": "ctxbudget.memory.log.analytics",
+    "ContextRecord": "ctxbudget.memory.log.entries",
+    "InclusionLogConfig": "ctxbudget.memory.log.api",
 }
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

@@ -2,27 +2,28 @@
 
 One object most users touch. It writes to a `ChromaStore` (embedded by default, a Chroma server
 with ``chroma_url=`` or ``CTXBUDGET_CHROMA_URL``), gathers candidates for a question from every
-source, scores them (see `ctxbudget.memory.scoring`), and hands them to the core `ContextAssembler`.
+source, scores them (see `ctxbudget.memory.policy.scoring`), and hands them to the core
+`ContextAssembler`.
 
 The session's messages are found two ways at once: by meaning (the store's vectors) and by
 words (a BM25 index of the session kept in this object, built on first use and extended as
 messages arrive). Recent history is not privileged by default: it gets the share of the budget
 that the query's own best matches point to (see `MemoryConfig.recent_share`).
 
-The work is done beside it, in `ctxbudget.memory`: `writing` and `writes` (how a message, pin
-or document is stored) and `write_behind` (messages stored in the background), `session_state`
-(what a call reads of a session), `candidates` and `retrieval` (which records are candidates,
-with what score), `upkeep` (summaries, tasks, forgetting: `summarize`, `tasks`, `forget`),
-`inclusion_log` (every assembly's record), `entities` (entity cards, relations, patterns) and
-`plan` (strategy presets applied to one call).
+The work is done beside it, in the sub-packages of `ctxbudget.memory`, along a message's path:
+`writing` (how a message, pin or document is checked, journaled and stored), `reading` (what a
+call reads of a session, which records are candidates, with what score), `policy` (settings,
+scoring formulas, strategies and the plan of one call), `log` (every assembly's record),
+`upkeep` (summaries, tasks, forgetting) and `entities` (entity cards, relations, patterns);
+`awaitable` holds the async methods (``a``-prefixed: `aassemble`, `aadd_message`...).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
@@ -32,30 +33,35 @@ from ctxbudget.core.render import Format
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.embed.base import Embedder, as_embedder
-from ctxbudget.memory.candidates import (
+from ctxbudget.memory.awaitable import AsyncRunner, awaitable
+from ctxbudget.memory.entities.api import EntityMemory
+from ctxbudget.memory.entities.index import EntityIndexes
+from ctxbudget.memory.entities.names import EntityExtractor
+from ctxbudget.memory.inputs import extra_items
+from ctxbudget.memory.log.api import ContextLogging, InclusionLogConfig
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.policy.plan import memory_strategy, plan_for
+from ctxbudget.memory.policy.presets import StrategyLike
+from ctxbudget.memory.reading.candidates import (
     Candidates,
     gather,
     offered,
 )
-from ctxbudget.memory.config import MemoryConfig
-from ctxbudget.memory.entities.api import EntityMemory
-from ctxbudget.memory.entities.index import EntityIndexes
-from ctxbudget.memory.entities.names import EntityExtractor
-from ctxbudget.memory.inclusion_log import ContextLogging, InclusionLogConfig
-from ctxbudget.memory.inputs import extra_items
-from ctxbudget.memory.plan import memory_strategy, plan_for
-from ctxbudget.memory.presets import StrategyLike
-from ctxbudget.memory.retrieval import QueryVectors
-from ctxbudget.memory.search import ScoredHit, scored_search
-from ctxbudget.memory.session_index import SessionIndexes
-from ctxbudget.memory.upkeep import SessionUpkeep
-from ctxbudget.memory.write_behind import open_write_behind
-from ctxbudget.memory.writing import MemoryWrites
+from ctxbudget.memory.reading.retrieval import QueryVectors
+from ctxbudget.memory.reading.search import ScoredHit, scored_search
+from ctxbudget.memory.reading.session_index import SessionIndexes
+from ctxbudget.memory.upkeep.api import SessionUpkeep
+from ctxbudget.memory.writing.api import MemoryWrites
+from ctxbudget.memory.writing.opening import open_write_behind
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.records import Record
+from ctxbudget.telemetry.operations import candidates_span, memory_assembly_span, search_span
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = []
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
@@ -74,11 +80,11 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         summarizer: used by `summarize` and for ``shrink="summarize"`` items (default:
             extractive, no LLM).
         write_behind: acknowledge messages once journaled and store them in the background
-            (`ctxbudget.memory.write_behind`): True journals in an embedded store's folder
+            (`ctxbudget.memory.writing.behind`): True journals in an embedded store's folder
             (a server writes synchronously), a folder journals there (any store), False never.
         strategy: a preset (``"chat"``, ``"agent"``, ``"coding"``, ``"rag"``), a `Strategy` or
-            a mapping of its fields, applied over ``config`` (`ctxbudget.memory.strategy`).
-        inclusion_log: record every assembly (`ctxbudget.memory.inclusion_log`; read back with
+            a mapping of its fields, applied over ``config`` (`ctxbudget.memory.policy.strategy`).
+        inclusion_log: record every assembly (`ctxbudget.memory.log.api`; read back with
             `contexts`, `budget_stats`): True, False, or an `InclusionLogConfig` (retention).
         entity_extractor: finds entities in messages for `MemoryConfig.entities` (default
             the built-in rules, no model; `ctxbudget.memory.entities`, docs/entities.md).
@@ -124,6 +130,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         self._behind = open_write_behind(store, write_behind)
         self.previous_contexts = PreviousContexts()  # each session's last, for previous=
         self._log = self._open_log(inclusion_log)
+        self._async = AsyncRunner()  # the threads of the async methods, on first use
 
     def counter_for(self, model: str | None) -> TokenCounter:
         """The (cached) token counter of ``model`` (the default model when None)."""
@@ -133,7 +140,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
             counter = self._counters[name] = TokenCounter.for_model(name)
         return counter
 
-    # -- writing: add_message(s), pin, unpin, add_documents (ctxbudget.memory.writing) -----
+    # -- writing: add_message(s), pin, unpin, add_documents (ctxbudget.memory.writing.api) -----
     def _settle(self) -> None:
         # Every read and every other change waits for the messages acknowledged before it.
         if self._behind is not None:
@@ -148,7 +155,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         self._settle()
         self._log.flush()
 
-    # -- reading (ctxbudget.memory.candidates) -----------------------------------------------
+    # -- reading (ctxbudget.memory.reading.candidates) ----------------------------------------
     def history(self, session_id: str, *, limit: int | None = None) -> list[Record]:
         """The session's messages in order (the last ``limit`` when given)."""
         self._settle()
@@ -156,6 +163,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
             return self.store.recent(namespace=self.namespace, session_id=session_id, limit=limit)
         return self.store.session_messages(namespace=self.namespace, session_id=session_id)
 
+    @memory_assembly_span
     def assemble(
         self,
         session_id: str,
@@ -179,7 +187,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         `MemoryConfig.recent_share`), the session's other turns that match the query or the last
         user turns by meaning or by words (with their neighbouring turns), the user's other
         sessions (when enabled), documents, and stored summaries; scored by relevance x recency
-        x salience (see `ctxbudget.memory.scoring`).
+        x salience (see `ctxbudget.memory.policy.scoring`).
 
         Args:
             session_id: the conversation.
@@ -225,6 +233,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
             self.previous_contexts.put(session_id, ctx, generation=generation)
         return ctx
 
+    @candidates_span
     def candidates(
         self,
         session_id: str,
@@ -281,6 +290,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         )
         return self._with_access(session_id, found)
 
+    @search_span
     def search(
         self,
         query: str,
@@ -322,6 +332,30 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         if self._behind is not None:
             self._behind.close()
         self.store.close()
+        self._async.close()
+
+    # -- async (ctxbudget.memory.awaitable): the same calls, off the event loop ---------------
+    async def arun(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """``func(*args, **kwargs)`` on this memory's worker threads, with the caller's context.
+
+        What every ``a``-method does with its sync twin; for a function that makes several
+        calls of this memory (an adapter's whole turn), so it does not block the event loop.
+        """
+        return await self._async.run(func, *args, **kwargs)
+
+    aassemble = awaitable(assemble)
+    acandidates = awaitable(candidates)
+    asearch = awaitable(search)
+    ahistory = awaitable(history)
+    aflush = awaitable(flush)
+    aclose = awaitable(close)
+    aadd_message = awaitable(MemoryWrites.add_message)
+    aadd_messages = awaitable(MemoryWrites.add_messages)
+    apin = awaitable(MemoryWrites.pin)
+    aunpin = awaitable(MemoryWrites.unpin)
+    aclear = awaitable(SessionUpkeep.clear)
+    adelete_session = awaitable(SessionUpkeep.delete_session)
+    adelete_user = awaitable(SessionUpkeep.delete_user)
 
     def __enter__(self) -> ContextMemory:
         return self

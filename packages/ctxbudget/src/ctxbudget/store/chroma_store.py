@@ -243,7 +243,7 @@ class ChromaStore(DeleteMethods):
         entry = self._sessions.entry(
             require_name("namespace", namespace), require_name("session_id", session_id)
         )
-        return None if entry is None else Stamp(entry.generation, entry.last, entry.version)
+        return None if entry is None else entry.stamp()
 
     def session_view(
         self,

@@ -1,6 +1,6 @@
 """Context logs: one stored record per assembly, kept per session, written in the background.
 
-`ContextMemory` logs what each `assemble` included and pruned (`ctxbudget.memory.inclusion`
+`ContextMemory` logs what each `assemble` included and pruned (`ctxbudget.memory.log.entries`
 builds the records); this module keeps them apart from memory, writes them off the call's
 critical path, and reads and deletes them per session. The store never looks inside a record:
 it is a JSON document with a time-ordered key.

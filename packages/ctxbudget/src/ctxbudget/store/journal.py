@@ -1,7 +1,7 @@
 """Acknowledged writes not yet in Chroma: an append-only journal file per writer.
 
 `ContextMemory` acknowledges a message once it is in its journal, and writes it to Chroma
-(embedding included) in the background, in batches (`ctxbudget.memory.write_behind`). The
+(embedding included) in the background, in batches (`ctxbudget.memory.writing.behind`). The
 journal is what makes that acknowledgement hold when the process dies:
 
 - Each writer appends to its own file, ``<folder>/<uuid>.jsonl``, and holds an exclusive

@@ -159,6 +159,8 @@ class Collections:
         )
         self.batch = max(1, int(conn.call("open", conn.client.get_max_batch_size)))
         self._handles: OrderedDict[str, Any] = OrderedDict()
+        self.opened: Callable[[str, Any], None] | None = None
+        """Called with each partition opened, before it is used (`ctxbudget.store.migration`)."""
 
     # -- partitions ------------------------------------------------------------------------
     def handle(self, partition: str, *, create: bool) -> Any | None:
@@ -180,6 +182,8 @@ class Collections:
             found = self.conn.call("open a partition", partial(existing, client, partition))
             if found is None:
                 return None
+        if (opened := self.opened) is not None:
+            opened(partition, found)  # if it raises, the handle is not kept: it runs again
         with self.conn.lock:
             self._handles[partition] = found
             while len(self._handles) > _OPEN_HANDLES:

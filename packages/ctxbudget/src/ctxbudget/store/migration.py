@@ -15,16 +15,31 @@ One-off repairs fix what an older ctxbudget left in stores of the current layout
 entry counts those done (``repairs``; an older ctxbudget ignores it). Repair 1: layout 1 stored
 ``"(tool call)"`` as the text of a turn that only calls tools (`PLACEHOLDER`), and migrations
 kept it, so it was sent to the model as the assistant's words; it is made empty text (the calls
-kept, the token counts dropped: they counted the placeholder). It runs once per store, after a
-migration or on the first open of a layout-3 store by this code: one read per partition, of
-the messages whose text contains the placeholder (a document filter), then one update of those
-that are exactly it. Idempotent, like the migrations: an interrupted repair is run again.
+kept, the token counts dropped: they counted the placeholder). Only layout 1 wrote it, so:
+
+- A new store records ``repairs`` with its version (its first write) and is never read for it.
+- A migration repairs each record as it moves it, with no read of its own; only partitions an
+  interrupted migration left (an earlier ctxbudget moved records as they were) are read, once.
+- A layout-3 store an earlier ctxbudget wrote without ``repairs`` may hold placeholders (if it
+  was migrated from layout 1; nothing in it tells) but is not read on open: Chroma loads each
+  collection on its first read in a process, whatever the filter, so reading every partition
+  took about 50 minutes for 2,492 partitions (docs/benchmarks.md). Each partition registered
+  at open is repaired when this process first opens it, before it is used
+  (`Collections.opened`), and its registry entry records it (``repairs``); the layout entry
+  does once every one of them has. A partition costs one read more on its first use: its rows
+  whose text contains the placeholder (a document filter only: a ``kind`` clause costs as much
+  as the whole store holds), and, if some are exactly it, their update and new generations for
+  their sessions.
+
+Idempotent, like the migrations, and run under the store's lock: an interrupted repair runs
+again, and two processes repairing one partition write the same.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -32,7 +47,14 @@ from typing import Any
 from ctxbudget.errors import StoreError
 from ctxbudget.store.keys import key_fields
 from ctxbudget.store.layout import LAYOUT_VERSION, Collections, existing
-from ctxbudget.store.records import Record, decode_record, record_key, scope_of, stored_scope
+from ctxbudget.store.records import (
+    Record,
+    decode_record,
+    json_key,
+    record_key,
+    scope_of,
+    stored_scope,
+)
 from ctxbudget.store.sessions import Session, Sessions, partition_owner
 
 __all__ = ["PLACEHOLDER", "LayoutVersion", "is_placeholder", "layout1_key"]
@@ -68,8 +90,7 @@ class LayoutVersion:
             version = int(rows[0][2].get("version", 1)) if rows else None
             if version == LAYOUT_VERSION:
                 if int(rows[0][2].get("repairs", 0)) < _REPAIRS:
-                    _repair_placeholders(cols, self._sessions)
-                    self.record()
+                    _PartitionRepairs(cols, self._sessions, self.record).start()
                 return
             if version is not None and version > LAYOUT_VERSION:
                 msg = (
@@ -82,14 +103,16 @@ class LayoutVersion:
             # migrate only if this store wrote to it (its embedder entry), else it is left alone.
             ours = version is not None or bool(cols.rows(cols.meta, ids=["store"], documents=False))
             legacy = _legacy(cols) if ours else None
-            if legacy is None:
-                if version is None:
-                    self.pending = True  # a new store: recorded with its first write
-                    return
-            else:
+            if legacy is None and version is None:
+                self.pending = True  # a new store: recorded with its first write
+                return
+            left = cols.partitions()  # of an interrupted migration (maybe not repaired)
+            if legacy is not None:
                 _migrate_to_scoped_ids(cols, legacy)
-                _migrate_to_partitions(cols, self._sessions, legacy)
-                _repair_placeholders(cols, self._sessions)
+                _migrate_to_partitions(cols, self._sessions, legacy)  # repairs what it moves
+            for partition in left:
+                repaired = cols.run(partition, partial(_repair_partition, cols, self._sessions))
+                _report(cols, repaired or 0)
             self.record()
 
     def record(self) -> None:
@@ -99,6 +122,41 @@ class LayoutVersion:
             {_LAYOUT_ID: entry}, action="record the store layout", wrote=""
         )
         self.pending = False
+
+
+class _PartitionRepairs:
+    """Repair 1 of a layout-3 store, each partition on its first use (see the module docstring)."""
+
+    def __init__(self, cols: Collections, sessions: Sessions, done: Callable[[], None]) -> None:
+        self._cols = cols
+        self._sessions = sessions
+        self._done = done  # records the repair in the layout entry
+        rows = cols.rows(cols.meta, where={"type": "part"}, documents=False)
+        self._todo = {str(m["part"]) for _, _, m in rows if int(m.get("repairs", 0)) < _REPAIRS}
+
+    def start(self) -> None:
+        """Record the repair if no partition needs it, else repair each as it is opened."""
+        if self._todo:
+            self._cols.opened = self.opened
+        else:
+            self._done()
+
+    def opened(self, partition: str, collection: Any) -> None:
+        """Repair ``partition`` unless it was already (by this process or another)."""
+        cols = self._cols
+        with cols.conn.lock:
+            if partition not in self._todo:
+                return
+            key = json_key("part", partition)
+            rows = cols.rows(cols.meta, ids=[key], documents=False)
+            if rows and int(rows[0][2].get("repairs", 0)) < _REPAIRS:
+                _report(cols, _repair_partition(cols, self._sessions, collection))
+                update = partial(cols.meta.update, ids=[key], metadatas=[{"repairs": _REPAIRS}])
+                cols.conn.call("record a repair", update, wrote="")  # merged; a dropped one: none
+            self._todo.discard(partition)
+            if not self._todo:
+                cols.opened = None
+                self._done()
 
 
 def _legacy(cols: Collections) -> Any | None:
@@ -188,6 +246,7 @@ def _migrate_to_partitions(cols: Collections, sessions: Sessions, legacy: Any) -
     new = {s: replace(e, last=counters.get(s, -1)) for s, e in new.items()}
     sessions.save(new, wrote=_UNSURE)
     entries.update(new)
+    repaired = 0
     while True:
         got = conn.call(
             "read records to migrate",
@@ -209,11 +268,13 @@ def _migrate_to_partitions(cols: Collections, sessions: Sessions, legacy: Any) -
         )
         for partition in dict.fromkeys(parts):
             chosen = [n for n, p in enumerate(parts) if p == partition]
+            rows = [_moved(got["documents"][n], got["metadatas"][n], records[n]) for n in chosen]
+            repaired += sum(fixed for _, _, fixed in rows)
             data = {
                 "ids": [got["ids"][n] for n in chosen],
                 "embeddings": [[float(x) for x in got["embeddings"][n]] for n in chosen],
-                "documents": [got["documents"][n] or "" for n in chosen],
-                "metadatas": [_with_keys(got["metadatas"][n], records[n]) for n in chosen],
+                "documents": [document for document, _, _ in rows],
+                "metadatas": [meta for _, meta, _ in rows],
             }
             cols.run(partition, partial(_upsert, cols, data), create=True)
         sessions.note_members(zip(records, parts, strict=True))
@@ -224,17 +285,10 @@ def _migrate_to_partitions(cols: Collections, sessions: Sessions, legacy: Any) -
             unsure=_UNSURE,
         )
     conn.call("delete the old collection", partial(conn.client.delete_collection, cols.name))
+    _report(cols, repaired)
 
 
-def _repair_placeholders(cols: Collections, sessions: Sessions) -> None:
-    """Repair 1: the tool-call-only turns layout 1 stored with `PLACEHOLDER` as their text.
-
-    Their sessions get new generations, as for any replaced message: a copy of one kept in
-    memory (another `ContextMemory` on the folder, another worker) is read again.
-    """
-    repaired = 0
-    for partition in cols.partitions():
-        repaired += cols.run(partition, partial(_repair_partition, cols, sessions)) or 0
+def _report(cols: Collections, repaired: int) -> None:
     if repaired:
         cols.conn.logger.warning(
             "collection %r in %s: %d tool-call-only turn(s) stored with the placeholder text %r "
@@ -247,12 +301,16 @@ def _repair_placeholders(cols: Collections, sessions: Sessions) -> None:
 
 
 def _repair_partition(cols: Collections, sessions: Sessions, collection: Any) -> int:
+    """Repair 1 in one partition: its tool-call-only turns with `PLACEHOLDER` as their text.
+
+    Their sessions get new generations, as for any replaced message: a copy of one kept in
+    memory (another `ContextMemory` on the folder, another worker) is read again.
+    """
     conn = cols.conn
     got = conn.call(
         "read tool-call turns to repair",
         partial(
             collection.get,
-            where={"kind": "message"},
             where_document={"$contains": PLACEHOLDER},
             include=["embeddings", "documents", "metadatas"],
         ),
@@ -297,8 +355,13 @@ def _upsert(cols: Collections, data: dict[str, Any], collection: Any) -> None:
     cols.conn.call("migrate records", partial_upsert, wrote=_UNSURE, unsure=_UNSURE)
 
 
-def _with_keys(meta: dict[str, Any] | None, record: Record) -> dict[str, Any]:
-    """Layout 2 metadata with the selective keys of layout 3 (`ctxbudget.store.keys`)."""
+def _moved(
+    document: str | None, meta: dict[str, Any] | None, record: Record
+) -> tuple[str, dict[str, Any], bool]:
+    """A layout-2 row as layout 3 stores it, and whether it was a placeholder (now repaired).
+
+    Its metadata gains the selective keys of layout 3 (`ctxbudget.store.keys`).
+    """
     keys = key_fields(
         record.namespace,
         scope_of(record),
@@ -307,7 +370,10 @@ def _with_keys(meta: dict[str, Any] | None, record: Record) -> dict[str, Any]:
         record.user_id,
         record.seq,
     )
-    return {**dict(meta or {}), **keys}
+    moved = {**dict(meta or {}), **keys}
+    if is_placeholder(document, moved):
+        return "", {**moved, "tokens": "{}"}, True  # the counts were the placeholder's
+    return document or "", moved, False
 
 
 def layout1_key(key: str) -> bool:

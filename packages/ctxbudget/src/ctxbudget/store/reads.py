@@ -115,7 +115,7 @@ class Reader:
         extra: dict[str, Any] = {"at": {"$in": keys}}
         # A copy held in memory of the current generation has every message up to its last.
         # (Not on a server: another process may still write a message with a lower seq.)
-        stamp = Stamp(entry.generation, entry.last, entry.version)
+        stamp = entry.stamp()
         since = None
         if stamp.same_session(held) and held is not None and not self._collections.conn.shared:
             since = held.last

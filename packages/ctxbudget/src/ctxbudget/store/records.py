@@ -235,7 +235,7 @@ def embedding_text(record: Record) -> str:
     canonical calls `ContextMemory` keeps), so the turn is found by what it did. A user or
     assistant turn without a name that starts with a speaker prefix (``Caroline: ...``) is
     embedded without it, as a turn whose speaker is in ``name`` is: who said it is matched by
-    words (`ctxbudget.memory.speakers`), not by meaning.
+    words (`ctxbudget.memory.reading.speakers`), not by meaning.
 
     >>> embedding_text(Record(id="a", kind="message", text="", session_id="s", tool_calls=("c1",)))
     'tool call c1'

@@ -64,12 +64,14 @@ class Stamp(NamedTuple):
     ``generation`` changes with every delete or replace of the session's records and when the
     session is deleted and started again; ``last`` is its newest seq (a copy may be extended
     past it); ``version`` counts deletes and replaces (kept for entries written before
-    generations, which have ``generation`` "" until their first delete or replace).
+    generations, which have ``generation`` "" until their first delete or replace);
+    ``owner`` is the user who started the session ("" for none), never part of the key.
     """
 
     generation: str
     last: int
     version: int
+    owner: str = ""
 
     def same_session(self, other: Stamp | None) -> bool:
         """Whether ``other`` is a stamp of the same messages (up to its ``last``)."""
@@ -89,6 +91,10 @@ class SessionEntry:
     owner: str
     version: int
     generation: str = ""
+
+    def stamp(self) -> Stamp:
+        """What copies of the session are keyed by (`Stamp`), with its owner."""
+        return Stamp(self.generation, self.last, self.version, self.owner)
 
     def metadata(self, namespace: str, session_id: str) -> dict[str, Any]:
         """The entry as ``meta`` stores it."""

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, TokenCounter
-from ctxbudget.memory.candidates import offered
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.inputs import extra_items
-from ctxbudget.memory.plan import plan_for
-from ctxbudget.memory.presets import StrategyLike
-from ctxbudget.memory.session_state import is_stored_query
+from ctxbudget.memory.policy.plan import plan_for
+from ctxbudget.memory.policy.presets import StrategyLike
+from ctxbudget.memory.reading.candidates import offered
+from ctxbudget.memory.reading.session_state import is_stored_query
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget.budget import call_budget
 from llama_index.ctxbudget.storing import system_items
@@ -106,7 +106,7 @@ def assemble_session(
         model: the model whose tokenizer counts.
         user_id: the user (pins, other sessions).
         extra: more items (memory blocks), offered as they are.
-        strategy: merged over the memory's (`ctxbudget.memory.plan.plan_for`).
+        strategy: merged over the memory's (`ctxbudget.memory.policy.plan.plan_for`).
 
     Raises:
         BudgetExceededError: the system messages, never-cut items and a pending question alone

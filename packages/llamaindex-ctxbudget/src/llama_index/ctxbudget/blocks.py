@@ -93,9 +93,7 @@ async def session_blocks(
     block_kwargs: Mapping[str, Any],
 ) -> list[ContextItem]:
     """What ``blocks`` return for the session's recent messages and the input ``text``."""
-    records = await asyncio.to_thread(
-        memory.history, session_id, limit=memory.config.recent_messages
-    )
+    records = await memory.ahistory(session_id, limit=memory.config.recent_messages)
     messages = [from_record(record) for record in records]
     if text:
         messages.append(ChatMessage(role=MessageRole.USER, content=text))

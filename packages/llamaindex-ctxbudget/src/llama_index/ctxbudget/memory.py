@@ -14,7 +14,6 @@ and summaries (``pin``, ``unpin``, ``summarize``) come from `llama_index.ctxbudg
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import uuid
@@ -31,9 +30,9 @@ from ctxbudget import AssembledContext, Budget, ContextItem, TokenCounter
 from ctxbudget.core.numbers import count
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.errors import InvalidBudgetError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.presets import StrategyLike, as_strategy
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.policy.presets import StrategyLike, as_strategy
 from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.blocks import check_block_tiers, run_sync, session_blocks
 from llama_index.ctxbudget.convert import from_provider, from_record, input_text
@@ -83,7 +82,7 @@ class CtxBudgetMemory(BaseMemory, LongTermMemory):
         memory_blocks: LlamaIndex memory blocks read on every `get` (see `block_tier`).
         block_tiers: tiers by block name, overriding `block_tier`'s default.
         strategy: a preset name (``"chat"``, ``"rag"``...) or a `ctxbudget.Strategy` as a dict,
-            merged over the `ContextMemory`'s on every `get` (`ctxbudget.memory.strategy`).
+            merged over the `ContextMemory`'s on every `get` (`ctxbudget.memory.policy.strategy`).
 
     >>> memory = CtxBudgetMemory.from_defaults(token_limit=2048, path=tmp_path)  # doctest: +SKIP
     >>> memory.put(ChatMessage(role="user", content="I moved to Lisbon"))  # doctest: +SKIP
@@ -301,7 +300,7 @@ class CtxBudgetMemory(BaseMemory, LongTermMemory):
         initial = kwargs.pop("initial_token_count", 0)
         extra = await self._blocks(input, kwargs) if self.memory_blocks else []
         # Assembled in a worker thread; reported here, in the caller's task.
-        return self._report(await asyncio.to_thread(self._get, input, initial, extra))
+        return self._report(await self._memory.arun(self._get, input, initial, extra))
 
     def _get(
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
@@ -379,6 +378,27 @@ class CtxBudgetMemory(BaseMemory, LongTermMemory):
     def clear(self, *, pins: bool = False) -> None:
         """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
         clear_session(self._memory, self.session_id, pins=pins)
+
+    # -- async: the same calls on the memory's own threads (`ContextMemory.arun`) -------------
+    async def aget_all(self) -> list[ChatMessage]:
+        """Async `get_all`."""
+        return await self._memory.arun(self.get_all)
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async `put`."""
+        await self._memory.arun(self.put, message)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Async `put_messages`."""
+        await self._memory.arun(self.put_messages, messages)
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Async `set`."""
+        await self._memory.arun(self.set, messages)
+
+    async def areset(self) -> None:
+        """Async `reset`."""
+        await self._memory.arun(self.reset)
 
     def close(self) -> None:
         """Close the `ContextMemory` if `from_defaults` opened it (idempotent)."""

@@ -25,8 +25,8 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.embed.base import as_embedder
 from ctxbudget.errors import ConfigurationError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
 

@@ -6,7 +6,6 @@ Each retrieval dispatches a `ContextAssembledEvent` (LlamaIndex instrumentation)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -22,8 +21,8 @@ from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.numbers import count
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.presets import StrategyLike, as_strategy
-from ctxbudget.memory.search import ScoredHit
+from ctxbudget.memory.policy.presets import StrategyLike, as_strategy
+from ctxbudget.memory.reading.search import ScoredHit
 from ctxbudget.store.chroma_store import Record
 from ctxbudget.store.records import scope_of
 from llama_index.ctxbudget.events import LastContext, report_assembly
@@ -193,7 +192,7 @@ class CtxBudgetRetriever(BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         # Searched and packed in a worker thread; reported here, in the caller's task.
-        nodes, context, offered = await asyncio.to_thread(self._pack, query_bundle.query_str)
+        nodes, context, offered = await self.memory.arun(self._pack, query_bundle.query_str)
         self._report(context, offered)
         return nodes
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 from ctxbudget.memory.entities.names import EntityExtractor, Mention, as_mentions
-from ctxbudget.memory.speakers import find_speaker, speaker_prefix
+from ctxbudget.memory.reading.speakers import find_speaker, speaker_prefix
 from ctxbudget.store.records import Record
 
 __all__ = ["BATCH", "Answers", "Key", "message_key"]
@@ -51,7 +51,7 @@ def message_key(record: Record, author: str | None) -> Key:
 
 
 def _author(record: Record) -> str | None:
-    # As `ctxbudget.memory.session_index` names who said a message.
+    # As `ctxbudget.memory.reading.session_index` names who said a message.
     speaker = find_speaker(record) if record.role in ("user", "assistant") else None
     return speaker.name if speaker is not None else None
 

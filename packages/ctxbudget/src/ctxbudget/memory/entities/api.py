@@ -16,7 +16,6 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ctxbudget.errors import StoreInputError
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.index import Entity, EntityIndexes
 from ctxbudget.memory.entities.names import ENTITY_TYPES, entity_key
 from ctxbudget.memory.entities.reindex import IndexedDocuments, index_documents
@@ -30,8 +29,9 @@ from ctxbudget.memory.entities.stored import (
     split_pins,
 )
 from ctxbudget.memory.inputs import check_message_id
-from ctxbudget.memory.session_index import SessionIndexes
-from ctxbudget.memory.session_state import read_session
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.reading.session_index import SessionIndexes
+from ctxbudget.memory.reading.session_state import read_session
 from ctxbudget.store.records import require_name
 from ctxbudget.tokens.counter import TokenCounter
 

@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Shrink, Tier
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.documents import (
     DocumentMatch,
     document_lines,
@@ -47,8 +46,9 @@ from ctxbudget.memory.entities.stored import (
     declared_aliases,
     match_patterns,
 )
-from ctxbudget.memory.record_items import retrieved_item
-from ctxbudget.memory.scoring import lexical_terms, record_score
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.reading.lexical import lexical_terms, record_score
+from ctxbudget.memory.reading.record_items import retrieved_item
 from ctxbudget.store.records import Record, json_key, scope_of
 
 __all__ = ["EntityScope", "entity_candidates", "named_in"]

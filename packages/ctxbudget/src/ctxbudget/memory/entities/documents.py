@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxbudget.core.items import ContextItem
-from ctxbudget.memory.config import MemoryConfig
 from ctxbudget.memory.entities.lexicon import COMMON
 from ctxbudget.memory.entities.names import EntityExtractor, as_mentions, entity_key, query_words
 from ctxbudget.memory.entities.quotes import QUOTE_CHARS, label, sentence
-from ctxbudget.memory.record_items import item_id, retrieved_item
-from ctxbudget.memory.scoring import lexical_terms, record_score
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.reading.lexical import lexical_terms, record_score
+from ctxbudget.memory.reading.record_items import item_id, retrieved_item
 from ctxbudget.store.doc_entities import ChunkEntities, DocEntity, Named
 from ctxbudget.store.records import Record
 

@@ -34,7 +34,7 @@ from ctxbudget.memory.entities.rules import MAX_CHARS, RuleExtractor
 from ctxbudget.store.records import Record
 
 if TYPE_CHECKING:
-    from ctxbudget.memory.session_index import SessionIndex
+    from ctxbudget.memory.reading.session_index import SessionIndex
 
 __all__ = ["TURNS_KEPT", "Entity", "EntityIndex", "EntityIndexes", "Resolved"]
 

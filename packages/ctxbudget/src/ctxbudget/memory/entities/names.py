@@ -24,7 +24,7 @@ from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.entities.lexicon import TITLES
 
 if TYPE_CHECKING:
-    from ctxbudget.memory.config import MemoryConfig
+    from ctxbudget.memory.policy.config import MemoryConfig
 
 __all__ = [
     "ENTITY_TYPES",

@@ -6,8 +6,8 @@ deletes them too. What only the API says is stored: a relation (``ContextMemory.
 pattern (``ContextMemory.remember_pattern``, its outcomes by ``pattern_result``). Both are
 pinned records of their session or user marked ``metadata["_entity"]`` (``"relation"`` or
 ``"pattern"``), so they live in the partition of their scope, arrive with the session's pins
-in the one read a call makes (`ctxbudget.memory.session_state`), go with `delete_session` and
-`delete_user`, and are never offered as pinned facts (`split_pins`).
+in the one read a call makes (`ctxbudget.memory.reading.session_state`), go with
+`delete_session` and `delete_user`, and are never offered as pinned facts (`split_pins`).
 
 A pattern's success rate is Laplace-smoothed: ``(successes + 1) / (successes + failures + 2)``,
 so an untried pattern rates 0.5 and one bad outcome does not bury it.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.entities.names import clean_name, entity_key
-from ctxbudget.memory.scoring import lexical_terms
+from ctxbudget.memory.reading.lexical import lexical_terms
 from ctxbudget.store.records import Record
 
 __all__ = [

@@ -1,0 +1,282 @@
+"""What each tool of ``ctxbudget mcp`` does with a `ContextMemory`, without the MCP SDK.
+
+Each public method of `MemoryTools` is one tool (`ctxbudget.mcp.server` registers them with
+their argument schemas): it keeps the server's scoping, calls `ContextMemory`'s public API, and
+returns a JSON document. A mistake raises a `CtxBudgetError` (ours, or the memory's own) whose
+message says what was wrong and what to do; the server hands it to the client as a tool error.
+
+Scoping is `ContextMemory`'s: one namespace per server (``--namespace``), a session named by
+each call (``session_id``), and a user (``user_id``). A server started for one user
+(``ctxbudget mcp --user U``) uses U on every call and refuses another user id, so its client can
+neither write as nor search another user.
+
+>>> tools = MemoryTools(ContextMemory(path=tmp_path), user="maya")  # doctest: +SKIP
+>>> tools.remember("s1", "user", "My cat is Miso.")["user_id"]  # doctest: +SKIP
+'maya'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from ctxbudget.cli.output import context_document
+from ctxbudget.errors import ConfigurationError
+from ctxbudget.store.records import require_name, scope_of
+
+if TYPE_CHECKING:
+    from ctxbudget.memory.context import ContextMemory
+    from ctxbudget.memory.reading.search import ScoredHit
+
+__all__ = ["DEFAULT_BUDGET", "MAX_K", "RECALL_KINDS", "Format", "MemoryTools", "Role"]
+
+#: What ``context`` may use when the call names no budget (``ctxbudget assemble``'s default).
+DEFAULT_BUDGET = 4096
+
+#: The most hits one ``recall`` returns.
+MAX_K = 100
+
+#: The kinds of record ``recall`` searches: messages, pinned facts and stored summaries.
+RECALL_KINDS: tuple[str, ...] = ("message", "pinned", "summary")
+
+Role = Literal["user", "assistant", "system"]
+Format = Literal["messages", "text", "compact"]
+
+
+class MemoryTools:
+    """The tools of one MCP server over one `ContextMemory`.
+
+    Args:
+        memory: the memory every tool reads and writes (its namespace is the server's).
+        user: the only user this server serves (``--user``): every call uses it, and a call
+            naming another ``user_id`` is refused. None: each call names its user, or none.
+    """
+
+    def __init__(self, memory: ContextMemory, *, user: str | None = None) -> None:
+        self.memory = memory
+        self.user = None if user is None else require_name("--user", user)
+
+    # -- writing -----------------------------------------------------------------------------
+    def remember(
+        self,
+        session_id: str,
+        role: Role,
+        text: str,
+        *,
+        user_id: str | None = None,
+        name: str | None = None,
+        id: str | None = None,  # noqa: A002 - the name ContextMemory.add_message takes
+        timestamp: str | float | None = None,
+    ) -> dict[str, Any]:
+        """Store one message of a session; acknowledged at once, stored for all to see soon."""
+        user = self._user(user_id)
+        stored = self.memory.add_message(
+            self._session(session_id),
+            role,
+            text,
+            id=id,
+            user_id=user,
+            name=name,
+            timestamp=timestamp,
+        )
+        return {
+            "id": stored,
+            "session_id": session_id,
+            "user_id": user,
+            "namespace": self.memory.namespace,
+        }
+
+    def remember_fact(
+        self,
+        text: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        id: str | None = None,  # noqa: A002 - the name ContextMemory.pin takes
+    ) -> dict[str, Any]:
+        """Pin a fact to a session, or to a user (offered in every session of theirs)."""
+        user = self._user(user_id)
+        if session_id is None and user is None:
+            msg = (
+                "remember_fact needs a session_id (a fact of one conversation) or a user_id (a "
+                "fact about the user, offered in every session of theirs); pass one of them"
+            )
+            raise ConfigurationError(msg)
+        session = None if session_id is None else self._session(session_id)
+        stored = self.memory.pin(session, text, user_id=user, id=id)
+        return {"id": stored, "scope": _scope(session_id, user), "namespace": self.memory.namespace}
+
+    # -- reading -----------------------------------------------------------------------------
+    def recall(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        k: int = 10,
+        kinds: Sequence[str] = RECALL_KINDS,
+    ) -> dict[str, Any]:
+        """The stored records that best match ``query``, in one session or of one user."""
+        user = self._user(user_id)
+        if session_id is None and user is None:
+            msg = (
+                "recall needs a session_id (search one conversation) or a user_id (search "
+                "everything of one user): without either it would search every user's memory"
+            )
+            raise ConfigurationError(msg)
+        if not isinstance(query, str) or not query.strip():
+            msg = f"recall needs a query to search for (a non-empty text), got {query!r:.80}"
+            raise ConfigurationError(msg)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            msg = f"k must be a whole number from 1 to {MAX_K}, got {k!r}"
+            raise ConfigurationError(msg)
+        unknown = sorted(set(kinds) - set(RECALL_KINDS))
+        if unknown or not kinds:
+            msg = f"kinds must be some of {list(RECALL_KINDS)}, got {list(kinds)!r}"
+            raise ConfigurationError(msg)
+        hits = self.memory.search(
+            query,
+            k=k,
+            kinds=tuple(kinds),
+            session_id=None if session_id is None else self._session(session_id),
+            user_id=user,
+        )
+        return {
+            "query": query,
+            "scope": _scope(session_id, user),
+            "namespace": self.memory.namespace,
+            "hits": [_hit_document(hit) for hit in hits],
+        }
+
+    def context(
+        self,
+        session_id: str,
+        question: str,
+        *,
+        budget: int = DEFAULT_BUDGET,
+        user_id: str | None = None,
+        system: str | None = None,
+        format: Format = "messages",  # noqa: A002 - ContextMemory.assemble's name
+    ) -> dict[str, Any]:
+        """The context for answering ``question`` in ``session_id``, within ``budget`` tokens.
+
+        The document ``ctxbudget assemble --json`` prints (its ``--help`` lists the keys):
+        ``messages`` (and ``text`` in the text and compact formats), ``tokens_used`` (never
+        above ``tokens_available``), and what was included and pruned, with the reasons.
+        """
+        user = self._user(user_id)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            msg = f"budget must be a positive whole number of tokens, got {budget!r}"
+            raise ConfigurationError(msg)
+        memory = self.memory
+        ctx = memory.assemble(
+            self._session(session_id),
+            question,
+            budget=budget,
+            user_id=user,
+            system=system,
+            format=format,
+        )
+        warnings = []
+        if not memory.history(session_id, limit=1):
+            warnings.append(
+                f"session {session_id!r} holds no messages in namespace {memory.namespace!r}, "
+                "so the context has none of its history; check session_id (the sessions tool "
+                "lists them)"
+            )
+        return context_document(
+            ctx,
+            memory.counter,
+            session=session_id,
+            namespace=memory.namespace,
+            warnings=warnings,
+            output=True,
+        )
+
+    def sessions(self, *, user_id: str | None = None) -> dict[str, Any]:
+        """The sessions that hold records: of one user, or (no user) of the whole namespace."""
+        user = self._user(user_id)
+        memory = self.memory
+        memory.flush()  # the sessions of messages acknowledged a moment ago are listed too
+        found = memory.store.list_sessions(namespace=memory.namespace, user_id=user)
+        return {"namespace": memory.namespace, "user_id": user, "sessions": found}
+
+    # -- forgetting --------------------------------------------------------------------------
+    def forget_session(self, session_id: str) -> dict[str, Any]:
+        """Delete every record of a session: its messages, pinned facts and summaries."""
+        removed = self.memory.delete_session(self._session(session_id))
+        return {"session_id": session_id, "removed": removed, "namespace": self.memory.namespace}
+
+    def forget_fact(
+        self,
+        id: str,  # noqa: A002 - the name ContextMemory.unpin takes
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Remove a pinned fact of a session (``session_id``) or of a user (``user_id``)."""
+        user = self._user(user_id)
+        if session_id is not None:
+            removed = self.memory.unpin(id, session_id=self._session(session_id))
+        elif user is not None:
+            removed = self.memory.unpin(id, user_id=user)
+        else:
+            msg = (
+                "forget_fact needs the scope the fact was pinned to: its session_id, or its "
+                "user_id for a fact about the user"
+            )
+            raise ConfigurationError(msg)
+        return {"id": id, "scope": _scope(session_id, user), "removed": removed}
+
+    # -- scoping -----------------------------------------------------------------------------
+    # -- scoping -----------------------------------------------------------------------------
+    def _session(self, session_id: str) -> str:
+        """A session of a call: with ``--user``, one this user started (or a new one).
+
+        A session id is the key to its records; a server that serves one user refuses a
+        session another user started, so its client never reads, writes or deletes it.
+        """
+        require_name("session_id", session_id)
+        if self.user is not None:
+            memory = self.memory
+            stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session_id)
+            if stamp is not None and stamp.owner not in ("", self.user):
+                msg = (
+                    f"session {session_id!r} belongs to another user: this server serves "
+                    f"{self.user!r} only (ctxbudget mcp --user {self.user}); use one of its "
+                    "sessions (the sessions tool lists them) or a new session id"
+                )
+                raise ConfigurationError(msg)
+        return session_id
+
+    def _user(self, given: str | None) -> str | None:
+        """The user of a call: the server's own (``--user``), else the one the call names."""
+        if given is not None:
+            require_name("user_id", given)
+        if self.user is None or given is None or given == self.user:
+            return self.user if self.user is not None else given
+        msg = (
+            f"user_id {given!r} is not this server's user: it serves {self.user!r} only "
+            f"(ctxbudget mcp --user {self.user}); leave user_id out"
+        )
+        raise ConfigurationError(msg)
+
+
+def _scope(session_id: str | None, user: str | None) -> list[str | None]:
+    return ["session", session_id] if session_id is not None else ["user", user]
+
+
+def _hit_document(found: ScoredHit) -> dict[str, Any]:
+    record = found.hit.record
+    when = record.timestamp
+    return {
+        "id": record.id,
+        "scope": list(scope_of(record)),
+        "kind": record.kind,
+        "role": record.role,
+        "user_id": record.user_id,
+        "text": record.text,
+        "score": round(found.score, 4),
+        "timestamp": None if when is None else datetime.fromtimestamp(when, UTC).isoformat(),
+    }

@@ -1,0 +1,147 @@
+"""`MemoryConfig`: how much `ContextMemory` searches, keeps and weighs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxbudget.core.numbers import count, real
+from ctxbudget.errors import ConfigurationError
+from ctxbudget.memory.entities.names import check_entity_settings
+from ctxbudget.memory.policy.scoring import Scoring
+
+__all__ = ["MemoryConfig"]
+
+
+_COUNTS = (
+    "recent_messages",
+    "semantic_k",
+    "query_turns",
+    "other_sessions_k",
+    "document_k",
+    "neighbours",
+    "min_exchanges",
+    "max_message_chars",
+    "entity_depth",
+    "entity_cards",
+    "entity_turns",
+)
+_REALS = ("query_turn_weight", "episode_gap", "retrieved_floor", "access_salience")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """How `ContextMemory.assemble` gathers candidates.
+
+    Attributes:
+        recent_messages: the recent window: the newest messages of the session that may be
+            offered as history (in order, as a thread).
+        recent_share: ``(least, most)`` share of the budget the recent window's history may
+            take. Between the two, the share follows the query: ``most`` times the fraction
+            of its 10 best matches in the session that lie in the recent window. A question
+            about the distant past leaves history its least share (the thread's newest
+            turns); one about what was just said gives it up to the most. Newer messages that
+            do not fit that share are still candidates, by relevance, like any older one.
+        semantic_k: the fewest dense matches searched per query (more when the budget can
+            hold more: four times what it holds).
+        query_turns: earlier user turns used as extra queries (multi-query retrieval).
+        query_turn_weight: how much a match of an earlier user turn counts against a match of
+            the query itself.
+        other_sessions: also search the same user's other sessions (never other users').
+        other_sessions_k: matches per query from other sessions.
+        document_k: document chunks per query.
+        neighbours: turns on each side of a matched message that lend it their relevance
+            (and it lends them its own), within one episode.
+        episode_gap: seconds of silence that end an episode of the session (messages without
+            a timestamp continue the current one).
+        scoring: the candidate score weights.
+        min_exchanges: newest exchanges kept before pinned facts (see `ContextAssembler`).
+        retrieved_floor: when ``assemble`` gets a plain token count, the share kept for
+            retrieved memories and documents even against recent history (only as much as
+            they can use; the rest flows back). A `Budget` passed in is used as given.
+        max_message_chars: the longest message or pinned fact stored, in characters (a
+            longer one is refused before anything is written). Storing costs time and memory
+            in proportion to the text (about 2.5 s and 300 MB per million characters, for the
+            embedding, the word index and the token count), and no context window holds a
+            message much longer; store long text with `ContextMemory.add_documents`, which
+            cuts it into chunks.
+        entities: gather entity memory (`ENTITY`-tier cards of the people and things the
+            query names, their relations and matched patterns) as candidates too
+            (`ctxbudget.memory.entities`; docs/entities.md).
+        entity_depth: how far related entities are followed from those the query names
+            (breadth-first; 0: only those named).
+        entity_cards: the most entity cards offered per query (named, related, then the
+            session's most salient).
+        entity_turns: the most turns that mention an entity the query names offered as
+            retrieved candidates (beyond those retrieval found).
+        entity_types: only entities of these types (``"person"``, ``"place"``, ``"org"``,
+            ``"other"``) get cards and turns; empty: all.
+        access_salience: how much a memory the session's assemblies keep including weighs
+            more (its salience times ``1 + access_salience * ln(1 + times included)``, from
+            the inclusion log; `ctxbudget.memory.log.access`). 0, off, by default: a feedback loop
+            to measure before use (docs/operations.md).
+    """
+
+    recent_messages: int = 40
+    recent_share: tuple[float, float] = (0.05, 0.6)
+    semantic_k: int = 24
+    query_turns: int = 2
+    query_turn_weight: float = 0.5
+    other_sessions: bool = True
+    other_sessions_k: int = 8
+    document_k: int = 8
+    neighbours: int = 2
+    episode_gap: float = 3600.0
+    scoring: Scoring = Scoring()
+    min_exchanges: int = 1
+    retrieved_floor: float = 0.35
+    max_message_chars: int = 1_000_000
+    entities: bool = False
+    entity_depth: int = 1
+    entity_cards: int = 6
+    entity_turns: int = 6
+    entity_types: tuple[str, ...] = ()
+    access_salience: float = 0.0
+
+    def __post_init__(self) -> None:
+        # Numbers pass the one boundary (`ctxbudget.core.numbers`): numpy's are taken, a bool,
+        # a string, NaN or an infinity refused here, by name.
+        for name in _COUNTS:
+            value = count(getattr(self, name), f"MemoryConfig.{name}", least=None)
+            object.__setattr__(self, name, value)
+        for name in _REALS:
+            object.__setattr__(self, name, real(getattr(self, name), f"MemoryConfig.{name}"))
+        share: object = self.recent_share
+        if isinstance(share, tuple | list) and len(share) == 2:
+            pair = tuple(real(v, "MemoryConfig.recent_share") for v in share)
+            object.__setattr__(self, "recent_share", pair)
+        if not isinstance(self.scoring, Scoring):
+            msg = f"MemoryConfig.scoring must be a Scoring, got {self.scoring!r:.80}"
+            raise ConfigurationError(msg)
+        least, most = self.recent_share
+        if not 0.0 <= least <= most <= 1.0:
+            msg = (
+                f"MemoryConfig.recent_share must be (least, most) with 0 <= least <= most <= 1, "
+                f"got {self.recent_share!r}"
+            )
+            raise ConfigurationError(msg)
+        if not 0.0 <= self.query_turn_weight <= 1.0:
+            msg = f"MemoryConfig.query_turn_weight must be in [0, 1], got {self.query_turn_weight}"
+            raise ConfigurationError(msg)
+        check_entity_settings(self)
+        for name in ("recent_messages", "semantic_k", "query_turns", "neighbours"):
+            if getattr(self, name) < 0:
+                msg = f"MemoryConfig.{name} cannot be negative, got {getattr(self, name)}"
+                raise ConfigurationError(msg)
+        if self.episode_gap < 0:
+            msg = f"MemoryConfig.episode_gap cannot be negative, got {self.episode_gap}"
+            raise ConfigurationError(msg)
+        if not 0.0 <= self.access_salience < float("inf"):  # NaN fails too
+            msg = (
+                "MemoryConfig.access_salience must be a finite number >= 0 (0: off), got "
+                f"{self.access_salience!r}"
+            )
+            raise ConfigurationError(msg)
+        limit = self.max_message_chars
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            msg = f"MemoryConfig.max_message_chars must be a positive int, got {limit!r}"
+            raise ConfigurationError(msg)

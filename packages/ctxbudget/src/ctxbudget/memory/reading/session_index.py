@@ -1,0 +1,285 @@
+"""A session's messages kept in memory for retrieval: records, vectors, BM25 words, episodes.
+
+`SessionIndex` is built on first use of a session (one read of its messages with their
+vectors) and extended as messages arrive; `SessionIndexes` keeps those of the sessions a
+`ContextMemory` used last, keyed by the session's generation (`ctxbudget.store.sessions.Stamp`),
+and reads a session again when its generation changed: a message was deleted or replaced, or
+the session was deleted and started again, by this object or any other, in any process.
+`SessionIndex.search` is the session's dense search,
+`SessionIndex.relevance` mixes dense and lexical matches of every query (see
+`ctxbudget.memory.reading.lexical`); `ctxbudget.memory.reading.retrieval` uses both.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ctxbudget.memory.policy.scoring import Floats, Scoring
+from ctxbudget.memory.reading.lexical import Ints, LexicalIndex, lexical_terms
+from ctxbudget.memory.reading.speakers import find_speaker
+from ctxbudget.store.records import Hit, Record
+from ctxbudget.store.sessions import Stamp
+
+if TYPE_CHECKING:
+    from ctxbudget.store.chroma_store import ChromaStore
+
+__all__ = ["Query", "SessionIndex", "SessionIndexes", "span_of", "without_names"]
+
+_INDEXED_SESSIONS = 32  # lexical indexes kept per ContextMemory (least recently used go)
+
+
+@dataclass(slots=True)
+class Query:
+    """One query of a multi-query search: the question itself or an earlier user turn."""
+
+    weight: float
+    text: str  # embedded for the dense search
+    terms: list[str]  # matched by the lexical index
+    own_id: str | None  # an earlier turn does not match itself
+    found: tuple[Ints, Floats] = field(default_factory=lambda: (np.zeros(0, np.int64), np.zeros(0)))
+    """The session's messages it matches (`SessionIndex.nearest`): positions, similarities."""
+
+
+class SessionIndex:
+    """A session's messages in order: records, unit vectors, BM25, episodes, authors, sizes.
+
+    ``stamp`` is the store's stamp of the session when the index was read
+    (`SessionView.stamp`): a deleted or replaced message, or the session deleted and started
+    again, changes its generation, and the index is read again.
+    """
+
+    def __init__(self, episode_gap: float, counter_name: str, stamp: Stamp | None = None) -> None:
+        self.lexical = LexicalIndex()
+        self.stamp = stamp if stamp is not None else Stamp("", -1, 0)
+        self.records: list[Record] = []
+        self._rows: Any = None  # float32 unit vectors, one row per record (and spare rows)
+        self.ids: list[str] = []
+        self.authors: list[str | None] = []
+        self.episodes: list[int] = []
+        self.position: dict[str, int] = {}
+        self.last_seq = -1
+        self.newest: float | None = None
+        self.gap = episode_gap
+        self._counter = counter_name
+        self._tokens = 0
+        self._last_time: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def mean_tokens(self) -> float:
+        """Mean tokens of a message (for sizing searches to the budget)."""
+        return self._tokens / len(self.ids) if self.ids else 30.0
+
+    def extend(self, found: Iterable[tuple[Record, Sequence[float]]]) -> None:
+        """Index messages (with their vectors) newer than the last indexed one, in seq order."""
+        for record, vector in sorted(found, key=lambda p: -1 if p[0].seq is None else p[0].seq):
+            if record.seq is None or record.seq <= self.last_seq or record.id in self.position:
+                continue
+            unit = np.asarray(vector, dtype=np.float32)
+            norm = float(np.linalg.norm(unit))
+            self._add_row(unit / norm if norm > 0 else unit)
+            self.records.append(record)
+            # Participants are who speaks (user and assistant turns, not tools), in `name` or as
+            # a "Name: " prefix (`speaker_of`); a prefixed text holds the name already.
+            speaker = find_speaker(record) if record.role in ("user", "assistant") else None
+            author = speaker.name if speaker is not None else None
+            given = speaker is not None and not speaker.prefixed
+            self.lexical.add(f"{author} {record.text}" if given else record.text)
+            self.position[record.id] = len(self.ids)
+            self.ids.append(record.id)
+            self.authors.append(author)
+            episode = self.episodes[-1] if self.episodes else 0
+            when = record.timestamp
+            if when is not None:
+                if self._last_time is not None and when - self._last_time > self.gap:
+                    episode += 1
+                self._last_time = when
+                self.newest = when if self.newest is None else max(self.newest, when)
+            self.episodes.append(episode)
+            self._tokens += record.tokens.get(self._counter, len(record.text) // 4 + 1)
+            self.last_seq = record.seq
+
+    def _add_row(self, unit: Any) -> None:
+        """Append a vector to the rows (growing them by half when full)."""
+        count = len(self.records)
+        if self._rows is None:
+            self._rows = np.zeros((max(64, count + 1), len(unit)), dtype=np.float32)
+        elif count == len(self._rows):
+            grown = np.zeros((count + count // 2 + 1, self._rows.shape[1]), dtype=np.float32)
+            grown[:count] = self._rows
+            self._rows = grown
+        self._rows[count] = unit
+
+    def nearest(self, vector: Sequence[float], k: int) -> tuple[Ints, Floats]:
+        """Positions of the ``k`` messages most similar to ``vector`` and their cosine.
+
+        Exact, in memory: what a Chroma search of the session's messages returns, without a
+        call to Chroma. Highest first; of equal similarities, the earlier message.
+        """
+        if not self.records or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        query = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        similarity = self._rows[: len(self.records)] @ (query / norm if norm > 0 else query)
+        top = np.argsort(-similarity, kind="stable")[: min(k, len(self.records))]
+        return top, np.clip(similarity[top].astype(np.float64), -1.0, 1.0)
+
+    def search(self, vector: Sequence[float], k: int) -> list[Hit]:
+        """The ``k`` messages most similar to ``vector`` (cosine), highest first, ties by id."""
+        top, similarity = self.nearest(vector, k)
+        hits = [Hit(self.records[int(p)], float(s)) for p, s in zip(top, similarity, strict=True)]
+        hits.sort(key=lambda h: (-h.similarity, h.record.id))
+        return hits
+
+    def named_in(self, query: str) -> set[str]:
+        """The session's participants the query names (every word of the name, any case)."""
+        words = {w.casefold() for w in _WORDS.findall(query)}
+        named: set[str] = set()
+        for author in {a for a in self.authors if a}:
+            parts = {w.casefold() for w in _WORDS.findall(author)}
+            if parts and parts <= words:
+                named.add(author)
+        return named
+
+    def relevance(
+        self, queries: Sequence[Query], scoring: Scoring, neighbours: int, named: set[str]
+    ) -> tuple[Floats, tuple[float, float]]:
+        """Relevance of each message (`ctxbudget.memory.policy.scoring`) and the dense span."""
+        size = len(self.ids)
+        match: Floats = np.zeros(size)
+        span = (0.0, 0.0)
+        for number, query in enumerate(queries):
+            dense: Floats = np.zeros(size)
+            positions, similarity = query.found
+            if len(positions):
+                low, high = float(similarity.min()), float(similarity.max())
+                if number == 0:
+                    span = (low, high)
+                dense[positions] = (similarity - low) / (high - low) if high > low else 1.0
+            lexical = self.lexical.array(query.terms)
+            top = float(lexical.max()) if size else 0.0
+            if top > 0:
+                lexical = lexical / top
+            mixed = (1.0 - scoring.lexical_weight) * dense + scoring.lexical_weight * lexical
+            own = self.position.get(query.own_id) if query.own_id else None
+            if own is not None:
+                mixed[own] = 0.0
+            match = np.maximum(match, query.weight * mixed)
+        context = scoring.in_context(match, self.episodes, neighbours=neighbours)
+        context = context * scoring.author_prior(self.authors, named)
+        best = float(context.max()) if size else 0.0
+        return (context / best if best > 0 else context), span
+
+
+class SessionIndexes:
+    """The indexes of the sessions used last (32; the least recently used go), thread-safe."""
+
+    def __init__(self) -> None:
+        self._indexes: OrderedDict[str, SessionIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def held(self, session_id: str, episode_gap: float) -> SessionIndex | None:
+        """The index kept of ``session_id`` (as it is, maybe behind), if any."""
+        if not isinstance(session_id, str):
+            return None  # the store refuses it, with its message
+        with self._lock:
+            index = self._indexes.get(session_id)
+        return index if index is not None and index.gap == episode_gap else None
+
+    def current(
+        self,
+        store: ChromaStore,
+        namespace: str,
+        session_id: str,
+        last_seq: int | None,
+        stamp: Stamp | None,
+        *,
+        episode_gap: float,
+        counter_name: str,
+        newest: dict[int, tuple[Record, Any]] | None = None,
+    ) -> SessionIndex | None:
+        """The session's index, brought up to its newest message, ``last_seq`` (None: none).
+
+        Kept from earlier calls while the session's ``stamp`` keeps its generation (no message
+        was deleted or replaced since, the session was not deleted and started again); extended
+        with the messages past it, with their vectors: from ``newest`` (what the call read
+        already, by seq) when it holds them all.
+        """
+        if last_seq is None:
+            return None
+        with self._lock:
+            index = self._indexes.get(session_id)
+            if index is not None and (
+                index.gap != episode_gap or not index.stamp.same_session(stamp)
+            ):
+                index = None  # the configuration changed, or the session's messages did
+            if index is not None and newest and _late(index, newest):
+                index = None  # a worker on a server stored a lower seq after the index read
+            if index is not None and last_seq <= index.last_seq:
+                self._indexes.move_to_end(session_id)
+                return index
+            if index is None or last_seq - index.last_seq > 1_000:
+                index = SessionIndex(episode_gap, counter_name, stamp)
+                found = store.message_vectors(namespace=namespace, session_id=session_id)
+            else:
+                seqs = list(range(index.last_seq + 1, last_seq + 1))
+                if newest is not None and all(seq in newest for seq in seqs):
+                    found = [newest[seq] for seq in seqs]
+                else:
+                    found = store.message_vectors(
+                        namespace=namespace, session_id=session_id, seqs=seqs
+                    )
+            index.extend(found)
+            self._indexes[session_id] = index
+            self._indexes.move_to_end(session_id)
+            while len(self._indexes) > _INDEXED_SESSIONS:
+                self._indexes.popitem(last=False)
+            return index
+
+    def forget(self, session_id: str | None = None) -> None:
+        """Drop the index of ``session_id`` (None: of every session)."""
+        with self._lock:
+            if session_id is None:
+                self._indexes.clear()
+            else:
+                self._indexes.pop(session_id, None)
+
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def _late(index: SessionIndex, newest: dict[int, tuple[Record, Any]]) -> bool:
+    """Whether the window read holds a message the index passed without it (a late write).
+
+    On a server, seqs are claimed in one order and may be stored in another: a message can
+    land below the index's last seq after the index was extended past it. The window is read
+    whole there, so such a message shows in it.
+    """
+    return any(
+        seq <= index.last_seq and record.id not in index.position
+        for seq, (record, _) in newest.items()
+    )
+
+
+def span_of(similarities: Iterable[float]) -> tuple[float, float]:
+    values = list(similarities)
+    return (min(values), max(values)) if values else (0.0, 0.0)
+
+
+def without_names(query: str, names: set[str]) -> str:
+    """The query for the dense search: who is asked about is matched by words, not meaning."""
+    if not names:
+        return query
+    pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    stripped = re.sub(rf"\b(?:{pattern})(?:'s|\u2019s)?\b", " ", query, flags=re.IGNORECASE)
+    stripped = " ".join(stripped.split())
+    return stripped if lexical_terms(stripped) else query

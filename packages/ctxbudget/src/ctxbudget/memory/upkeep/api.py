@@ -1,0 +1,104 @@
+"""`ContextMemory`'s upkeep of sessions: summaries, the task stack, forgetting, counts.
+
+The methods are `ContextMemory`'s own (this class is one of its bases); the work is done in
+`ctxbudget.memory.upkeep.summarize`, `ctxbudget.memory.upkeep.tasks` and
+`ctxbudget.memory.upkeep.forget`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ctxbudget.core.summaries import Summarizer
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.reading.session_index import SessionIndexes
+from ctxbudget.memory.upkeep import forget, tasks
+from ctxbudget.memory.upkeep.summarize import summarize_session
+from ctxbudget.tokens.counter import TokenCounter
+
+if TYPE_CHECKING:
+    from ctxbudget.store.chroma_store import ChromaStore
+
+__all__ = ["SessionUpkeep"]
+
+
+class SessionUpkeep:
+    """Summaries, tasks, clearing and deletion, counts: methods of `ContextMemory`."""
+
+    store: ChromaStore
+    namespace: str
+    config: MemoryConfig
+    counter: TokenCounter
+    summarizer: Summarizer
+    _indexes: SessionIndexes
+
+    def _settle(self) -> None:  # ContextMemory's: wait for acknowledged messages
+        raise NotImplementedError  # pragma: no cover
+
+    def summarize(
+        self,
+        session_id: str,
+        summarizer: Summarizer | None = None,
+        *,
+        keep_recent: int | None = None,
+        stretch: int = 30,
+        max_tokens: int = 150,
+    ) -> list[str]:
+        """Fold old stretches of a session into stored summaries; returns the new summary ids.
+
+        Only whole stretches of ``stretch`` messages older than the newest ``keep_recent`` (the
+        recent window by default) that no summary covers yet are folded, so calling this after
+        every turn summarizes each stretch once.
+        """
+        self._settle()
+        return summarize_session(
+            self.store,
+            self.namespace,
+            session_id,
+            summarizer or self.summarizer,
+            self.counter,
+            keep=self.config.recent_messages if keep_recent is None else keep_recent,
+            stretch=stretch,
+            max_tokens=max_tokens,
+        )
+
+    def push_task(self, session_id: str, goal: str) -> str:
+        """Start a (sub-)task under the current one; returns its id."""
+        self._settle()
+        return tasks.push_task(self.store, self.namespace, session_id, goal)
+
+    def pop_task(self, session_id: str, result: str) -> str:
+        """Finish the current task with its result; returns its id."""
+        self._settle()
+        return tasks.pop_task(self.store, self.namespace, session_id, result)
+
+    def clear(self, session_id: str, *, pins: bool = False) -> int:
+        """Forget a session's conversation: its messages and summaries; returns how many.
+
+        Pinned facts and tasks of the session stay unless ``pins=True`` (then everything of
+        the session goes, as `delete_session`). User-wide pins and documents are never touched.
+        Both adapters clear a session this way (LangChain ``clear()``, LlamaIndex ``reset()``).
+        """
+        self._settle()
+        return forget.clear_session(
+            self.store, self.namespace, self._indexes, session_id, pins=pins
+        )
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete every record of a session; returns how many were removed."""
+        self._settle()
+        return forget.delete_session(self.store, self.namespace, self._indexes, session_id)
+
+    def delete_user(self, user_id: str) -> int:
+        """Delete every record of a user; returns how many were removed.
+
+        Their sessions go whole (messages, session pins, tasks, summaries), and so does anything
+        else carrying their user id.
+        """
+        self._settle()
+        return forget.delete_user(self.store, self.namespace, self._indexes, user_id)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per kind, sessions and namespaces of the underlying store."""
+        self._settle()
+        return dict(self.store.stats())

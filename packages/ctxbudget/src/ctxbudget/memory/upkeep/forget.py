@@ -1,0 +1,50 @@
+"""Forgetting: a session's conversation (`ContextMemory.clear`), a session, a user.
+
+What goes and what stays: `clear_session` removes a session's messages and summaries and keeps
+its pinned facts and tasks (unless ``pins=True``); `delete_session` removes everything of the
+session; `delete_user` removes the user's sessions whole and every other record with their user
+id. User-wide pins of other users and documents are never touched. The session's word index
+(`SessionIndexes`) is dropped with what it indexed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxbudget.memory.reading.session_index import SessionIndexes
+
+if TYPE_CHECKING:
+    from ctxbudget.store.chroma_store import ChromaStore
+
+__all__ = ["clear_session", "delete_session", "delete_user"]
+
+
+def clear_session(
+    store: ChromaStore, namespace: str, indexes: SessionIndexes, session_id: str, *, pins: bool
+) -> int:
+    """Remove the session's messages and summaries (everything with ``pins``); how many."""
+    if pins:
+        return delete_session(store, namespace, indexes, session_id)
+    found = store.find(namespace=namespace, kinds=["message", "summary"], session_id=session_id)
+    if not found:
+        return 0
+    indexes.forget(session_id)
+    store.delete([r.id for r in found], namespace=namespace, session_id=session_id)
+    return len(found)
+
+
+def delete_session(
+    store: ChromaStore, namespace: str, indexes: SessionIndexes, session_id: str
+) -> int:
+    """Remove every record of the session; returns how many."""
+    indexes.forget(session_id)
+    return store.delete_session(namespace=namespace, session_id=session_id)
+
+
+def delete_user(store: ChromaStore, namespace: str, indexes: SessionIndexes, user_id: str) -> int:
+    """Remove the user's sessions whole and every other record of theirs; returns how many."""
+    removed = 0
+    indexes.forget()
+    for session in store.list_sessions(namespace=namespace, user_id=user_id):
+        removed += store.delete_session(namespace=namespace, session_id=session)
+    return removed + store.delete_user(namespace=namespace, user_id=user_id)

@@ -1,0 +1,176 @@
+"""`ContextMemory`'s writes: messages, pinned facts and documents.
+
+The methods are `ContextMemory`'s own (this class is one of its bases); the work is done in
+`ctxbudget.memory.writing.writer` (checks, ids, the store) and `ctxbudget.memory.writing.behind`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.writing.writer import Writer
+from ctxbudget.store.records import MetadataValue
+from ctxbudget.tokens.counter import TokenCounter
+
+if TYPE_CHECKING:
+    from ctxbudget.memory.entities.index import EntityIndexes
+    from ctxbudget.memory.writing.behind import WriteBehind
+    from ctxbudget.store.chroma_store import ChromaStore
+
+__all__ = ["MemoryWrites"]
+
+
+class MemoryWrites:
+    """Storing messages, pins and documents: methods of `ContextMemory`."""
+
+    store: ChromaStore
+    namespace: str
+    config: MemoryConfig
+    counter: TokenCounter
+    _behind: WriteBehind | None
+    _entities: EntityIndexes
+
+    def _settle(self) -> None:  # ContextMemory's: wait for acknowledged messages
+        raise NotImplementedError  # pragma: no cover
+
+    @property
+    def writes(self) -> Writer:
+        """This memory's write path (`ctxbudget.memory.writing.writer.Writer`), for batch tools."""
+        entities = self._entities
+        stored = entities.prepare if self.config.entities else None
+        return Writer(
+            self.store,
+            self.namespace,
+            self.counter,
+            self.config,
+            self._behind,
+            entities.extractor,
+            stored,
+        )
+
+    def add_message(
+        self,
+        session_id: str,
+        role: str,
+        text: str,
+        *,
+        id: str | None = None,  # noqa: A002 - the name users pass
+        user_id: str | None = None,
+        timestamp: float | datetime | str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+        name: str | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] | Sequence[str] = (),
+        tool_call_id: str | None = None,
+    ) -> str:
+        """Store one message of a session; returns its id (the one given, or a new one)."""
+        message = {
+            "role": role,
+            "text": text,
+            "id": id,
+            "timestamp": timestamp,
+            "metadata": metadata,
+            "name": name,
+            "tool_calls": tool_calls,
+            "tool_call_id": tool_call_id,
+        }
+        return self.add_messages(session_id, [message], user_id=user_id, progress=False)[0]
+
+    def add_messages(
+        self,
+        session_id: str,
+        messages: Iterable[Mapping[str, Any] | tuple[str, str]],
+        *,
+        user_id: str | None = None,
+        progress: bool | None = None,
+        batch_size: int = 256,
+    ) -> list[str]:
+        """Store messages in order (dicts with role and text/content, or ``(role, text)``).
+
+        Everything is checked before anything is written; a bad message raises an error naming
+        its index. A progress bar shows on long imports (``progress=None``: over 200 messages).
+        """
+        return self.writes.messages(
+            session_id, messages, user_id=user_id, progress=progress, batch_size=batch_size
+        )
+
+    def pin(
+        self,
+        session_id: str | None = None,
+        text: str | None = None,
+        *,
+        user_id: str | None = None,
+        id: str | None = None,  # noqa: A002
+        metadata: Mapping[str, MetadataValue] | None = None,
+    ) -> str:
+        """Pin a fact to a session or to a user; pinned facts are offered on every assembly.
+
+        ``pin("s1", "User is vegetarian")`` or ``pin(user_id="u1", text=...)``. Without an
+        ``id``, pinning the same text to the same scope again returns the same pin.
+
+        Raises:
+            StoreInputError: no text or no session or user, a text over
+                `MemoryConfig.max_message_chars`, reserved or unstorable metadata, or an id
+                already pinned with other text. Nothing was written.
+        """
+        self._settle()
+        return self.writes.pin(session_id, text, user_id=user_id, id=id, metadata=metadata)
+
+    def unpin(
+        self,
+        id: str,  # noqa: A002
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+    ) -> bool:
+        """Remove a pinned fact of a session or of a user; True when it existed.
+
+        Pin ids are scoped like every record id: name the session (``session_id=``) or the
+        user (``user_id=``) the fact was pinned to, as `pin` took it. Only a pinned fact with
+        that id in that scope is removed: a message, task, summary or document with the same
+        id, and pins of other sessions or users, are never touched.
+
+        Raises:
+            StoreInputError: neither or both of ``session_id`` and ``user_id``, or an id in
+                ctxbudget's own id space.
+
+        >>> mem.unpin("diet", user_id="u1")  # doctest: +SKIP
+        True
+        """
+        self._settle()
+        return self.writes.unpin(id, session_id=session_id, user_id=user_id)
+
+    def add_documents(
+        self,
+        documents: Iterable[str | Mapping[str, Any] | tuple[str, str]],
+        *,
+        namespace: str = "kb",
+        chunk_tokens: int = 200,
+        overlap: int = 30,
+        source: str | None = None,
+        progress: bool | None = None,
+    ) -> list[str]:
+        """Store documents, cut into chunks of ``chunk_tokens`` tokens with ``overlap``.
+
+        Documents are strings, ``(id, text)`` pairs or dicts with ``text`` (and optional ``id``,
+        ``source``, ``metadata``). ``namespace`` names the collection of documents within this
+        memory's tenant (``assemble(documents=["kb"])`` restricts to it). Returns chunk ids
+        (``<document id>#<n>``). A document of any length is taken: chunking costs time in
+        proportion to its length.
+
+        Raises:
+            StoreInputError: a malformed document, reserved or unstorable metadata, bad
+                chunking options, or a chunk id already stored with other text. Nothing was
+                written.
+        """
+        self._settle()
+        return self.writes.documents(
+            documents,
+            collection=namespace,
+            chunk_tokens=chunk_tokens,
+            overlap=overlap,
+            source=source,
+            progress=progress,
+        )

@@ -1,0 +1,398 @@
+"""How `ContextMemory` stores messages, pinned facts and documents.
+
+Every write goes the same way: the caller's input becomes records (`Writer.message_record`,
+`Writer.pin`, `Writer.documents`), every record is checked before the first is written
+(`ChromaStore.check`, then `refuse_changes`: an id stored with other content), tokens are
+counted once and kept with the record, and the records are stored in batches (`Writer.write`,
+with a progress bar on long imports). A bad input names its index, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ctxbudget.core.items import ROLES
+from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
+from ctxbudget.memory.entities.documents import chunk_entities
+from ctxbudget.memory.entities.names import EntityExtractor
+from ctxbudget.memory.inputs import (
+    check_message_id,
+    document_parts,
+    message_calls,
+    to_timestamp,
+    user_metadata,
+)
+from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.reading.record_items import with_tokens
+from ctxbudget.memory.writing.behind import WriteBehind
+from ctxbudget.memory.writing.chunking import chunk_text
+from ctxbudget.store.records import MetadataValue, Record, require_name, same_content, scope_of
+from ctxbudget.telemetry.operations import write_span
+from ctxbudget.tokens.counter import TokenCounter
+
+if TYPE_CHECKING:
+    from ctxbudget.store.chroma_store import ChromaStore
+
+__all__ = ["Writer", "refuse_changes"]
+
+_PROGRESS_AT = 200
+_UNWRITTEN = "; nothing was written"
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Writes of one `ContextMemory`: its store, tenant, default counter and settings."""
+
+    store: ChromaStore
+    namespace: str
+    counter: TokenCounter
+    config: MemoryConfig
+    behind: WriteBehind | None = None  # messages acknowledged at once, stored in the background
+    extractor: EntityExtractor | None = None  # documents' entities are indexed (entity memory)
+    stored: Callable[[Sequence[Record]], None] | None = None  # messages acknowledged (entities)
+
+    def messages(
+        self,
+        session_id: str,
+        messages: Iterable[Mapping[str, Any] | tuple[str, str]],
+        *,
+        user_id: str | None,
+        progress: bool | None,
+        batch_size: int,
+    ) -> list[str]:
+        """`ContextMemory.add_messages`: check every message, then store them in order."""
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+            msg = (
+                f"messages must be a list of message dicts or (role, text) tuples, got a "
+                f"{type(messages).__name__}; for one message use add_message"
+            )
+            raise StoreInputError(msg)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            msg = f"batch_size must be a positive int, got {batch_size!r}"
+            raise StoreInputError(msg)
+        require_name("session_id", session_id)
+        given = list(messages)
+        records = [
+            self.message_record(session_id, index, message, user_id)
+            for index, message in enumerate(given)
+        ]
+        # Ids made here are new by construction: no stored record can conflict with them.
+        made = {
+            r.id
+            for r, m in zip(records, given, strict=True)
+            if not isinstance(m, Mapping) or m.get("id") in (None, "")
+        }
+        ids = self.write(records, "message", progress, batch_size, made=made)
+        if self.stored is not None:
+            self.stored(records)
+        return ids
+
+    @write_span
+    def write(
+        self,
+        records: list[Record],
+        noun: str,
+        progress: bool | None,
+        batch_size: int = 256,
+        *,
+        made: set[str] | frozenset[str] = frozenset(),
+    ) -> list[str]:
+        """Check every record, count tokens once, then store in batches with a progress bar."""
+        try:
+            self.store.check(records)  # all of them, before the first batch is written
+        except StoreInputError as exc:
+            problem = str(exc).replace("record ", noun + " ", 1).removesuffix(_UNWRITTEN)
+            msg = problem.replace("in one add()", "in one call") + _UNWRITTEN
+            raise StoreInputError(msg) from exc
+        behind = self.behind if noun == "message" else None
+        refuse_changes(
+            self.store,
+            self.namespace,
+            [r for r in records if r.id not in made],
+            noun,
+            pending=None if self.behind is None else self.behind.pending,
+        )
+        counts = self.counter.count_many([r.text for r in records])
+        for index, record in enumerate(records):
+            records[index] = with_tokens(record, {self.counter.name: counts[index]})
+        bar = _progress(len(records), f"storing {noun}s", progress)
+        ids: list[str] = []
+        for start in range(0, len(records), batch_size):
+            chunk = records[start : start + batch_size]
+            try:
+                if behind is None:
+                    ids.extend(r.id for r in self.store.add(chunk))
+                else:
+                    behind.submit(chunk)  # acknowledged: journaled, stored in the background
+                    ids.extend(r.id for r in chunk)
+            except StoreError as exc:
+                if not ids:
+                    raise
+                done = "stored" if behind is None else "acknowledged"
+                msg = (
+                    f"{exc} (for {noun}s {start} to {start + len(chunk) - 1}); the {start} "
+                    f"before were {done} (ids {ids[0]!r} to {ids[-1]!r}): add {noun}s {start} "
+                    "on again"
+                )
+                raise type(exc)(msg) from exc
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+        return ids
+
+    def message_record(
+        self, session_id: str, index: int, message: object, user_id: str | None
+    ) -> Record:
+        """The record of message ``index`` of a call (a dict or a ``(role, text)`` pair)."""
+        if isinstance(message, tuple) and len(message) == 2:
+            message = {"role": message[0], "text": message[1]}
+        if not isinstance(message, Mapping):
+            msg = (
+                f"message {index} is a {type(message).__name__}; pass dicts with 'role' and "
+                "'text' (or 'content'), or (role, text) tuples"
+            )
+            raise StoreInputError(msg)
+        role = message.get("role")
+        if not isinstance(role, str) or role not in ROLES:
+            msg = f"message {index}: role must be one of {sorted(ROLES)}, got {role!r}"
+            raise StoreInputError(msg)
+        text = message.get("text", message.get("content"))
+        if not isinstance(text, str):
+            msg = f"message {index}: text must be a str, got {type(text).__name__}"
+            raise StoreInputError(msg)
+        self.check_length(f"message {index}", text)
+        metadata = user_metadata(f"message {index}", message.get("metadata"))
+        call_ids = message_calls(index, message.get("tool_calls"), metadata)
+        if message.get("name"):
+            metadata["_name"] = str(message["name"])
+        if (
+            not text.strip()
+            and not call_ids
+            and not (role == "tool" and message.get("tool_call_id"))
+        ):
+            msg = (
+                f"message {index} has empty text; store only messages with content (a turn "
+                "that calls tools, or a tool result, may be empty)"
+            )
+            raise StoreInputError(msg)
+        try:
+            timestamp = to_timestamp(message.get("timestamp"))
+        except InvalidItemError as exc:
+            msg = f"message {index}: {exc}"
+            raise StoreInputError(msg) from exc
+        given = message.get("id")
+        if (
+            given is not None
+            and given != ""
+            and (isinstance(given, bool) or not isinstance(given, str | int))
+        ):
+            msg = f"message {index}: id must be a str (or None for a new one), got {given!r}"
+            raise StoreInputError(msg)
+        if given not in (None, ""):
+            check_message_id(str(given), f"message {index}")
+        return Record(
+            id=str(given) if given not in (None, "") else f"{session_id}:{uuid.uuid4().hex[:16]}",
+            kind="message",
+            # A turn that only calls tools has no text: no placeholder is stored or sent.
+            text=text if text.strip() else "",
+            namespace=self.namespace,
+            session_id=session_id,
+            user_id=user_id or message.get("user_id"),
+            role=role,
+            timestamp=timestamp,
+            tool_calls=call_ids,
+            tool_call_id=message.get("tool_call_id"),
+            metadata=metadata,
+        )
+
+    def check_length(self, what: str, text: str) -> None:
+        """Refuse a message or pinned fact over `MemoryConfig.max_message_chars`."""
+        limit = self.config.max_message_chars
+        if len(text) > limit:
+            msg = (
+                f"{what} is {len(text):,} characters; the limit is {limit:,} "
+                "(MemoryConfig.max_message_chars): store long text with add_documents (it is cut "
+                "into chunks), or raise the limit"
+            )
+            raise StoreInputError(msg)
+
+    def pin(
+        self,
+        session_id: str | None,
+        text: str | None,
+        *,
+        user_id: str | None,
+        id: str | None,  # noqa: A002 - as ContextMemory.pin takes it
+        metadata: Mapping[str, MetadataValue] | None,
+    ) -> str:
+        """`ContextMemory.pin`: store one pinned fact of a session or of a user."""
+        given: object = text
+        if not isinstance(given, str) or not given.strip():
+            msg = (
+                "pin needs the text of the fact as a non-empty str, e.g. "
+                f"mem.pin('s1', 'User is vegetarian'); got {given!r:.80}"
+            )
+            raise StoreInputError(msg)
+        self.check_length("the pinned fact", given)
+        if session_id is None and user_id is None:
+            msg = "pin needs a session_id or a user_id to attach the fact to"
+            raise StoreInputError(msg)
+        scope = "session" if session_id is not None else "user"
+        if id:
+            check_message_id(id, "pin")
+        record = Record(
+            # Without an id, the text's: pinning the same fact again stores nothing new.
+            id=id or f"pin:{hashlib.sha256(given.encode(errors='surrogatepass')).hexdigest()[:16]}",
+            kind="pinned",
+            text=given,
+            namespace=self.namespace,
+            session_id=session_id,
+            user_id=user_id,
+            metadata={**user_metadata("pin", metadata), "_scope": scope},
+        )
+        if not id:
+            owner = {"session_id": session_id} if session_id is not None else {"user_id": user_id}
+            stored = self.store.get([record.id], namespace=self.namespace, **owner)
+            if stored and stored[0].text == given:  # the same fact: keep it, with this metadata
+                if not same_content(record, stored[0]):
+                    self.store.add([record], replace=True)
+                return record.id
+        return self.write([record], "pinned fact", progress=False)[0]
+
+    def unpin(self, id: str, *, session_id: str | None, user_id: str | None) -> bool:  # noqa: A002
+        """`ContextMemory.unpin`: remove a pinned fact (never a task) of one scope."""
+        if (session_id is None) == (user_id is None):
+            msg = (
+                f"unpin({id!r}) needs the scope the fact was pinned to: pass session_id= for a "
+                "session's pin or user_id= for a user-wide pin (exactly one)"
+            )
+            raise StoreInputError(msg)
+        require_name("id", id)
+        check_message_id(id, "unpin")
+        scope = {"session_id": session_id} if session_id is not None else {"user_id": user_id}
+        found = self.store.get([id], namespace=self.namespace, **scope)
+        # Tasks and entity memory's relations and patterns are pinned records too, never pins.
+        pins = [
+            r.id
+            for r in found
+            if r.kind == "pinned" and "_task" not in r.metadata and "_entity" not in r.metadata
+        ]
+        if not pins:
+            return False
+        return self.store.delete(pins, namespace=self.namespace, kinds=["pinned"], **scope) > 0
+
+    def documents(
+        self,
+        documents: Iterable[str | Mapping[str, Any] | tuple[str, str]],
+        *,
+        collection: str,
+        chunk_tokens: int,
+        overlap: int,
+        source: str | None,
+        progress: bool | None,
+    ) -> list[str]:
+        """`ContextMemory.add_documents`: cut documents into chunks, then store the chunks."""
+        if isinstance(documents, str | bytes | Mapping) or not isinstance(documents, Iterable):
+            msg = (
+                f"documents must be a list of documents, got a {type(documents).__name__}; "
+                "for one document pass [document]"
+            )
+            raise StoreInputError(msg)
+        if not isinstance(collection, str) or not collection:
+            msg = f"namespace (the document collection) must be a non-empty str, got {collection!r}"
+            raise StoreInputError(msg)
+        for name, value, least in (("chunk_tokens", chunk_tokens, 4), ("overlap", overlap, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                msg = f"{name} must be an int of at least {least}, got {value!r}"
+                if name == "chunk_tokens":
+                    msg += " (one character can take 4 tokens)"
+                raise StoreInputError(msg)
+        if overlap >= chunk_tokens:
+            msg = f"overlap ({overlap}) must be below chunk_tokens ({chunk_tokens})"
+            raise StoreInputError(msg)
+        records: list[Record] = []
+        for index, document in enumerate(documents):
+            doc_id, text, doc_source, metadata = document_parts(index, document)
+            if doc_id:
+                check_message_id(doc_id, f"document {index}")
+            doc_id = doc_id or f"doc:{uuid.uuid4().hex[:12]}"
+            chunks = chunk_text(
+                text, max_tokens=chunk_tokens, overlap=overlap, count=self.counter.count
+            )
+            for number, chunk in enumerate(chunks):
+                records.append(
+                    Record(
+                        id=f"{doc_id}#{number}",
+                        kind="document",
+                        text=chunk,
+                        namespace=self.namespace,
+                        source=doc_source or source,
+                        metadata={**metadata, "doc_namespace": collection, "doc_id": doc_id},
+                    )
+                )
+        # Entities are read before anything is written: an extractor that fails writes nothing.
+        extractor = self.extractor if self.config.entities else None
+        found = chunk_entities(extractor, records) if extractor is not None else []
+        ids = self.write(records, "document chunk", progress)
+        if found:
+            self.store.doc_entities.add(self.namespace, found)
+        return ids
+
+
+def refuse_changes(
+    store: ChromaStore,
+    namespace: str,
+    records: list[Record],
+    noun: str,
+    *,
+    pending: Callable[[Record], Record | None] | None = None,
+) -> None:
+    """Refuse ids stored with other content before the first batch (not batch by batch).
+
+    Only the records' own scopes are read: an id another session or user uses is not a
+    conflict, and nothing about it is revealed. ``pending`` gives the acknowledged record not
+    yet stored under a record's id (write-behind): it is what that id holds.
+    """
+    by_scope: dict[tuple[str, str], list[str]] = {}
+    stored: dict[tuple[tuple[str, str], str], Record] = {}
+    for record in records:
+        waiting = None if pending is None else pending(record)
+        if waiting is not None:
+            stored[(scope_of(record), record.id)] = waiting
+        else:
+            by_scope.setdefault(scope_of(record), []).append(record.id)
+    for scope, ids in by_scope.items():
+        kind, name = scope
+        found = store.get(
+            ids,
+            namespace=namespace,
+            session_id=name if kind == "session" else None,
+            user_id=name if kind == "user" else None,
+            collection=name if kind == "collection" else None,
+        )
+        stored.update(((scope, r.id), r) for r in found)
+    changed = [
+        r.id
+        for r in records
+        if (old := stored.get((scope_of(r), r.id))) is not None and not same_content(r, old)
+    ]
+    if changed:
+        msg = (
+            f"{len(changed)} {noun}(s) are already stored with different content: ids "
+            f"{changed[:10]}; give new content a new id (or delete the stored one first)"
+            f"{_UNWRITTEN}"
+        )
+        raise StoreInputError(msg)
+
+
+def _progress(total: int, label: str, progress: bool | None) -> Any:
+    if progress is False or (progress is None and total <= _PROGRESS_AT):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=label, unit="rec")

@@ -1,0 +1,200 @@
+"""How a ctxbudget call becomes a span: the tracer, found once, and the decorator that opens one.
+
+Nothing here imports OpenTelemetry when the module is imported. The first traced call looks for
+``opentelemetry.trace`` once; without it (or with ``enabled=False``) every later call costs a
+global read and a comparison. With it, spans are started in the current context, so they nest
+under whatever span the application or its framework has open. With the API installed but no
+SDK set up, no span is started (one look at the global provider per call, until one is set);
+a span that does not record (a sampler dropped it) is never given attributes.
+
+`traced` opens one span per call. One assembly is one span: `ContextMemory.assemble` opens it
+(`opens_assembly`), and the core assembly it runs records its report on that span instead of
+opening its own (`in_assembly`); the candidates gathered on the way are a child span.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from ctxbudget.telemetry.settings import TelemetrySettings, current, on_configure
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+__all__ = ["Attributes", "Tracing", "active", "assembly_in_progress", "traced"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Attributes = dict[str, Any]
+"""Span attributes: str, bool, int, float or homogeneous sequences of them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tracing:
+    """The tracer ctxbudget's spans are made with, and the settings it was made under."""
+
+    tracer: Tracer
+    settings: TelemetrySettings
+    current_span: Callable[[], Span]
+    live: Callable[[], bool]  # False while spans would be the API's no-ops (no SDK set up)
+
+
+_UNSET: Any = object()
+_tracing: Any = _UNSET  # a Tracing, None (no tracing), or _UNSET (not looked for yet)
+# The span of the `ContextMemory.assemble` running in this context: the core assembly it runs
+# records its report there instead of opening a span of its own.
+_assembly: ContextVar[Any] = ContextVar("ctxbudget_assembly_span", default=None)
+
+
+def _forget() -> None:
+    global _tracing
+    _tracing = _UNSET
+
+
+on_configure(_forget)
+
+
+def active() -> Tracing | None:
+    """The tracing in force, or None when no span is made (not installed, or disabled)."""
+    found = _tracing
+    if found is _UNSET:
+        found = _resolve()
+    return found  # type: ignore[no-any-return]
+
+
+def _resolve() -> Tracing | None:
+    global _tracing
+    settings = current()
+    found: Tracing | None = None
+    if settings.enabled:
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            trace = None  # type: ignore[assignment]
+        if trace is not None:
+            from ctxbudget import __version__
+
+            provider = settings.tracer_provider
+            tracer = trace.get_tracer("ctxbudget", __version__, tracer_provider=provider)
+            found = Tracing(tracer, settings, trace.get_current_span, _live(trace, provider))
+    _tracing = found
+    return found
+
+
+def assembly_in_progress() -> Any:
+    """The span of the `ContextMemory.assemble` running in this context, if any."""
+    return _assembly.get()
+
+
+def _live(trace: Any, provider: Any) -> Callable[[], bool]:
+    """Whether spans can record: not while the global provider is the API's placeholder.
+
+    Until the application sets a provider, the API hands out spans that record nothing; making
+    them costs microseconds per call, looking at the provider about one. A global provider is
+    set once for the life of the process, so once one is there it is not looked at again.
+    """
+    idle = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+    if provider is not None:
+        recording = not isinstance(provider, idle)
+        return lambda: recording
+    get_provider = trace.get_tracer_provider
+    seen = False
+
+    def live() -> bool:
+        nonlocal seen
+        if not seen:
+            seen = not isinstance(get_provider(), idle)
+        return seen
+
+    return live
+
+
+Before = Callable[[Mapping[str, Any], TelemetrySettings], Attributes]
+After = Callable[[Mapping[str, Any], Any, TelemetrySettings], Attributes]
+
+
+def traced(
+    name: str,
+    *,
+    before: Before | None = None,
+    after: After | None = None,
+    opens_assembly: bool = False,
+    in_assembly: bool = False,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A decorator: each call of the method is a span called ``name``.
+
+    ``before`` gives the attributes known from the call's arguments (bound, defaults applied),
+    set as the span starts; ``after`` those known from its result (and the same arguments,
+    bound only when there is a ``before``). Neither is called when the span is not recording.
+    A call that raises is marked as an error with ``error.type`` (its class; the message and
+    traceback only with ``capture_content``: they may quote content).
+
+    ``opens_assembly``: the span is the one assembly of this call (`ContextMemory.assemble`);
+    ``in_assembly``: when such a span is the current span, the call opens none: the span that
+    opened the assembly records the result (the core `ContextAssembler.assemble`).
+    """
+
+    def decorate(method: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(method)
+
+        @functools.wraps(method)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            tracing = _tracing
+            if tracing is None:
+                return method(*args, **kwargs)
+            if tracing is _UNSET:
+                tracing = _resolve()
+                if tracing is None:
+                    return method(*args, **kwargs)
+            if not tracing.live():
+                return method(*args, **kwargs)
+            if in_assembly:
+                outer = _assembly.get()
+                if outer is not None and outer is tracing.current_span():
+                    return method(*args, **kwargs)  # the assembly's span records the result
+            # Exceptions are recorded here: their messages may quote what was stored or asked.
+            with tracing.tracer.start_as_current_span(
+                name, record_exception=False, set_status_on_exception=False
+            ) as span:
+                recording = span.is_recording()
+                bound: Mapping[str, Any] = {}
+                if recording and before is not None:
+                    call = signature.bind(*args, **kwargs)
+                    call.apply_defaults()
+                    bound = call.arguments
+                    if before is not None:
+                        span.set_attributes(before(bound, tracing.settings))
+                token = _assembly.set(span) if opens_assembly else None
+                try:
+                    result = method(*args, **kwargs)
+                except Exception as exc:
+                    if recording:
+                        _failed(span, exc, tracing.settings)
+                    raise
+                finally:
+                    if token is not None:
+                        _assembly.reset(token)
+                if recording and after is not None:
+                    span.set_attributes(after(bound, result, tracing.settings))
+                return result
+
+        return wrapper
+
+    return decorate
+
+
+def _failed(span: Span, error: Exception, settings: TelemetrySettings) -> None:
+    """Mark ``span`` as failed: the error's class always, its message only with content on."""
+    from opentelemetry.trace import Status, StatusCode
+
+    kind = type(error).__qualname__
+    span.set_attribute("error.type", kind)
+    span.set_status(Status(StatusCode.ERROR, kind))
+    if settings.capture_content:
+        span.record_exception(error)
