@@ -17,10 +17,11 @@ closes the memory, which stores every message the tools acknowledged.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from types import FrameType
@@ -66,7 +67,7 @@ def serve(
         ConfigurationError: an unknown transport, or a port that cannot be listened on.
     """
     if transport == "stdio":
-        anyio.run(server.run_stdio_async)
+        anyio.run(_quiet_on_stop, server.run_stdio_async)
         return
     if transport != "http":
         msg = f"transport must be 'stdio' or 'http', got {transport!r}"
@@ -84,6 +85,28 @@ def serve(
         anyio.run(partial(uvicorn.Server(config).serve, sockets=[sock]))
     finally:
         sock.close()
+
+
+async def _quiet_on_stop(run: Callable[[], Awaitable[None]]) -> None:
+    """``run()``, with the loop quiet about the ``SystemExit(0)`` of a SIGTERM (`Shutdown`).
+
+    The exit may land in any task; asyncio would log it as an unhandled error of the tasks it
+    ends (with a traceback on stderr), though stopping on SIGTERM is a normal end.
+    """
+    loop = asyncio.get_running_loop()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if not _is_exit(context.get("exception")):
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)
+    await run()
+
+
+def _is_exit(error: object) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return all(_is_exit(inner) for inner in error.exceptions)
+    return isinstance(error, SystemExit) and error.code in (0, None)
 
 
 def listen(port: int) -> socket.socket:
