@@ -24,9 +24,9 @@ Stores are written with `ChromaStore.add` in batches of ``--batch`` records (wit
 counts, as ``ContextMemory`` stores them), streamed; with ``--cache DIR`` they are kept in
 DIR/scale-<size> and reused (building 500,000 records takes about 40 minutes).
 
-With ``--mechanisms all`` (or a comma list of session-copy, incremental, query-vectors), each
-store is assembled from by memories with one speed mechanism off (`mechanisms.py`) beside the
-default one, all interleaved (query by query, each store, each variant in turn): then a table of
+With ``--mechanisms all`` (or a comma list of session-copy, incremental, query-vectors,
+layouts), each store is assembled from by memories with one speed mechanism off
+(`mechanisms.py`) beside the default one, all interleaved (query by query, each store, each variant in turn): then a table of
 each mechanism on and off per size, and of each variant's p50 at the largest size over its p50 at
 1,000 records (the default output is not printed then).
 
@@ -66,7 +66,14 @@ from _common import (
     pct,
     sentence,
 )
-from mechanisms import FreshIndexes, NoQueryVectors, Pair, WholeWindow, on_off_table
+from mechanisms import (
+    FreshIndexes,
+    NoQueryVectors,
+    Pair,
+    WholeWindow,
+    no_shared_layouts,
+    on_off_table,
+)
 
 from ctxbudget.embed.base import Embedder, default_embedder
 from ctxbudget.errors import CtxBudgetError
@@ -307,11 +314,13 @@ VARIANTS = {  # name -> what turns the mechanism off on one memory
     "session copy off": lambda m: setattr(m, "_indexes", FreshIndexes()),
     "incremental reads off": lambda m: setattr(m, "_indexes", WholeWindow()),
     "query vectors off": lambda m: setattr(m, "_vectors", NoQueryVectors()),
+    "shared layouts off": no_shared_layouts,
 }
 PAIRS = {
     "session-copy": Pair("session copy (SessionIndexes)", ON, "session copy off"),
     "incremental": Pair("incremental reads (held=)", ON, "incremental reads off"),
     "query-vectors": Pair("query vectors (QueryVectors)", ON, "query vectors off"),
+    "layouts": Pair("shared layouts (ContextMemory.layouts_for)", ON, "shared layouts off"),
 }
 
 

@@ -16,6 +16,9 @@ instance).
 - access counts: the copy kept per session and generation (`AccessCounts`, the default) against
   reading the session's log on every scored call (`read_access_fresh`); used only when
   ``MemoryConfig.access_salience > 0``.
+- shared layouts (`ContextMemory.layouts_for`): the rendered rows and token costs of items,
+  cached by content and kept between calls; off = a fresh `Layout` on every call
+  (`no_shared_layouts`; `bench_layouts.py`).
 - `Collections.register`: reads the partitions' entries by id on every write of records
   without a session (now) against the set of partitions seen registered (`old_register`, the
   code of HEAD before issue 26 restored on one store).
@@ -38,6 +41,7 @@ __all__ = [
     "FreshIndexes",
     "NoQueryVectors",
     "WholeWindow",
+    "no_shared_layouts",
     "read_access_fresh",
     "old_register",
     "on_off_table",
@@ -71,6 +75,12 @@ class NoQueryVectors(QueryVectors):
         texts = list(dict.fromkeys(q.text for q in queries))
         vectors = dict(zip(texts, embedder.embed_documents(texts), strict=True))
         return [vectors[q.text] for q in queries]
+
+
+# -- shared layouts ------------------------------------------------------------------------------
+def no_shared_layouts(memory: Any) -> None:
+    """``memory`` renders with fresh layouts on every call (every row rendered and counted)."""
+    memory.layouts_for = lambda model: {}
 
 
 # -- access counts: the copy kept per session and generation, and without it ------------------

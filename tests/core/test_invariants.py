@@ -22,6 +22,7 @@ from ctxbudget import (
 )
 from ctxbudget.core.dedupe import normalize
 from ctxbudget.core.render import Layout
+from ctxbudget.errors import ConfigurationError
 
 COUNTERS = {name: TokenCounter.from_encoding(name) for name in ("o200k_base", "cl100k_base")}
 FORMATS = st.sampled_from(["messages", "text", "compact"])
@@ -180,17 +181,48 @@ def test_history_has_no_orphans_and_starts_with_its_user_turn(
 @given(items=item_sets(), budget=BUDGETS, fmt=FORMATS)
 def test_same_input_same_output(items: list[ContextItem], budget: int, fmt: Any) -> None:
     first = assemble_or_none(ContextAssembler(COUNTERS["o200k_base"]), items, budget, fmt)
-    if first is None:
-        return
+    if first is not None:
+        assert_same_as_fresh(first, items, budget, fmt)
+
+
+def assert_same_as_fresh(
+    first: AssembledContext, items: list[ContextItem], budget: int, fmt: Any
+) -> None:
+    """``first`` is what a new assembler with a new counter makes of the same input."""
     second = ContextAssembler(TokenCounter.from_encoding("o200k_base")).assemble(
         list(items), budget=budget, format=fmt
     )
     assert first.render() == second.render()
     assert first.to_messages() == second.to_messages()
     assert first.included_ids == second.included_ids
+    assert first.tokens_used == second.tokens_used
     assert [(p.item.id, p.reason) for p in first.pruned] == [
         (p.item.id, p.reason) for p in second.pruned
     ]
+
+
+SHARED: dict[str, Layout] = {}  # one counter's layouts, warmed by every example before
+
+
+@SETTINGS
+@given(items=item_sets(), other=item_sets(), budget=BUDGETS, fmt=FORMATS)
+def test_shared_layouts_give_what_fresh_ones_give(
+    items: list[ContextItem], other: list[ContextItem], budget: int, fmt: Any
+) -> None:
+    # `ContextMemory` shares an assembler's layouts (and the rendered texts and costs they
+    # cache) between calls: what earlier calls cached never changes a later call's output.
+    counter = COUNTERS["o200k_base"]
+    shared = ContextAssembler(counter, layouts=SHARED)
+    assemble_or_none(shared, other, budget, fmt)
+    first = assemble_or_none(shared, items, budget, fmt)
+    if first is not None:
+        assert_same_as_fresh(first, items, budget, fmt)
+
+
+def test_shared_layouts_must_be_of_the_assemblers_counter() -> None:
+    layouts = {"compact": Layout("compact", COUNTERS["cl100k_base"])}
+    with pytest.raises(ConfigurationError, match="counter"):
+        ContextAssembler(COUNTERS["o200k_base"], layouts=layouts)
 
 
 @SETTINGS

@@ -75,10 +75,13 @@ class ContextAssembler:
             (`ctxbudget.core.trimming`, docs/caching.md).
         trim_step: with ``"step"``, the share of history's room one step drops: kept history
             is between ``room - step - one exchange`` and ``room``.
+        layouts: the rendering rules by format, shared between the assemblers of one counter
+            (they cache each item's rendered text and cost, keyed by what it renders from, so
+            a long-lived caller stops counting the same messages on every call).
 
     Raises:
-        ConfigurationError: a negative ``min_exchanges``, an unknown ``history_trim`` or a
-            ``trim_step`` outside (0, 1).
+        ConfigurationError: a negative ``min_exchanges``, an unknown ``history_trim``, a
+            ``trim_step`` outside (0, 1), or ``layouts`` of another counter.
 
     >>> from ctxbudget import ContextItem, Tier
     >>> assembler = ContextAssembler(model="gpt-4o")
@@ -102,9 +105,13 @@ class ContextAssembler:
         verify: bool = False,
         history_trim: TrimMode = "message",
         trim_step: float = DEFAULT_TRIM_STEP,
+        layouts: dict[str, Layout] | None = None,
     ) -> None:
         if counter is None:
             counter = TokenCounter.for_model(model or "gpt-4o")
+        if layouts is not None and any(v.counter is not counter for v in layouts.values()):
+            msg = "layouts: every layout must use this assembler's counter"
+            raise ConfigurationError(msg)
         if min_exchanges < 0:
             msg = f"min_exchanges must be 0 or more, got {min_exchanges}"
             raise ConfigurationError(msg)
@@ -116,7 +123,9 @@ class ContextAssembler:
         self.truncate_min_tokens = truncate_min_tokens
         self.verify = verify
         self.history_trim, self.trim_step = check_trim(history_trim, trim_step)
-        self._layouts: dict[str, Layout] = {}
+        # One Layout per format; ``layouts`` shares them (and the costs they cache, keyed by
+        # content) between the assemblers of one counter, as `ContextMemory` does.
+        self._layouts: dict[str, Layout] = layouts if layouts is not None else {}
 
     def layout(self, fmt: Format) -> Layout:
         """The (cached) rendering rules of ``fmt`` for this assembler's counter."""

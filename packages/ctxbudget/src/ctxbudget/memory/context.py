@@ -29,7 +29,7 @@ from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.items import ContextItem
 from ctxbudget.core.prefix import PreviousContexts
-from ctxbudget.core.render import Format
+from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.embed.base import Embedder, as_embedder
@@ -122,6 +122,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         self.model = model
         self.config, self.strategy = memory_strategy(config, strategy)
         self._counters: dict[str, TokenCounter] = {}
+        self._layouts: dict[str, dict[str, Layout]] = {}  # each counter's, by format
         self.counter = self.counter_for(model)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter.count)
         self._indexes = SessionIndexes()  # each session's word index, built on first use
@@ -139,6 +140,11 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         if counter is None:
             counter = self._counters[name] = TokenCounter.for_model(name)
         return counter
+
+    def layouts_for(self, model: str | None) -> dict[str, Layout]:
+        """The rendering rules ``model``'s assemblies share (by format; see `ContextAssembler`)."""
+        self.counter_for(model)  # checks the name; one counter, so one set of layouts, per model
+        return self._layouts.setdefault(model or self.model, {})
 
     # -- writing: add_message(s), pin, unpin, add_documents (ctxbudget.memory.writing.api) -----
     def _settle(self) -> None:
@@ -221,6 +227,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
             self.counter_for(model),
             summarizer=self.summarizer,
             min_exchanges=plan.config.min_exchanges,
+            layouts=self.layouts_for(model),
         )
         # The previous call's context, if the session is still the same ("" is none: a session
         # without records, as one deleted since is).
@@ -279,6 +286,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
             session_id=session_id,
             query=query,
             counter_for=self.counter_for,
+            layouts_for=self.layouts_for,
             model=model,
             budget=budget,
             user_id=user_id,

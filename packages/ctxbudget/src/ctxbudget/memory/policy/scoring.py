@@ -1,6 +1,6 @@
 """How `ContextMemory` values a retrieved candidate: hybrid relevance x recency x salience.
 
-Relevance of a message of the session, for one query, in four steps:
+Relevance of a message of the session, for one query, in five steps:
 
 1. *match*: dense and lexical evidence, each scaled to [0, 1] over the query's candidates::
 
@@ -24,7 +24,12 @@ Relevance of a message of the session, for one query, in four steps:
    one of its BM25 terms) and by this weight, never by meaning: the dense side sees what was
    said, without a speaker prefix, so a session scores the same however its speakers were
    stored.
-4. scaled so the best candidate has relevance 1.
+4. *time*: when the query names a date (a day, a range of days, a month, a year) and some
+   messages speak of it (their own date, or a relative date in them resolved against the
+   message's own date, not the day it was stored: ``last week`` said on 21 August), the others
+   count ``1 - time_weight`` (`ctxbudget.memory.reading.timeref`). A query that names no date,
+   or a date no message speaks of, changes nothing; so do messages without timestamps.
+5. scaled so the best candidate has relevance 1.
 
 Then, for every candidate (documents and other sessions get ``match`` with a plain word
 overlap as ``lexical``)::
@@ -60,6 +65,7 @@ _WEIGHTS = (
     "neighbour_weight",
     "episode_weight",
     "author_weight",
+    "time_weight",
 )
 
 
@@ -80,6 +86,7 @@ class Scoring:
     neighbour_weight: float = 0.5
     episode_weight: float = 0.3
     author_weight: float = 0.2
+    time_weight: float = 0.5
 
     def __post_init__(self) -> None:
         # Every weight passes the number boundary first: numpy and Decimal numbers are taken,
@@ -87,7 +94,7 @@ class Scoring:
         for name in _WEIGHTS:
             value = real(getattr(self, name), f"Scoring.{name}")
             object.__setattr__(self, name, value)
-        for name in ("lexical_weight", "author_weight"):
+        for name in ("lexical_weight", "author_weight", "time_weight"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 msg = f"Scoring.{name} must be in [0, 1], got {getattr(self, name)}"
                 raise ConfigurationError(msg)

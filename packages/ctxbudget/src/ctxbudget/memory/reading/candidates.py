@@ -29,7 +29,7 @@ from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Tier
-from ctxbudget.core.render import Format
+from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.entities.cards import EntityScope, entity_candidates
@@ -177,13 +177,14 @@ def gather(
     other_sessions: bool | None,
     search_recent: bool,
     entities: EntityIndexes | None = None,
+    layouts_for: Callable[[str | None], dict[str, Layout]] | None = None,
 ) -> Candidates:
     """`ContextMemory.candidates` (see there) with what it needs.
 
     ``counter_for`` is `ContextMemory.counter_for` (``model``'s counter counts; the query is
     checked first); ``index_counter`` names the counter whose stored counts size the index;
     ``entities``: the memory's entity indexes (with its extractor), used when
-    `MemoryConfig.entities` is on.
+    `MemoryConfig.entities` is on; ``layouts_for``: `ContextMemory.layouts_for`.
     """
     if not isinstance(query, str) or not query.strip():
         msg = "query must be a non-empty string: the user's current message"
@@ -196,7 +197,10 @@ def gather(
         raise InvalidItemError(msg) from exc
     documents = documents_arg(documents)
     budget = Budget.coerce(budget)
-    layout = ContextAssembler(counter, min_exchanges=config.min_exchanges).layout(format)
+    shared = layouts_for(model) if layouts_for is not None else None
+    layout = ContextAssembler(counter, min_exchanges=config.min_exchanges, layouts=shared).layout(
+        format
+    )
     state = read_session(
         store,
         namespace,

@@ -151,7 +151,7 @@ def retrieve(
     relevance: Floats = np.zeros(size)
     span = (0.0, 0.0)
     if index is not None and size:
-        relevance, span = index.relevance(queries, scoring, config.neighbours, named)
+        relevance, span = index.relevance(queries, scoring, config.neighbours, named, search.query)
         history = fit_history(
             recent,
             history_share(config, index, relevance, recent) * search.available,

@@ -23,7 +23,8 @@ import numpy as np
 
 from ctxbudget.memory.policy.scoring import Floats, Scoring
 from ctxbudget.memory.reading.lexical import Ints, LexicalIndex, lexical_terms
-from ctxbudget.memory.reading.speakers import find_speaker
+from ctxbudget.memory.reading.speakers import find_speaker, spoken
+from ctxbudget.memory.reading.timeref import overlaps, query_span, turn_spans
 from ctxbudget.store.records import Hit, Record
 from ctxbudget.store.sessions import Stamp
 
@@ -63,6 +64,7 @@ class SessionIndex:
         self.ids: list[str] = []
         self.authors: list[str | None] = []
         self.episodes: list[int] = []
+        self._spans: list[list[tuple[float, float]]] | None = None  # read on first use
         self.position: dict[str, int] = {}
         self.last_seq = -1
         self.newest: float | None = None
@@ -150,8 +152,35 @@ class SessionIndex:
                 named.add(author)
         return named
 
+    def spans(self) -> list[list[tuple[float, float]]]:
+        """Each message's times (its own day, the dates it refers to; `turn_spans`)."""
+        known = self._spans or []
+        if len(known) < len(self.records):  # a new list: another thread may read the old one
+            fresh = [turn_spans(spoken(r), r.timestamp) for r in self.records[len(known) :]]
+            known = known + fresh
+            self._spans = known
+        return known
+
+    def time_prior(self, query: str, time_weight: float, size: int) -> Floats | None:
+        """``1 - time_weight`` for messages of no time the query names (None: it names none).
+
+        Nothing changes when no message speaks of that time.
+        """
+        span = query_span(query) if time_weight > 0 else None
+        if span is None:
+            return None
+        inside = np.array([overlaps(s, span) for s in self.spans()[:size]], dtype=bool)
+        if not inside.any():
+            return None
+        return np.where(inside, 1.0, 1.0 - time_weight)
+
     def relevance(
-        self, queries: Sequence[Query], scoring: Scoring, neighbours: int, named: set[str]
+        self,
+        queries: Sequence[Query],
+        scoring: Scoring,
+        neighbours: int,
+        named: set[str],
+        asked: str | None = None,
     ) -> tuple[Floats, tuple[float, float]]:
         """Relevance of each message (`ctxbudget.memory.policy.scoring`) and the dense span."""
         size = len(self.ids)
@@ -176,6 +205,10 @@ class SessionIndex:
             match = np.maximum(match, query.weight * mixed)
         context = scoring.in_context(match, self.episodes, neighbours=neighbours)
         context = context * scoring.author_prior(self.authors, named)
+        if asked is not None:
+            prior = self.time_prior(asked, scoring.time_weight, size)
+            if prior is not None:
+                context = context * prior
         best = float(context.max()) if size else 0.0
         return (context / best if best > 0 else context), span
 
