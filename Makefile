@@ -90,6 +90,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory_start.py
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_scale.py --sizes 10000,100000
+	$(BIN)/python benchmarks/bench_layouts.py
+	$(BIN)/python benchmarks/bench_telemetry.py
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

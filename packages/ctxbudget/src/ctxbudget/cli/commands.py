@@ -21,10 +21,10 @@ from ctxbudget.cli.options import UsageError, budget_of, open_memory
 from ctxbudget.cli.output import (
     budget_document,
     budget_stats_text,
-    context_document,
     stats_text,
     warn,
 )
+from ctxbudget.core.explain import context_document
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.extras import missing_extra, require
 

@@ -9,14 +9,9 @@ from __future__ import annotations
 import platform
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
-
-from ctxbudget.core.items import ContextItem, tier_name
-from ctxbudget.core.render import Layout
-from ctxbudget.core.report import AssembledContext
-from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
     from ctxbudget.memory.log.analytics import BudgetStats
@@ -24,9 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "budget_document",
     "budget_stats_text",
-    "context_document",
     "one_line",
-    "ref_fields",
     "stats_text",
     "versions",
     "warn",
@@ -130,85 +123,3 @@ def budget_document(
         **stats.to_dict(),
         "plot": plot,
     }
-
-
-def ref_fields(item: ContextItem) -> dict[str, Any]:
-    """``record_id`` and ``scope`` of an item built from a record of another scope.
-
-    Its ``id`` is qualified with the scope (``ctxbudget:session:["s3","s3-0011"]``); these
-    name the caller's own id (``s3-0011``) and the scope (``["session", "s3"]``).
-    """
-    ref = item.ref
-    if ref is None or ref.scope is None or ref.id == item.id:
-        return {}
-    return {"record_id": ref.id, "scope": list(ref.scope)}
-
-
-def context_document(
-    ctx: AssembledContext,
-    counter: TokenCounter,
-    *,
-    session: str,
-    namespace: str,
-    warnings: Sequence[str],
-    output: bool,
-) -> dict[str, Any]:
-    """The ``--json`` document of ``assemble`` (``output=True``) and ``explain``.
-
-    Each item's ``tokens`` is what it costs in its section as rendered (``Layout.cost``, the
-    figure packing used): section headers, date lines and the reply priming belong to no item,
-    so the included items' tokens add up to at most ``tokens_used``.
-    """
-    layout = Layout(ctx.format, counter)
-
-    def cost(item: ContextItem) -> int:
-        return layout.cost(item, layout.section_of(item))
-
-    document: dict[str, Any] = {
-        "session": session,
-        "namespace": namespace,
-        "format": ctx.format,
-        "counter": ctx.counter_name,
-        "approximate": ctx.approximate,
-        "tokens_used": ctx.tokens_used,
-        "tokens_available": ctx.tokens_available,
-        "window": ctx.budget.window,
-        "reserve": ctx.budget.reserve,
-        "safety": ctx.budget.safety,
-        "included": [
-            {
-                "id": item.id,
-                **ref_fields(item),
-                "tier": tier_name(item.tier),
-                "tokens": cost(item),
-            }
-            for item in ctx.included
-        ],
-        "pruned": [
-            {
-                "id": p.item.id,
-                **ref_fields(p.item),
-                "tier": tier_name(p.item.tier),
-                "tokens": cost(p.item),
-                "reason": p.reason.value,
-                "detail": p.detail,
-            }
-            for p in ctx.pruned
-        ],
-        "tiers": {
-            u.name: {"offered": u.offered, "kept": u.kept, "pruned": u.pruned, "tokens": u.tokens}
-            for u in ctx.tiers.values()
-        },
-        "solvers": {
-            tier_name(t): {"solver": s.solver, "value": s.value, "bound": s.upper_bound}
-            for t, s in ctx.solvers.items()
-        },
-        "truncated": list(ctx.truncated),
-        "estimated": ctx.estimated,
-        "warnings": list(warnings),
-        "timing_ms": round(ctx.timing_ms, 3),
-    }
-    if output:
-        document["messages"] = ctx.to_messages()
-        document["text"] = ctx.render() if ctx.format != "messages" else None
-    return document

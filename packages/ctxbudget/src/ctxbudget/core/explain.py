@@ -1,21 +1,31 @@
-"""`AssembledContext.explain`: an assembly's report written for people.
+"""`AssembledContext.explain` and `AssembledContext.to_json`: an assembly's report.
 
-A line on the budget, a bar of what each tier used, a table per tier (offered, kept, cut,
+`explain_context` writes it for people:
+
+a line on the budget, a bar of what each tier used, a table per tier (offered, kept, cut,
 tokens, the solver), then what was cut and why, what was truncated, images counted at their
-most, how history was trimmed and the prefix shared with the previous call.
+most, how history was trimmed and the prefix shared with the previous call. `context_json`
+writes it for machines: the figures, the included ids and the pruned ones with their reasons;
+`context_document` is the fuller document of ``ctxbudget assemble --json`` and of the MCP
+server's ``assemble`` tool (each item's tier and tokens too).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from ctxbudget.core.items import tier_name
+from ctxbudget.core.items import ContextItem, tier_name
+from ctxbudget.core.render import Layout
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 
 if TYPE_CHECKING:
-    from ctxbudget.core.report import AssembledContext
+    from ctxbudget.core.ids import ItemRef
+    from ctxbudget.core.report import AssembledContext, PrunedItem
+    from ctxbudget.tokens.counter import TokenCounter
 
-__all__ = ["explain_context"]
+__all__ = ["context_document", "context_json", "explain_context", "ref_fields"]
 
 
 def explain_context(ctx: AssembledContext, *, width: int = 40, show_pruned: int = 12) -> str:
@@ -98,3 +108,131 @@ def _bar(ctx: AssembledContext, width: int) -> str:
     )
     share = ctx.tokens_used / total
     return f"[{bar}] {share:.0%}  {legend}"
+
+
+def context_json(ctx: AssembledContext) -> str:
+    """`AssembledContext.to_json`: figures, included ids, and pruned ids with reasons."""
+    return json.dumps(
+        {
+            **_figures(ctx),
+            "included": ctx.included_ids,
+            "included_refs": [_ref_json(ref) for ref in ctx.included_refs],
+            "pruned": [_pruned_json(p) for p in ctx.pruned],
+            "truncated": list(ctx.truncated),
+            "estimated": ctx.estimated,
+            "tiers": {
+                u.name: {"offered": u.offered, "kept": u.kept, "tokens": u.tokens}
+                for u in ctx.tiers.values()
+            },
+            "solvers": {
+                tier_name(t): {"solver": s.solver, "value": s.value, "bound": s.upper_bound}
+                for t, s in ctx.solvers.items()
+            },
+            "timing_ms": round(ctx.timing_ms, 3),
+        },
+        ensure_ascii=False,
+    )
+
+
+def _figures(ctx: AssembledContext) -> dict[str, Any]:
+    """The figures both JSON reports open with: format, counter, tokens, the budget's parts."""
+    return {
+        "format": ctx.format,
+        "counter": ctx.counter_name,
+        "approximate": ctx.approximate,
+        "tokens_used": ctx.tokens_used,
+        "tokens_available": ctx.tokens_available,
+        "window": ctx.budget.window,
+        "reserve": ctx.budget.reserve,
+        "safety": ctx.budget.safety,
+    }
+
+
+def _ref_json(ref: ItemRef) -> dict[str, Any]:
+    return {"id": ref.id, "scope": None if ref.scope is None else list(ref.scope)}
+
+
+def _pruned_json(entry: PrunedItem) -> dict[str, Any]:
+    """A pruned item in `AssembledContext.to_json`: its id, reason, and the caller's ref."""
+    out: dict[str, Any] = {"id": entry.item.id, "reason": entry.reason.value}
+    ref = entry.item.ref
+    if ref is not None:
+        out["ref"] = _ref_json(ref)
+    if entry.duplicate_of is not None:
+        out["duplicate_of"] = entry.duplicate_of.id
+    return out
+
+
+def ref_fields(item: ContextItem) -> dict[str, Any]:
+    """``record_id`` and ``scope`` of an item built from a record of another scope.
+
+    Its ``id`` is qualified with the scope (``ctxbudget:session:["s3","s3-0011"]``); these
+    name the caller's own id (``s3-0011``) and the scope (``["session", "s3"]``).
+    """
+    ref = item.ref
+    if ref is None or ref.scope is None or ref.id == item.id:
+        return {}
+    return {"record_id": ref.id, "scope": list(ref.scope)}
+
+
+def context_document(
+    ctx: AssembledContext,
+    counter: TokenCounter,
+    *,
+    session: str,
+    namespace: str,
+    warnings: Sequence[str],
+    output: bool,
+) -> dict[str, Any]:
+    """The ``--json`` document of ``assemble`` (``output=True``) and ``explain``.
+
+    Each item's ``tokens`` is what it costs in its section as rendered (``Layout.cost``, the
+    figure packing used): section headers, date lines and the reply priming belong to no item,
+    so the included items' tokens add up to at most ``tokens_used``.
+    """
+    layout = Layout(ctx.format, counter)
+
+    def cost(item: ContextItem) -> int:
+        return layout.cost(item, layout.section_of(item))
+
+    document: dict[str, Any] = {
+        "session": session,
+        "namespace": namespace,
+        **_figures(ctx),
+        "included": [
+            {
+                "id": item.id,
+                **ref_fields(item),
+                "tier": tier_name(item.tier),
+                "tokens": cost(item),
+            }
+            for item in ctx.included
+        ],
+        "pruned": [
+            {
+                "id": p.item.id,
+                **ref_fields(p.item),
+                "tier": tier_name(p.item.tier),
+                "tokens": cost(p.item),
+                "reason": p.reason.value,
+                "detail": p.detail,
+            }
+            for p in ctx.pruned
+        ],
+        "tiers": {
+            u.name: {"offered": u.offered, "kept": u.kept, "pruned": u.pruned, "tokens": u.tokens}
+            for u in ctx.tiers.values()
+        },
+        "solvers": {
+            tier_name(t): {"solver": s.solver, "value": s.value, "bound": s.upper_bound}
+            for t, s in ctx.solvers.items()
+        },
+        "truncated": list(ctx.truncated),
+        "estimated": ctx.estimated,
+        "warnings": list(warnings),
+        "timing_ms": round(ctx.timing_ms, 3),
+    }
+    if output:
+        document["messages"] = ctx.to_messages()
+        document["text"] = ctx.render() if ctx.format != "messages" else None
+    return document

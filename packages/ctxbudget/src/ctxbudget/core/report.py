@@ -1,5 +1,7 @@
 """`AssembledContext`: what was kept, what was cut and why, and the rendered output.
 
+Its reports for people and for machines are written in `ctxbudget.core.explain`.
+
 `PruneReason` says why an item was cut; `unsendable_reasons` gives the reason and detail for each
 kind of history no provider accepts, and `tier_usage` the per-tier figures of an assembly.
 """
@@ -7,7 +9,6 @@ kind of history no provider accepts, and `tier_usage` the per-tier figures of an
 from __future__ import annotations
 
 import itertools
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from ctxbudget.core.budget import Budget
-from ctxbudget.core.explain import explain_context
+from ctxbudget.core.explain import context_json, explain_context
 from ctxbudget.core.history import Unsendable
 from ctxbudget.core.ids import ItemRef
 from ctxbudget.core.items import ContextItem, tier_name
@@ -349,33 +350,7 @@ class AssembledContext:
 
     def to_json(self) -> str:
         """A JSON report: figures, included ids, and pruned ids with reasons."""
-        return json.dumps(
-            {
-                "format": self.format,
-                "counter": self.counter_name,
-                "approximate": self.approximate,
-                "tokens_used": self.tokens_used,
-                "tokens_available": self.tokens_available,
-                "window": self.budget.window,
-                "reserve": self.budget.reserve,
-                "safety": self.budget.safety,
-                "included": self.included_ids,
-                "included_refs": [_ref_json(ref) for ref in self.included_refs],
-                "pruned": [_pruned_json(p) for p in self.pruned],
-                "truncated": list(self.truncated),
-                "estimated": self.estimated,
-                "tiers": {
-                    u.name: {"offered": u.offered, "kept": u.kept, "tokens": u.tokens}
-                    for u in self.tiers.values()
-                },
-                "solvers": {
-                    tier_name(t): {"solver": s.solver, "value": s.value, "bound": s.upper_bound}
-                    for t, s in self.solvers.items()
-                },
-                "timing_ms": round(self.timing_ms, 3),
-            },
-            ensure_ascii=False,
-        )
+        return context_json(self)
 
     def explain(self, *, width: int = 40, show_pruned: int = 12) -> str:
         """A per-tier table, a budget bar, and what was cut and why (`core.explain`).
@@ -390,18 +365,3 @@ class AssembledContext:
             f"AssembledContext(format={self.format!r}, included={len(self.included)}, "
             f"tokens_used={self.tokens_used}, tokens_available={self.tokens_available})"
         )
-
-
-def _ref_json(ref: ItemRef) -> dict[str, Any]:
-    return {"id": ref.id, "scope": None if ref.scope is None else list(ref.scope)}
-
-
-def _pruned_json(entry: PrunedItem) -> dict[str, Any]:
-    """A pruned item in `AssembledContext.to_json`: its id, reason, and the caller's ref."""
-    out: dict[str, Any] = {"id": entry.item.id, "reason": entry.reason.value}
-    ref = entry.item.ref
-    if ref is not None:
-        out["ref"] = _ref_json(ref)
-    if entry.duplicate_of is not None:
-        out["duplicate_of"] = entry.duplicate_of.id
-    return out

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from ctxbudget.cli.output import context_document
+from ctxbudget.core.explain import context_document
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.store.records import require_name, scope_of
 

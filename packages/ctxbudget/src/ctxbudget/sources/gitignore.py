@@ -22,9 +22,8 @@ The rules of gitignore(5), all of them:
 of the folders between the repository's top (the nearest folder above with a ``.git``) and the
 folder itself; patterns passed as ``extra`` win over all of them (like git's command line).
 The user's global excludes file (``core.excludesFile``) is not read. Matching is case-sensitive
-(git's default on Linux). A ``.gitignore`` that is a symlink is not followed (git 2.32 and later
-do not either), and one larger than `MAX_IGNORE_BYTES` is not read: both are in
-`GitIgnore.unread`, and `ctxbudget.folder_items` lists them as skipped.
+(git's default on Linux). A symlinked ``.gitignore`` (git 2.32 and later ignore those too) and
+one over `MAX_IGNORE_BYTES` are not read: `GitIgnore.unread`, skipped by `folder_items`.
 
 >>> rules = GitIgnore({"": "*.log\n!keep.log\nbuild/\n", "src": "/gen\n"})
 >>> tuple(rules.ignored(p, is_dir=d) for p, d in [("a.log", False), ("keep.log", False),

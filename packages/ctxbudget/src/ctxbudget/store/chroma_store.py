@@ -69,10 +69,9 @@ class ChromaStore(DeleteMethods):
     Which Chroma: an explicit ``client``, else ``url`` (a server), else an embedded Chroma in
     ``path``; with none of the three, the server in the environment variable
     ``CTXBUDGET_CHROMA_URL`` if set, else an embedded Chroma in ``./.ctxbudget``. Telemetry is
-    off. The default embedder is `OnnxEmbedder` (`default_embedder`), loaded on first use, so
-    opening a store is cheap. A store is safe to share between threads; on an embedded Chroma its
-    calls run one at a time (chromadb's embedded client can fail a query that overlaps a write),
-    embedding aside.
+    off. The default embedder is `OnnxEmbedder` (`default_embedder`), loaded on first use. A
+    store is safe to share between threads; on an embedded Chroma its calls run one at a time
+    (chromadb's embedded client can fail a query that overlaps a write), embedding aside.
 
     Args:
         path: folder of the embedded Chroma.

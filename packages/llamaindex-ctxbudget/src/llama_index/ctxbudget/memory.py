@@ -34,6 +34,7 @@ from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.presets import StrategyLike, as_strategy
 from llama_index.ctxbudget.assembly import assemble_get
+from llama_index.ctxbudget.async_calls import AsyncCalls
 from llama_index.ctxbudget.blocks import check_block_tiers, run_sync, session_blocks
 from llama_index.ctxbudget.convert import from_provider, from_record, input_text
 from llama_index.ctxbudget.events import LastContext, report_assembly
@@ -53,7 +54,7 @@ logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 
-class CtxBudgetMemory(BaseMemory, LongTermMemory):
+class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
     """LlamaIndex memory over a ctxbudget `ContextMemory`: `get` always fits ``token_limit``.
 
     Build it with `from_defaults`. Every message `put` is stored (and embedded) in the session;
@@ -378,27 +379,6 @@ class CtxBudgetMemory(BaseMemory, LongTermMemory):
     def clear(self, *, pins: bool = False) -> None:
         """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
         clear_session(self._memory, self.session_id, pins=pins)
-
-    # -- async: the same calls on the memory's own threads (`ContextMemory.arun`) -------------
-    async def aget_all(self) -> list[ChatMessage]:
-        """Async `get_all`."""
-        return await self._memory.arun(self.get_all)
-
-    async def aput(self, message: ChatMessage) -> None:
-        """Async `put`."""
-        await self._memory.arun(self.put, message)
-
-    async def aput_messages(self, messages: list[ChatMessage]) -> None:
-        """Async `put_messages`."""
-        await self._memory.arun(self.put_messages, messages)
-
-    async def aset(self, messages: list[ChatMessage]) -> None:
-        """Async `set`."""
-        await self._memory.arun(self.set, messages)
-
-    async def areset(self) -> None:
-        """Async `reset`."""
-        await self._memory.arun(self.reset)
 
     def close(self) -> None:
         """Close the `ContextMemory` if `from_defaults` opened it (idempotent)."""

@@ -1,0 +1,54 @@
+"""The async twins of `CtxBudgetMemory`'s reads and writes, on the memory's own threads.
+
+Each runs the sync call on its `ContextMemory`'s worker threads (`ContextMemory.arun`, with the
+caller's context), so an event loop never waits for Chroma or the embedder. ``aget`` stays in
+`llama_index.ctxbudget.memory`: it awaits the memory blocks in the caller's task first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llama_index.core.base.llms.types import ChatMessage
+
+    from ctxbudget.memory.context import ContextMemory
+
+__all__ = ["AsyncCalls"]
+
+
+class AsyncCalls:
+    """``aget_all``, ``aput``, ``aput_messages``, ``aset``, ``areset`` (see their sync twins).
+
+    First among `CtxBudgetMemory`'s bases, before LlamaIndex's ``BaseMemory``, whose own async
+    methods call the sync ones on the event loop's thread.
+    """
+
+    if TYPE_CHECKING:  # CtxBudgetMemory's attribute and methods (pydantic must not see them here)
+        _memory: ContextMemory
+
+        def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
+        def put(self, message: ChatMessage) -> None: ...  # noqa: D102
+        def put_messages(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
+        def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
+        def reset(self) -> None: ...  # noqa: D102
+
+    async def aget_all(self) -> list[ChatMessage]:
+        """Async `get_all`."""
+        return await self._memory.arun(self.get_all)
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async `put`."""
+        await self._memory.arun(self.put, message)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Async `put_messages`."""
+        await self._memory.arun(self.put_messages, messages)
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Async `set`."""
+        await self._memory.arun(self.set, messages)
+
+    async def areset(self) -> None:
+        """Async `reset`."""
+        await self._memory.arun(self.reset)
