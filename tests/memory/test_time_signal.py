@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,8 +20,11 @@ from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.scoring import Scoring
+from ctxbudget.memory.reading.lexical import lexical_terms
+from ctxbudget.memory.reading.session_index import Query, SessionIndex
 from ctxbudget.memory.reading.timeref import overlaps, query_span, turn_spans
 from ctxbudget.store.chroma_store import ChromaStore
+from ctxbudget.store.records import Record
 
 DAY = 86_400.0
 FAST = settings(max_examples=300, deadline=None, derandomize=True)
@@ -98,6 +102,91 @@ def test_time_weight_is_checked() -> None:
         with pytest.raises(ConfigurationError, match="time_weight"):
             Scoring(time_weight=bad)
     assert Scoring().time_weight == 0.5
+
+
+# -- the session index: what the signal does to relevance, whatever the session -----------------
+
+WORDS = ["camping", "lake", "paint", "kids", "museum", "trip", "conference", "Chicago", "dog"]
+said_texts = st.lists(st.one_of(phrases, st.sampled_from(WORDS)), min_size=1, max_size=5).map(
+    " ".join
+)
+asked_dates = st.sampled_from(
+    [
+        "on 25 May, 2022",
+        "in July 2022",
+        "between August 11 and August 15 2023",
+        "in 2023",
+        "on 3 June, 2023",
+    ]
+)
+stamps = st.one_of(st.none(), st.floats(_day(2022, 1, 1), _day(2024, 1, 1)))
+
+
+def session_of(turns: list[tuple[str, float | None]], vectors: np.ndarray) -> SessionIndex:
+    index = SessionIndex(3600.0, "o200k_base")
+    records = [
+        Record(
+            id=f"m{seq}",
+            kind="message",
+            text=text,
+            role="user" if seq % 2 == 0 else "assistant",
+            seq=seq,
+            timestamp=stamp,
+        )
+        for seq, (text, stamp) in enumerate(turns)
+    ]
+    index.extend(zip(records, vectors, strict=True))
+    return index
+
+
+def relevance_of(index: SessionIndex, query: str, vector: np.ndarray, weight: float) -> np.ndarray:
+    found = index.nearest(vector.tolist(), len(index))
+    asked = Query(1.0, query, lexical_terms(query), None, found)
+    return index.relevance([asked], Scoring(time_weight=weight), 2, set(), query)[0]
+
+
+@FAST
+@given(
+    turns=st.lists(st.tuples(said_texts, stamps), min_size=1, max_size=20),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join),
+    date=st.one_of(st.none(), asked_dates),
+    weight=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_signal_only_scales_the_messages_of_another_time(
+    turns: list[tuple[str, float | None]],
+    words: str,
+    date: str | None,
+    weight: float,
+    seed: int,
+) -> None:
+    """With the signal on, relevance is the relevance without it times the time prior, scaled
+    so the best is 1: messages of the time asked keep their order among themselves, the others
+    count ``1 - time_weight``; a query without a date, or a date no message speaks of, changes
+    nothing, and a message without a timestamp never speaks of a date."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(len(turns), 8))
+    index = session_of(turns, vectors)
+    query = f"What about {words}" + (f" {date}?" if date else "?")
+    vector = rng.normal(size=8)
+    off = relevance_of(index, query, vector, 0.0)
+    on = relevance_of(index, query, vector, weight)
+    prior = index.time_prior(query, weight, len(index))
+    if date is None or weight == 0.0:
+        assert prior is None
+    if prior is None:
+        assert np.array_equal(on, off)
+        return
+    span = query_span(query)
+    assert span is not None
+    for (_, stamp), spans, factor in zip(turns, index.spans(), prior, strict=True):
+        inside = overlaps(spans, span)
+        assert stamp is not None or not inside  # no timestamp: no time
+        assert factor == (1.0 if inside else 1.0 - weight)
+    expected = off * prior
+    if expected.max() > 0:
+        expected = expected / expected.max()
+    assert np.allclose(on, expected)
 
 
 # -- retrieval -----------------------------------------------------------------------------------
