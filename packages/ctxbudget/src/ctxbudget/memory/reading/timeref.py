@@ -28,16 +28,8 @@ from datetime import UTC, datetime
 __all__ = ["overlaps", "query_span", "turn_spans"]
 
 _DAY = 86_400.0
-_MONTHS = {
-    name: number
-    for number, name in enumerate(
-        (
-            "january february march april may june july august september october november december"
-        ).split(),
-        start=1,
-    )
-}
-_MONTHS.update({name[:3]: n for name, n in list(_MONTHS.items())})
+# Months by their first three letters (a query's month is looked up by its first three).
+_MONTHS = {m: n for n, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
 _MONTH = (
     r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
@@ -97,10 +89,6 @@ def _month_span(year: int, month: int) -> tuple[float, float]:
     return _stamp(year, month, 1), _stamp(year, month, last) + _DAY
 
 
-def _day(value: str) -> int:
-    return int(value)
-
-
 def query_span(query: str) -> tuple[float, float] | None:
     """The interval of time ``query`` asks about (widened by a day each side), or None.
 
@@ -112,19 +100,19 @@ def query_span(query: str) -> tuple[float, float] | None:
             first = _MONTHS[found.group(1).casefold()[:3]]
             second = _MONTHS[found.group(3).casefold()[:3]] if found.group(3) else first
             year = int(found.group(5))
-            start = _stamp(year, first, _day(found.group(2)))
-            end = _stamp(year, second, _day(found.group(4))) + _DAY
+            start = _stamp(year, first, int(found.group(2)))
+            end = _stamp(year, second, int(found.group(4))) + _DAY
             return start - _DAY, end + _DAY
         found = _DAY_MONTH_YEAR.search(query)
         if found:
             start = _stamp(
-                int(found.group(3)), _MONTHS[found.group(2).casefold()[:3]], _day(found.group(1))
+                int(found.group(3)), _MONTHS[found.group(2).casefold()[:3]], int(found.group(1))
             )
             return start - _DAY, start + 2 * _DAY
         found = _MONTH_DAY_YEAR.search(query)
         if found:
             start = _stamp(
-                int(found.group(3)), _MONTHS[found.group(1).casefold()[:3]], _day(found.group(2))
+                int(found.group(3)), _MONTHS[found.group(1).casefold()[:3]], int(found.group(2))
             )
             return start - _DAY, start + 2 * _DAY
         found = _MONTH_YEAR.search(query)
