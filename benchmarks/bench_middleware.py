@@ -10,7 +10,8 @@ Side by side in one run, with the load average: no middleware (baseline), the mi
 without memory, with memory and write-behind (the default), with memory written synchronously.
 
 With ``--mechanisms all`` (or a comma list of session-copy, incremental, write-behind,
-query-vectors, access, register), memories with one speed mechanism off
+query-vectors, access, register; and pool, product, room, before: the changes of 2026-11-27
+against the code before them), memories with one speed mechanism off
 (`mechanisms.py`) run beside the default one and no middleware, turn by turn (each turn every
 variant in turn, the order rotated), so the machine's load weighs on all alike; then a table of
 each mechanism on and off, and for ``register`` a micro-measure of user pins written. Every
@@ -31,6 +32,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +45,12 @@ from mechanisms import (
     NoQueryVectors,
     Pair,
     WholeWindow,
+    blas_product,
     old_register,
     on_off_table,
     read_access_fresh,
+    search_pool,
+    whole_budget,
 )
 
 from ctxbudget import ContextMemory, MemoryConfig
@@ -123,6 +128,18 @@ def run(mode: str, history: list[BaseMessage], args: argparse.Namespace) -> list
 DEFAULT = "memory, all on (default)"
 ACCESS_FRESH = "access salience 0.3, counts read fresh"
 ACCESS_COPY = "access salience 0.3, counts copied (default)"
+POOL_BEFORE = "search pool 4 x the budget (before)"
+BLAS_BEFORE = "session search as a BLAS product (before)"
+ROOM_BEFORE = "search sized to the whole budget (before)"
+BOTH_BEFORE = "pool 4, BLAS product, whole budget (before 2026-11-27)"
+
+
+@contextlib.contextmanager
+def before_all() -> Iterator[None]:
+    with search_pool(4), blas_product(), whole_budget():
+        yield
+
+
 VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup, around a turn
     "no middleware": {"memory": False},
     DEFAULT: {},
@@ -132,6 +149,10 @@ VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup,
     "query vectors off": {"setup": lambda m: setattr(m, "_vectors", NoQueryVectors())},
     ACCESS_FRESH: {"config": MemoryConfig(access_salience=0.3), "setup": read_access_fresh},
     ACCESS_COPY: {"config": MemoryConfig(access_salience=0.3)},
+    POOL_BEFORE: {"around": lambda: search_pool(4)},
+    BLAS_BEFORE: {"around": blas_product},
+    ROOM_BEFORE: {"around": whole_budget},
+    BOTH_BEFORE: {"around": before_all},
 }
 PAIRS = {  # --mechanisms name -> table rows
     "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
@@ -139,6 +160,10 @@ PAIRS = {  # --mechanisms name -> table rows
     "write-behind": [Pair("write-behind", DEFAULT, "write-behind off")],
     "query-vectors": [Pair("query vectors (QueryVectors)", DEFAULT, "query vectors off")],
     "access": [Pair("access counts copy (salience 0.3)", ACCESS_COPY, ACCESS_FRESH)],
+    "pool": [Pair("search pool 3 x the budget (was 4)", DEFAULT, POOL_BEFORE)],
+    "product": [Pair("numpy product (was BLAS)", DEFAULT, BLAS_BEFORE)],
+    "room": [Pair("search sized to the room left (was the budget)", DEFAULT, ROOM_BEFORE)],
+    "before": [Pair("the three changes of 2026-11-27", DEFAULT, BOTH_BEFORE)],
 }
 MECHANISMS = [*PAIRS, "register"]
 

@@ -22,17 +22,28 @@ instance).
 - `Collections.register`: reads the partitions' entries by id on every write of records
   without a session (now) against the set of partitions seen registered (`old_register`, the
   code of HEAD before issue 26 restored on one store).
+
+Two changes of 2026-11-27 measured the same way (not mechanisms: the code before them, restored
+around one variant's calls, ``Variant(around=...)``): the search pool of 4 times what the budget
+holds (now 3, `search_pool`), the session's dense search as a BLAS product (now numpy's own
+loop, `blas_product`: BLAS's worker threads spin for about 10 ms of CPU after each product), and
+the LangChain middleware's search sized to the whole budget (now to the room its own messages
+leave, `ctxbudget.memory.reading.candidates.room_left`; `whole_budget`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ctxbudget.memory.log.analytics import access_counts
+from ctxbudget.memory.reading import retrieval
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.session_index import Query, SessionIndex, SessionIndexes
 from ctxbudget.store.records import json_key
@@ -41,10 +52,13 @@ __all__ = [
     "FreshIndexes",
     "NoQueryVectors",
     "WholeWindow",
+    "blas_product",
     "no_shared_layouts",
     "read_access_fresh",
     "old_register",
     "on_off_table",
+    "search_pool",
+    "whole_budget",
 ]
 
 
@@ -107,6 +121,53 @@ def old_register(store: Any) -> None:
     cols = store._collections
     cols.registered = set()
     cols.register = types.MethodType(_register_before, cols)
+
+
+# -- before 2026-11-27: a pool of 4 times the budget, the session's search as a BLAS product ----
+@contextlib.contextmanager
+def search_pool(factor: int) -> Iterator[None]:
+    """Calls inside search a pool of ``factor`` times what the budget holds (3 now, 4 before)."""
+    was = retrieval._POOL_FACTOR
+    retrieval._POOL_FACTOR = factor
+    try:
+        yield
+    finally:
+        retrieval._POOL_FACTOR = was
+
+
+def _blas_nearest(self: SessionIndex, vector: Sequence[float], k: int) -> tuple[Any, Any]:
+    """`SessionIndex.nearest` as it was: the similarities as a BLAS matrix-vector product."""
+    if not self.records or k <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    query = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(query))
+    similarity = self._rows[: len(self.records)] @ (query / norm if norm > 0 else query)
+    top = np.argsort(-similarity, kind="stable")[: min(k, len(self.records))]
+    return top, np.clip(similarity[top].astype(np.float64), -1.0, 1.0)
+
+
+@contextlib.contextmanager
+def blas_product() -> Iterator[None]:
+    """Calls inside search the session with a BLAS product, as before (no other change)."""
+    now = SessionIndex.nearest
+    SessionIndex.nearest = _blas_nearest  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SessionIndex.nearest = now  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def whole_budget() -> Iterator[None]:
+    """The middleware's calls inside search for the whole budget, as before."""
+    from langchain_ctxbudget import middleware
+
+    now = middleware.room_left
+    middleware.room_left = lambda budget, layout, held: budget.available
+    try:
+        yield
+    finally:
+        middleware.room_left = now
 
 
 # -- the table -----------------------------------------------------------------------------------

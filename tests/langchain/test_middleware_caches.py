@@ -8,9 +8,11 @@ nothing of the old ones.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -24,41 +26,85 @@ def _run(agent: Any, messages: list[Any], user: str) -> list[Any]:
     return list(agent.invoke({"messages": messages}, context=context)["messages"])
 
 
+@pytest.fixture
+def app_and_admin(tmp_path: Path, embedder: Any) -> Iterator[tuple[ContextMemory, ContextMemory]]:
+    """Two memories on one folder (an app's and an admin task's), no write-behind."""
+    folder = tmp_path / "chroma"
+    app = ContextMemory(path=folder, embedder=embedder, write_behind=False)
+    admin = ContextMemory(path=folder, embedder=embedder, write_behind=False)
+    yield app, admin
+    app.close()
+    admin.close()
+
+
+def _agent(model: Any, memory: ContextMemory) -> Any:
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=memory)
+    return create_agent(model, middleware=[middleware], context_schema=dict)
+
+
 def test_a_session_deleted_by_another_memory_and_reused_keeps_nothing_of_the_old(
-    tmp_path: Path, embedder: Any
+    app_and_admin: tuple[ContextMemory, ContextMemory],
 ) -> None:
-    app = ContextMemory(path=tmp_path / "chroma", embedder=embedder, write_behind=False)
-    admin = ContextMemory(path=tmp_path / "chroma", embedder=embedder, write_behind=False)
+    app, admin = app_and_admin
     model = RecordingChatModel(messages=iter([AIMessage("ok", id=f"a{i}") for i in range(6)]))
-    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=app)
-    agent = create_agent(model, middleware=[middleware], context_schema=dict)
-    try:
-        _run(agent, [HumanMessage("alice: my PIN is 4321", id="m1")], "alice")
-        _run(
-            agent,
-            [
-                HumanMessage("alice: my PIN is 4321", id="m1"),
-                AIMessage("ok", id="a0"),
-                HumanMessage("alice: and my dog is Rex", id="m2"),
-            ],
-            "alice",
-        )
-        app.flush()
-        assert [r.text for r in app.history("s1")][0] == "alice: my PIN is 4321"
+    agent = _agent(model, app)
+    _run(agent, [HumanMessage("alice: my PIN is 4321", id="m1")], "alice")
+    _run(
+        agent,
+        [
+            HumanMessage("alice: my PIN is 4321", id="m1"),
+            AIMessage("ok", id="a0"),
+            HumanMessage("alice: and my dog is Rex", id="m2"),
+        ],
+        "alice",
+    )
+    app.flush()
+    assert [r.text for r in app.history("s1")][0] == "alice: my PIN is 4321"
 
-        admin.delete_session("s1")
-        admin.add_message("s1", "user", "bob: hello there", id="m0", user_id="bob")
-        admin.flush()
-        _run(agent, [HumanMessage("bob: my name is Bob", id="m1")], "bob")
-        app.flush()
+    admin.delete_session("s1")
+    admin.add_message("s1", "user", "bob: hello there", id="m0", user_id="bob")
+    admin.flush()
+    _run(agent, [HumanMessage("bob: my name is Bob", id="m1")], "bob")
+    app.flush()
 
-        stored = [(r.id, r.text) for r in admin.history("s1")]
-        assert ("m1", "bob: my name is Bob") in stored  # stored, though "m1" was alice's key
-        assert not any("alice" in text for _, text in stored)
-        sent, _ = model.calls[-1]
-        text = " ".join(str(m.content) for m in sent)
-        assert "4321" not in text and "Rex" not in text
-        assert "bob: hello there" in text
-    finally:
-        app.close()
-        admin.close()
+    stored = [(r.id, r.text) for r in admin.history("s1")]
+    assert ("m1", "bob: my name is Bob") in stored  # stored, though "m1" was alice's key
+    assert not any("alice" in text for _, text in stored)
+    sent, _ = model.calls[-1]
+    text = " ".join(str(m.content) for m in sent)
+    assert "4321" not in text and "Rex" not in text
+    assert "bob: hello there" in text
+
+
+class _DeletingModel(RecordingChatModel):
+    """A chat model whose call runs while an admin deletes the session (in its first call)."""
+
+    admin: Any = None
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        if self.admin is not None:
+            self.admin.delete_session("s1")
+            self.admin.flush()
+            self.admin = None
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
+
+
+def test_a_session_deleted_during_the_model_call_gets_the_answer_and_not_the_deleted_turns(
+    app_and_admin: tuple[ContextMemory, ContextMemory],
+) -> None:
+    # Stored as acknowledged (a write-behind's pending messages are not the other object's to
+    # delete before they are flushed: docs/architecture.md).
+    app, admin = app_and_admin
+    model = _DeletingModel(messages=iter([AIMessage("noted", id=f"a{i}") for i in range(4)]))
+    agent = _agent(model, app)
+    turns = [HumanMessage("my PIN is 4321", id="m1"), AIMessage("ok", id="a-1")]
+    _run(agent, [*turns, HumanMessage("my dog is Rex", id="m2")], "alice")
+    app.flush()
+    assert [r.id for r in admin.history("s1")] == ["m1", "a-1", "m2", "a0"]
+    model.admin = admin  # the next run's call: the session is deleted while the model runs
+    messages = [*turns, HumanMessage("my dog is Rex", id="m2"), AIMessage("noted", id="a0")]
+    _run(agent, [*messages, HumanMessage("and my cat is Tom", id="m3")], "alice")
+    app.flush()
+    # The deletion acknowledged during the call holds: the run stores its answer (a new
+    # message) and nothing the deletion removed.
+    assert [(r.id, r.text) for r in admin.history("s1")] == [("a1", "noted")]

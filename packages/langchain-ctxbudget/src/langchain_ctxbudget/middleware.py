@@ -22,6 +22,7 @@ from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, trim_options
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.memory.policy.plan import plan_for
 from ctxbudget.memory.policy.presets import StrategyLike
+from ctxbudget.memory.reading.candidates import room_left
 from langchain_ctxbudget.assembly import CallAssembler
 from langchain_ctxbudget.budget import call_budget, model_name, model_window, window_budget
 from langchain_ctxbudget.convert import counter_for, resolve_counter
@@ -38,7 +39,7 @@ from langchain_ctxbudget.observe import (
     acall_with_metadata,
     call_with_metadata,
 )
-from langchain_ctxbudget.recall import Recalled, recall
+from langchain_ctxbudget.recall import Recalled, gathered_generation, recall
 from langchain_ctxbudget.storing import StoredKeys, store_messages
 
 try:
@@ -309,6 +310,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         added: Additions | None = None
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
+            layout = self._assembly.assembler(counter).layout("messages")
             added, generation = recall(
                 self.memory,
                 self._recalled,
@@ -316,7 +318,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 keys,
                 ids,
                 set(originals),
-                budget,
+                room_left(budget, layout, items),
                 self.documents,
                 self.strategy,
             )
@@ -381,8 +383,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> None:
         if self.memory is None or ids is None:
             return
-        store_messages(
-            self.memory, self._stored, messages, message_keys(messages, ids[0], thread), ids
-        )
+        keys = message_keys(messages, ids[0], thread)
+        generation = gathered_generation(self.memory, self._recalled, messages, keys, ids[0])
+        store_messages(self.memory, self._stored, messages, keys, ids, generation)
         if self.summarizer is not None:
             self.memory.summarize(ids[0], self.summarizer)

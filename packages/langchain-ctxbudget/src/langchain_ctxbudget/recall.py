@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
     from ctxbudget.memory.policy.presets import StrategyLike
 
-__all__ = ["QUESTIONS_REMEMBERED", "Recalled", "recall"]
+__all__ = ["QUESTIONS_REMEMBERED", "Recalled", "gathered_generation", "recall"]
 
 QUESTIONS_REMEMBERED = 1024
 """Questions whose candidates are remembered (the oldest gathered are forgotten first)."""
@@ -58,23 +58,22 @@ def recall(
     keys: Sequence[str],
     ids: tuple[str, str | None],
     in_state: Collection[str],
-    budget: Budget,
+    budget: Budget | int,
     documents: bool | str | Sequence[str],
     strategy: StrategyLike | None = None,
 ) -> tuple[Additions, str]:
     """What the memory adds for the state's last user message (`Candidates.added_to`).
 
     Extras: pinned facts, tasks, summaries, documents, the user's other sessions and stored
-    turns the state does not hold: `ContextMemory.candidates` for this call's budget (the
-    same gathering and scoring as `ContextMemory.assemble`).
+    turns the state does not hold: `ContextMemory.candidates` for ``budget`` (the room the
+    call's own items leave,
+    `ctxbudget.memory.reading.candidates.room_left`; the same gathering and scoring as
+    `ContextMemory.assemble`).
     Copies: older turns of the state that match the question, by the key of the turn (their
     own ids are ``ctxbudget:memory:<key>``). ``strategy`` is the middleware's (merged over the
     memory's). Returned with the session's generation they were gathered in.
     """
-    position = next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
-        None,
-    )
+    position = _question(messages)
     session, user = ids
     if position is None or not messages[position].text.strip():
         stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
@@ -103,3 +102,32 @@ def recall(
         )
         recalled.put(cache_key, found)
     return found.added_to(in_state), found.generation
+
+
+def gathered_generation(
+    memory: ContextMemory,
+    recalled: Recalled,
+    messages: Sequence[BaseMessage],
+    keys: Sequence[str],
+    session: str,
+) -> str | None:
+    """The session's generation when the candidates of the state's question were gathered.
+
+    What the run's model calls read (`recall`): the middleware stores the run's answer under
+    it, with no read of the session (our own writes keep a generation; a session deleted or
+    edited since loses it, and the messages stored under it are not stored again by this run:
+    the next run gathers in the new one). None: nothing gathered for this question here.
+    """
+    position = _question(messages)
+    if position is None:
+        return None
+    found = recalled.get((memory.namespace, session, f"{position}:{keys[position]}"))
+    return None if found is None else found.generation
+
+
+def _question(messages: Sequence[BaseMessage]) -> int | None:
+    """The position of the state's last user message (None: there is none)."""
+    return next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
+        None,
+    )

@@ -330,12 +330,12 @@ def _fill(
             if item.id in state.included_ids:
                 continue
             section = _section(item, promoted)
-            cost = (
-                layout.cost(item, section)
-                + state.open_cost(section)
-                + state.date_cost(item, section)
-            )
-            if cost > budget.available - state.used:
+            base = layout.cost(item, section)
+            room = budget.available - state.used
+            if base > room:  # the usual case once packed: no need for the rest of its cost
+                continue
+            cost = base + state.open_cost(section) + state.date_cost(item, section)
+            if cost > room:
                 continue
             if cap is not None and state.capped_tokens.get(tier, 0) + cost > cap:
                 continue

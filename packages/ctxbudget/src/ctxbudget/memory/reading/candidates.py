@@ -11,8 +11,9 @@ records the way `ContextMemory` does. The gathering is bounded by the budget: th
 is a few times what the budget can hold, never the whole session.
 
 A caller that holds the conversation itself (an agent's state) gathers with
-``search_recent=True`` and takes `Candidates.added_to` its messages (`Additions`): what the
-memory adds, and copies of its own older turns that matter only when its history loses them.
+``search_recent=True`` (and the budget its own items leave, `room_left`) and takes
+`Candidates.added_to` its messages (`Additions`): what the memory adds, and copies of its own
+older turns that matter only when its history loses them.
 `retrieved_floors` is the share of a plain token budget kept for retrieved memories.
 """
 
@@ -59,6 +60,7 @@ __all__ = [
     "Candidates",
     "gather",
     "offered",
+    "room_left",
 ]
 
 
@@ -156,6 +158,20 @@ class Candidates:
                 seen.add(item.id)
                 extras.append(item)
         return Additions(extras=tuple(extras), copies=copies)
+
+
+def room_left(budget: Budget, layout: Layout, held: Sequence[ContextItem]) -> int:
+    """The budget to gather with for a caller that offers ``held`` items of its own.
+
+    A caller that holds the conversation (an agent's state) offers its system prompt, facts and
+    messages with the memory's candidates; those in a tier before `Tier.RETRIEVED` are packed
+    first (the conversation gives way only down to the retrieved tier's floor), so the search
+    is sized to the room they leave (the pool follows the budget it is given): ``budget``'s
+    available tokens less their cost in ``layout``, never less than that floor.
+    """
+    before = [it for it in held if it.tier < Tier.RETRIEVED]  # what packs before memories
+    taken = sum(layout.cost(it, layout.section_of(it)) for it in before)
+    return max(1, budget.available - taken, budget.floor_tokens(Tier.RETRIEVED))
 
 
 def gather(

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["QueryVectors", "SearchScope", "fit_history", "history_share", "retrieve"]
 
-_POOL_FACTOR = 4  # candidates searched per query: this many times what the budget can hold
+_POOL_FACTOR = 3  # candidates searched per query: this many times what the budget can hold
 _TOP_MATCHES = 10  # best matches that decide the share of recent history
 _CACHED_VECTORS = 64  # vectors of earlier user turns kept for multi-query search
 
