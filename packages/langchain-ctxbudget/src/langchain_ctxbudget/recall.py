@@ -66,9 +66,8 @@ def recall(
 
     Extras: pinned facts, tasks, summaries, documents, the user's other sessions and stored
     turns the state does not hold: `ContextMemory.candidates` for ``budget`` (the room the
-    call's own items leave,
-    `ctxbudget.memory.reading.candidates.room_left`; the same gathering and scoring as
-    `ContextMemory.assemble`).
+    call's own items leave: `ctxbudget.memory.reading.candidates.room_left`), the same
+    gathering and scoring as `ContextMemory.assemble`.
     Copies: older turns of the state that match the question, by the key of the turn (their
     own ids are ``ctxbudget:memory:<key>``). ``strategy`` is the middleware's (merged over the
     memory's). Returned with the session's generation they were gathered in.
