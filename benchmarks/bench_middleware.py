@@ -128,10 +128,10 @@ def run(mode: str, history: list[BaseMessage], args: argparse.Namespace) -> list
 DEFAULT = "memory, all on (default)"
 ACCESS_FRESH = "access salience 0.3, counts read fresh"
 ACCESS_COPY = "access salience 0.3, counts copied (default)"
-POOL_BEFORE = "search pool 4 x the budget (before)"
+POOL_BEFORE = "4 times the budget offered (before)"
 BLAS_BEFORE = "session search as a BLAS product (before)"
 ROOM_BEFORE = "search sized to the whole budget (before)"
-BOTH_BEFORE = "pool 4, BLAS product, whole budget (before 2026-11-27)"
+BOTH_BEFORE = "all three as before 2026-11-27"
 
 
 @contextlib.contextmanager
@@ -160,7 +160,7 @@ PAIRS = {  # --mechanisms name -> table rows
     "write-behind": [Pair("write-behind", DEFAULT, "write-behind off")],
     "query-vectors": [Pair("query vectors (QueryVectors)", DEFAULT, "query vectors off")],
     "access": [Pair("access counts copy (salience 0.3)", ACCESS_COPY, ACCESS_FRESH)],
-    "pool": [Pair("search pool 3 x the budget (was 4)", DEFAULT, POOL_BEFORE)],
+    "pool": [Pair("3 times the budget offered (was 4)", DEFAULT, POOL_BEFORE)],
     "product": [Pair("numpy product (was BLAS)", DEFAULT, BLAS_BEFORE)],
     "room": [Pair("search sized to the room left (was the budget)", DEFAULT, ROOM_BEFORE)],
     "before": [Pair("the three changes of 2026-11-27", DEFAULT, BOTH_BEFORE)],

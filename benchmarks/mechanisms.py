@@ -23,12 +23,13 @@ instance).
   without a session (now) against the set of partitions seen registered (`old_register`, the
   code of HEAD before issue 26 restored on one store).
 
-Two changes of 2026-11-27 measured the same way (not mechanisms: the code before them, restored
-around one variant's calls, ``Variant(around=...)``): the search pool of 4 times what the budget
-holds (now 3, `search_pool`), the session's dense search as a BLAS product (now numpy's own
-loop, `blas_product`: BLAS's worker threads spin for about 10 ms of CPU after each product), and
-the LangChain middleware's search sized to the whole budget (now to the room its own messages
-leave, `ctxbudget.memory.reading.candidates.room_left`; `whole_budget`).
+Three changes of 2026-11-27 measured the same way (not mechanisms: the code before them,
+restored around one variant's calls, ``Variant(around=...)``): the candidates offered, 4 times
+what the budget holds (now 3, `search_pool`; the dense search still ranks 4 times); the
+session's dense search as a BLAS product (now numpy's own loop, `blas_product`: BLAS's worker
+threads spin for about 10 ms of CPU after each product); and the LangChain middleware's search
+sized to the whole budget (now to the room its own messages leave,
+`ctxbudget.memory.reading.candidates.room_left`; `whole_budget`).
 """
 
 from __future__ import annotations
@@ -123,10 +124,10 @@ def old_register(store: Any) -> None:
     cols.register = types.MethodType(_register_before, cols)
 
 
-# -- before 2026-11-27: a pool of 4 times the budget, the session's search as a BLAS product ----
+# -- before 2026-11-27: 4 times the budget offered, the session's search as a BLAS product -----
 @contextlib.contextmanager
 def search_pool(factor: int) -> Iterator[None]:
-    """Calls inside search a pool of ``factor`` times what the budget holds (3 now, 4 before)."""
+    """Calls inside offer ``factor`` times what the budget holds (3 now, 4 before)."""
     was = retrieval._POOL_FACTOR
     retrieval._POOL_FACTOR = factor
     try:

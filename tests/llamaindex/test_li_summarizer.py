@@ -44,9 +44,7 @@ def test_memory_summaries_written_by_the_llm_stand_in_for_cut_history(
     context_memory: ContextMemory, counter: TokenCounter
 ) -> None:
     llm = RecordingLLM(max_tokens=12, is_chat_model=True)
-    # Room for a summary beside the turns that match best (at 300 tokens the knapsack may
-    # prefer those turns, depending on how many were searched).
-    memory = CtxBudgetMemory.from_defaults(memory=context_memory, session_id="s", token_limit=400)
+    memory = CtxBudgetMemory.from_defaults(memory=context_memory, session_id="s", token_limit=300)
     for i in range(40):
         memory.put(ChatMessage(role=MessageRole.USER, content=f"Point {i} about the trip plan."))
         memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=f"Noted point {i}. " * 5))

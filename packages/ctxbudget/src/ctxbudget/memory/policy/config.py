@@ -42,7 +42,7 @@ class MemoryConfig:
             turns); one about what was just said gives it up to the most. Newer messages that
             do not fit that share are still candidates, by relevance, like any older one.
         semantic_k: the fewest dense matches searched per query (more when the budget can
-            hold more: three times what it holds).
+            hold more: four times what it holds).
         query_turns: earlier user turns used as extra queries (multi-query retrieval).
         query_turn_weight: how much a match of an earlier user turn counts against a match of
             the query itself.

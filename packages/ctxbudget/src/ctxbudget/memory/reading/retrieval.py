@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = ["QueryVectors", "SearchScope", "fit_history", "history_share", "retrieve"]
 
-_POOL_FACTOR = 3  # candidates searched per query: this many times what the budget can hold
+_SEARCH_FACTOR = 4  # the question's dense matches: this many times what the budget can hold
+_POOL_FACTOR = 3  # candidates offered: the best of the session's, this many times as many
 _TOP_MATCHES = 10  # best matches that decide the share of recent history
 _CACHED_VECTORS = 64  # vectors of earlier user turns kept for multi-query search
 
@@ -110,6 +111,7 @@ def retrieve(
     queries += [Query(config.query_turn_weight, t, lexical_terms(t), r.id) for r, t in said]
     embedded = vectors.embed(queries, store.embedder)
     fit = search.available / ((index.mean_tokens if index is not None else 30.0) + 3.0)
+    searched = max(config.semantic_k, math.ceil(_SEARCH_FACTOR * fit))
     pool = max(config.semantic_k, math.ceil(_POOL_FACTOR * fit))
     records: dict[str, Record] = {}
     # item id (scope-qualified, see item_id) -> record, similarity, weight
@@ -119,7 +121,8 @@ def retrieve(
     # what its filter costs, whatever the number of vectors.
     if index is not None and size:  # the session's messages: searched in memory
         for n, (query, vector) in enumerate(zip(queries, embedded, strict=True)):
-            query.found = index.nearest(vector, min(size, pool if n == 0 else config.semantic_k))
+            k = searched if n == 0 else config.semantic_k
+            query.found = index.nearest(vector, min(size, k))
     searches: list[tuple[Query, list[Hit]]] = []
     if search.other_sessions and search.user is not None:
         found = store.search_many(
