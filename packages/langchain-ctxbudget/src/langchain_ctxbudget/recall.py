@@ -78,7 +78,7 @@ def recall(
         stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
         return Additions(extras=(), copies={}), "" if stamp is None else stamp.generation
     query = messages[position].text
-    cache_key = (memory.namespace, session, f"{position}:{keys[position]}")
+    cache_key = _question_key(memory, session, position, keys)
     found = recalled.get(cache_key)
     if found is not None:
         # "" (no records yet) is no generation: a session deleted since has none either.
@@ -120,7 +120,7 @@ def gathered_generation(
     position = _question(messages)
     if position is None:
         return None
-    found = recalled.get((memory.namespace, session, f"{position}:{keys[position]}"))
+    found = recalled.get(_question_key(memory, session, position, keys))
     return None if found is None else found.generation
 
 
@@ -130,3 +130,10 @@ def _question(messages: Sequence[BaseMessage]) -> int | None:
         (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
         None,
     )
+
+
+def _question_key(
+    memory: ContextMemory, session: str, position: int, keys: Sequence[str]
+) -> tuple[str, str, str]:
+    """What `Recalled` keeps a question's candidates under: its session, position and key."""
+    return (memory.namespace, session, f"{position}:{keys[position]}")
