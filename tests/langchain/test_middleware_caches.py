@@ -108,3 +108,36 @@ def test_a_session_deleted_during_the_model_call_gets_the_answer_and_not_the_del
     # The deletion acknowledged during the call holds: the run stores its answer (a new
     # message) and nothing the deletion removed.
     assert [(r.id, r.text) for r in admin.history("s1")] == [("a1", "noted")]
+
+
+def test_a_thread_used_again_after_its_session_was_deleted_shares_no_prefix_with_its_old_life(
+    app_and_admin: tuple[ContextMemory, ContextMemory],
+) -> None:
+    app, admin = app_and_admin
+    calls: list[Any] = []
+    model = RecordingChatModel(messages=iter([AIMessage("ok", id=f"a{i}") for i in range(8)]))
+    middleware = CtxBudgetMiddleware(
+        model="gpt-4o", budget=2000, memory=app, on_context=calls.append
+    )
+    agent = create_agent(model, middleware=[middleware], context_schema=dict)
+
+    def run(messages: list[Any], user: str) -> None:
+        config: Any = {"configurable": {"thread_id": "t1"}}
+        agent.invoke({"messages": messages}, config, context={"session_id": "s1", "user_id": user})
+
+    first = [HumanMessage("alice: my PIN is 4321", id="m1")]
+    run(first, "alice")
+    run([*first, AIMessage("ok", id="a0"), HumanMessage("alice: and my dog", id="m2")], "alice")
+    app.flush()
+    # The session's second call (its first was made before the session had records) shares
+    # the system prompt and the first turn with it.
+    assert calls[1].context.prefix_tokens > 0
+
+    admin.delete_session("s1")
+    admin.add_message("s1", "user", "alice: my PIN is 4321", id="m0", user_id="bob")
+    admin.flush()
+    # The same thread id, a new life of the session: its first call starts with what the old
+    # life's last call started with, but shares no prefix with it.
+    run([HumanMessage("alice: my PIN is 4321", id="m1")], "bob")
+    assert calls[2].context.prefix_tokens is None
+    assert middleware.last_context("t1") is calls[2].context

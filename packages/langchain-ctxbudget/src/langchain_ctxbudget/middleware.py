@@ -248,8 +248,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Send the model the budgeted context instead of the whole state."""
         ids = self._identity(request.runtime)
         thread = run_thread(request.runtime)
-        prepared, context = self._prepare(request, ids, thread)
-        call = self._observer.observe(context, request.runtime, thread, ids)
+        prepared, context, generation = self._prepare(request, ids, thread)
+        call = self._observer.observe(context, request.runtime, thread, ids, generation)
         return call_with_metadata(handler, prepared, call.summary)
 
     async def awrap_model_call(
@@ -261,11 +261,13 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         ids = self._identity(request.runtime)
         thread = run_thread(request.runtime)
         if self.memory is None:
-            prepared, context = self._prepare(request, ids, thread)
+            prepared, context, generation = self._prepare(request, ids, thread)
         else:
             # On the memory's own worker threads (not the loop's shared executor).
-            prepared, context = await self.memory.arun(self._prepare, request, ids, thread)
-        call = self._observer.observe(context, request.runtime, thread, ids)
+            prepared, context, generation = await self.memory.arun(
+                self._prepare, request, ids, thread
+            )
+        call = self._observer.observe(context, request.runtime, thread, ids, generation)
         return await acall_with_metadata(handler, prepared, call.summary)
 
     def last_context(self, thread_id: str) -> AssembledContext | None:
@@ -299,7 +301,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ModelRequest[Any],
         ids: tuple[str, str | None] | None,
         thread: str | None = None,
-    ) -> tuple[ModelRequest[Any], AssembledContext]:
+    ) -> tuple[ModelRequest[Any], AssembledContext, str | None]:
+        """The request to send, its context, and the session's generation (None: no memory)."""
         counter = self._counter or self._counter_of(request.model)
         system, messages = request_parts(request)
         items = fixed_items(system, self.pinned)
@@ -308,6 +311,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         conversation, originals = conversation_items(messages, keys)
         items.extend(conversation)
         added: Additions | None = None
+        generation: str | None = None
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
             layout = self._assembly.assembler(counter).layout("messages")
@@ -328,7 +332,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             # answers, not while the call reads the session.
             store_messages(self.memory, self._stored, messages, keys, ids, generation)
 
-        previous = self._observer.previous(thread)  # its report: the prefix they share
+        # Its report: the prefix they share; only a call of this generation of the session.
+        previous = self._observer.previous(thread, generation)
         run = partial(self._assembly.assemble, counter, budget=budget, tools=bool(request.tools))
         ctx = run(items, previous=previous)
         if added is not None and added.copies:
@@ -340,7 +345,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if self.memory is not None and ids is not None:
             self.memory.record_context(ctx, session_id=ids[0], user_id=ids[1], counter=counter)
         # Prefix and memories in one system message (see `ctxbudget.core.split`).
-        return sent_request(request, ctx, originals, system), ctx
+        return sent_request(request, ctx, originals, system), ctx, generation
 
     def _make_budget(self, model: str | None, declared: int | None = None) -> Budget:
         return window_budget(

@@ -134,7 +134,8 @@ class CallObserver:
         self._keep = keep
         self._session_id = session_id
         self._user_id = user_id
-        self._last: OrderedDict[str, CallContext] = OrderedDict()
+        # thread id -> (the session's generation when the call was made, the call)
+        self._last: OrderedDict[str, tuple[str | None, CallContext]] = OrderedDict()
         self._lock = threading.Lock()
 
     def observe(
@@ -143,18 +144,21 @@ class CallObserver:
         runtime: Runtime[Any] | None,
         thread_id: str | None,
         identity: tuple[str | None, str | None] | None = None,
+        generation: str | None = None,
     ) -> CallContext:
         """Record one call's context; returns it with its run's identity and summary.
 
         ``identity`` is the run's ``(session, user)`` when the caller already has it (with
         memory); else it is read from ``runtime`` and the run's config (`call_identity`).
+        ``generation``: the session's generation the call was assembled in (with memory; None
+        without): the context is the next call's ``previous`` only in that generation.
         """
         if identity is None:
             identity = call_identity(runtime, session_id=self._session_id, user_id=self._user_id)
         call = CallContext(context, thread_id, identity[0], identity[1], budget_summary(context))
         if thread_id is not None and self._keep:
             with self._lock:
-                self._last[thread_id] = call
+                self._last[thread_id] = (generation, call)
                 self._last.move_to_end(thread_id)
                 while len(self._last) > self._keep:
                     self._last.popitem(last=False)
@@ -172,12 +176,24 @@ class CallObserver:
     def last(self, thread_id: str) -> CallContext | None:
         """The newest `CallContext` of ``thread_id`` (None if none is kept)."""
         with self._lock:
-            return self._last.get(thread_id)
+            kept = self._last.get(thread_id)
+        return None if kept is None else kept[1]
 
-    def previous(self, thread_id: str | None) -> AssembledContext | None:
-        """The context of the newest call of ``thread_id``: the next call's ``previous=``."""
-        call = None if thread_id is None else self.last(thread_id)
-        return None if call is None else call.context
+    def previous(self, thread_id: str | None, generation: str | None) -> AssembledContext | None:
+        """The context of the newest call of ``thread_id``: the next call's ``previous=``.
+
+        None when that call was made in another generation of the session (with memory): a
+        thread id used again after its session was deleted shares no prefix with its old life.
+        A call made before the session had records (generation ``""``) is the previous call of
+        the generation its own messages started.
+        """
+        if thread_id is None:
+            return None
+        with self._lock:
+            kept = self._last.get(thread_id)
+        if kept is None or (kept[0] and kept[0] != generation):
+            return None
+        return kept[1].context
 
 
 def _config_with(summary: Mapping[str, Any]) -> RunnableConfig:
