@@ -91,6 +91,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_scale.py --sizes 10000,100000
 	$(BIN)/python benchmarks/bench_layouts.py
+	$(BIN)/python benchmarks/bench_excerpts.py
 	$(BIN)/python benchmarks/bench_telemetry.py
 
 docs: $(STAMP)

@@ -19,6 +19,9 @@ instance).
 - shared layouts (`ContextMemory.layouts_for`): the rendered rows and token costs of items,
   cached by content and kept between calls; off = a fresh `Layout` on every call
   (`no_shared_layouts`; `bench_layouts.py`).
+- excerpt pieces (`SessionIndex.pieces`, used only with `MemoryConfig.excerpts`): each message's
+  sentences and their words kept in the session copy; off = every candidate cut again on every
+  call (`pieces_cut_each_call`; `bench_excerpts.py`).
 - `Collections.register`: reads the partitions' entries by id on every write of records
   without a session (now) against the set of partitions seen registered (`old_register`, the
   code of HEAD before issue 26 restored on one store).
@@ -156,6 +159,18 @@ def blas_product() -> Iterator[None]:
         yield
     finally:
         SessionIndex.nearest = now  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def pieces_cut_each_call() -> Iterator[None]:
+    """With `MemoryConfig.excerpts`: calls inside cut every candidate into sentences again,
+    not keeping a message's pieces in the session copy (`SessionIndex.pieces_of`)."""
+    now = SessionIndex.pieces_of
+    SessionIndex.pieces_of = lambda self, item: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SessionIndex.pieces_of = now  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager

@@ -227,6 +227,7 @@ def test_the_pages_show_what_their_blocks_print() -> None:
         "docs/langchain.md",
         "docs/llamaindex.md",
         "docs/memory.md",
+        "docs/memory.md",
         "docs/observability.md",
     ], shown
     assert output_matches("a\n...\nd", "a\nb\nc\nd") and not output_matches("a\nd", "a\nb\nd")

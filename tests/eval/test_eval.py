@@ -271,7 +271,15 @@ def test_eval_help_lists_locomo(capsys: pytest.CaptureFixture[str]) -> None:
     assert exited.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: ctxbudget eval locomo")
-    for flag in ("--budgets", "--model", "--out", "--conversations", "--questions", "--speakers"):
+    for flag in (
+        "--budgets",
+        "--model",
+        "--out",
+        "--conversations",
+        "--questions",
+        "--speakers",
+        "--excerpts",
+    ):
         assert flag in out
 
 
@@ -442,6 +450,37 @@ def test_several_runs_are_reported_side_by_side_with_the_gap_per_budget(
     assert "| gap: speakers as a Name: prefix - speakers in name |" in table
     assert "### Evidence recall by category (ContextMemory)" in table
     assert set(comparison["baselines"]) == {labels[0], labels[2], labels[4]}
+
+
+def test_excerpts_off_and_on_are_two_runs_and_the_baselines_run_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    table, data, _ = small_run(capsys, tmp_path, "--excerpts", "both", "--entities", "both")
+    labels = [
+        "speakers in name",
+        "speakers in name, excerpts on",
+        "speakers in name, entities on",
+        "speakers in name, entities on, excerpts on",
+    ]
+    comparison = data["comparison"]
+    assert [v["label"] for v in comparison["variants"]] == labels
+    for variant in data["variants"]:
+        assert variant["settings"]["excerpts"] is variant["label"].endswith("excerpts on")
+    assert [v["excerpts"] for v in comparison["variants"]] == [False, True, False, True]
+    assert set(comparison["baselines"]) == {labels[0]}
+    assert "## speakers in name, excerpts on" in table
+    own = table.split("## speakers in name, excerpts on")[1]
+    assert "counted for gpt-4o, excerpts on." in own
+    assert "| ctxbudget (ContextMemory, excerpts on) |" in own
+
+
+def test_an_unknown_excerpts_choice_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "locomo", str(tmp_path / "x.json"), "--excerpts", "yes"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "--excerpts" in err and "'yes'" in err
 
 
 def test_compare_refuses_runs_that_measured_different_things(tmp_path: Path) -> None:

@@ -463,3 +463,49 @@ def test_chat_history_refuses_internal_ids(memory: ContextMemory) -> None:
     with pytest.raises(InvalidItemError, match="ctxbudget:"):
         history.add_messages([HumanMessage("hi", id="ctxbudget:query")])
     assert history.messages == []
+
+
+def test_with_excerpts_the_model_receives_exactly_the_excerpts_the_report_lists(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    # `MemoryConfig.excerpts`: the memories the middleware adds are the sentences that hold the
+    # question's words; what LangChain sends after converting them is exactly the report.
+    memory = ContextMemory(
+        path=tmp_path / "chroma",
+        embedder=embedder,
+        config=MemoryConfig(excerpts=True, recent_messages=4),
+        write_behind=False,
+    )
+    hobbies = ["pottery", "camping", "violin", "painting", "swimming", "chess"]
+    filler = (
+        "The weather has been grey all week and the trains were late again. I finally "
+        "finished the report for work, which took far longer than planned."
+    )
+    past = [
+        {"id": f"p{n}", "role": "user", "text": f"{filler} My favourite hobby now is {hobby}."}
+        for n, hobby in enumerate(hobbies)
+    ]
+    memory.add_messages("s-ex", past, progress=False)
+    model = RecordingChatModel(messages=itertools.repeat(AIMessage("ok")))
+    middleware = CtxBudgetMiddleware(
+        model="gpt-4o", budget=420, reserve=40, memory=memory, pinned=list(PINNED)
+    )
+    try:
+        with reports() as made:
+            agent_of(model, middleware).invoke(
+                {"messages": [HumanMessage("Which hobby did I mention?", id="q1")]},
+                context={"session_id": "s-ex"},
+            )
+        own = [c for c in made if not any(it.tier == Tier.QUERY for it in c.included)]
+        sent, tools = model.calls[-1]
+        check_call(sent, tools, own[-1], 420 - 40)
+        cut = [it for it in own[-1].included if "excerpt" in it.metadata]
+        assert cut, "no memory was offered as an excerpt"
+        system = str(sent[0].content)
+        for item in cut:
+            assert item.text in system and "\u2026" in item.text and "hobby" in item.text
+        # The sentences without the question's words are sent only with the memories kept whole.
+        memories = [it for it in own[-1].included if it.tier == Tier.RETRIEVED]
+        assert system.count("trains were late") == len(memories) - len(cut)
+    finally:
+        memory.close()

@@ -23,6 +23,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from ctxbudget import InvalidItemError, TokenCounter
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.policy.config import MemoryConfig
 from llama_index.ctxbudget import (
     CtxBudgetEmbedding,
     CtxBudgetMemory,
@@ -217,3 +218,40 @@ def test_node_ids_in_the_internal_space_are_refused() -> None:
     # Ids that merely look like ctxbudget's are the caller's own.
     fine = [NodeWithScore(node=TextNode(text="x", id_="query"), score=1.0)]
     assert [n.node_id for n in post.postprocess_nodes(fine)] == ["query"]
+
+
+def test_with_excerpts_get_sends_exactly_the_excerpts_the_report_lists(
+    tmp_path: Path, embedding: Any, counter: TokenCounter
+) -> None:
+    # `MemoryConfig.excerpts` reaches the LlamaIndex memory as it reaches the core: the older
+    # turns it adds are the sentences that hold the question's words, sent as the report says.
+    core = ContextMemory(
+        tmp_path / "chroma",
+        embedder=embedding,
+        config=MemoryConfig(excerpts=True, recent_messages=2),
+        write_behind=False,
+    )
+    filler = (
+        "The weather has been grey all week and the trains were late again. I finally "
+        "finished the report for work, which took far longer than planned."
+    )
+    memory = CtxBudgetMemory.from_defaults(
+        memory=core, token_limit=330, session_id="s-ex", system_prompt=SYSTEM_PROMPT
+    )
+    try:
+        for hobby in ("pottery", "camping", "violin", "painting", "swimming", "chess"):
+            memory.put(user(f"{filler} My favourite hobby now is {hobby}."))
+            memory.put(ChatMessage(role=MessageRole.ASSISTANT, content="Nice!"))
+        memory.put(user("Which hobby did I mention?"))
+        out = memory.get()
+        report = memory.last_context
+        assert report is not None
+        assert prompt_tokens(counter, out) <= 330
+        assert compared(openai_messages(out)) == compared(report.to_messages())
+        cut = [it for it in report.included if "excerpt" in it.metadata]
+        assert cut, "no older turn was offered as an excerpt"
+        system = "".join(m.content or "" for m in out if m.role == MessageRole.SYSTEM)
+        for item in cut:
+            assert item.text in system and "\u2026" in item.text and "hobby" in item.text
+    finally:
+        core.close()

@@ -300,7 +300,7 @@ def eval_locomo(args: argparse.Namespace) -> int:
     """``ctxbudget eval locomo``: the LoCoMo evidence-recall evaluation."""
     from ctxbudget.eval import load_locomo, run_locomo
     from ctxbudget.eval.compare import write_results
-    from ctxbudget.eval.forms import entity_settings, speaker_forms
+    from ctxbudget.eval.forms import entity_settings, excerpt_settings, speaker_forms
     from ctxbudget.memory.policy.config import MemoryConfig
     from ctxbudget.tokens.counter import TokenCounter
 
@@ -311,6 +311,7 @@ def eval_locomo(args: argparse.Namespace) -> int:
             raise UsageError(msg)
     try:
         forms, entities = speaker_forms(args.speakers), entity_settings(args.entities)
+        excerpts = excerpt_settings(args.excerpts)
     except ConfigurationError as exc:
         msg = f"--{exc}"
         raise UsageError(msg) from exc
@@ -331,7 +332,7 @@ def eval_locomo(args: argparse.Namespace) -> int:
             budgets=budgets,
             model=args.model,
             format=args.format,
-            config=MemoryConfig(entities=on),
+            config=MemoryConfig(entities=on, excerpts=cut),
             max_conversations=args.conversations,
             max_questions=args.questions,
             progress=args.progress is not False,
@@ -339,6 +340,7 @@ def eval_locomo(args: argparse.Namespace) -> int:
         )
         for form in forms
         for on in entities
+        for cut in excerpts
     ]
     table, written = write_results(runs, out)
     print(table)

@@ -293,6 +293,12 @@ def _add_eval(command: Any) -> None:
         help="MemoryConfig.entities for ContextMemory (default off; both: a run with each)",
     )
     locomo.add_argument(
+        "--excerpts",
+        choices=("off", "on", "both"),
+        default="off",
+        help="MemoryConfig.excerpts for ContextMemory (default off; both: a run with each)",
+    )
+    locomo.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=argparse.SUPPRESS,

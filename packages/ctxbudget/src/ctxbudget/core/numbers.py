@@ -7,6 +7,8 @@ One rule for every place a caller, a framework, numpy or a reranker hands ctxbud
   counts at least 1) and at most `MAX_COUNT`. Floats (even ``2.0``), strings (``"3"``),
   ``Decimal``, ``True`` and ``None`` are refused: a count that was computed as a float or parsed
   from text by accident should say so, not be rounded silently.
+* **A flag** (a setting that is on or off): ``True``, ``False`` or numpy's bool. Ints (``1``),
+  strings (``"false"``, which Python would read as true) and ``None`` are refused.
 * **A real** (a score, a weight, a half-life): any `numbers.Real` but ``bool`` (Python and
   numpy floats, ``float32`` from a reranker, ints, ``Fraction``) and ``Decimal``, when finite
   and within its bounds. NaN and the infinities are refused where they enter, not later as
@@ -30,7 +32,7 @@ from numbers import Integral, Real
 
 from ctxbudget.errors import ConfigurationError, CtxBudgetError
 
-__all__ = ["MAX_COUNT", "count", "real"]
+__all__ = ["MAX_COUNT", "count", "flag", "real"]
 
 MAX_COUNT = 10**100
 """The largest count accepted anywhere (a googol): far above any window or budget, and small
@@ -138,3 +140,22 @@ def real(
         msg = f"{what} must be at most {most:g}, got {number:g}{suffix}"
         raise error(msg)
     return number
+
+
+def flag(value: object, what: str, *, error: type[CtxBudgetError] = ConfigurationError) -> bool:
+    """``value`` as a plain ``bool``, or ``error`` saying why it is not one.
+
+    >>> flag(True, "MemoryConfig.excerpts")
+    True
+    >>> flag("false", "MemoryConfig.excerpts")
+    Traceback (most recent call last):
+    ...
+    ctxbudget.errors.ConfigurationError: MemoryConfig.excerpts must be True or False, got 'false'
+    """
+    if isinstance(value, bool):
+        return value
+    kind = type(value)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
+        return bool(value)
+    msg = f"{what} must be True or False, got {_shown(value)}"
+    raise error(msg)

@@ -1,11 +1,12 @@
-"""Several evaluation runs side by side: the same turns stored differently, entities off and on.
+"""Several evaluation runs side by side: the same turns stored differently, settings off and on.
 
 ``ctxbudget eval locomo --speakers all`` stores the turns with the speaker in ``name``, as a
-``Name: `` prefix and not at all (`ctxbudget.eval.forms`), and ``--entities both`` runs with
-`MemoryConfig.entities` off and on. Each combination is one `EvalRun`; this module puts them
-side by side: ContextMemory's evidence recall per run and budget, the gap of each run to the
-first (the *reference*: speakers in ``name``, entities off, when those were run), recall per
-category, and the baselines in each speaker form.
+``Name: `` prefix and not at all (`ctxbudget.eval.forms`), and ``--entities both`` and
+``--excerpts both`` run with `MemoryConfig.entities` and `MemoryConfig.excerpts` off and on.
+Each combination is one `EvalRun`; this module puts them side by side: ContextMemory's
+evidence recall per run and budget, the gap of each run to the first (the *reference*:
+speakers in ``name``, both settings off, when those were run), recall per category, and the
+baselines in each speaker form.
 
 >>> from ctxbudget.eval import compare_markdown, load_locomo, run_locomo
 >>> data = load_locomo("locomo10.json")  # doctest: +SKIP
@@ -40,19 +41,27 @@ _FORMS = {
 }
 
 
+_SWITCHES = ("entities", "excerpts")  # MemoryConfig settings a run may turn on
+
+
 def _entities(run: EvalRun) -> bool:
     return bool(run.settings.get("entities", False))
 
 
+def _excerpts(run: EvalRun) -> bool:
+    return bool(run.settings.get("excerpts", False))
+
+
 def variant_label(run: EvalRun) -> str:
-    """How a run is named in the comparison: its speaker form, and entities when on.
+    """How a run is named in the comparison: its speaker form, and entities or excerpts when on.
 
     >>> from ctxbudget.eval.runner import EvalRun
     >>> variant_label(EvalRun((), (1024,), "gpt-4o", "compact", (), 0, (), {"entities": True}))
     'speakers in name, entities on'
     """
     label = _FORMS.get(run.speakers, run.speakers)
-    return f"{label}, entities on" if _entities(run) else label
+    on = [name for name in _SWITCHES if run.settings.get(name, False)]
+    return "".join([label, *(f", {name} on" for name in on)])
 
 
 def _check(runs: Sequence[EvalRun]) -> None:
@@ -113,12 +122,17 @@ def compare_summary(runs: Sequence[EvalRun]) -> dict[str, Any]:
     baselines = {
         label: {m: {b: data["headline"][m][b].get("recall") for b in budgets} for m in LABELS}
         for label, data, run in zip(labels, summaries, runs, strict=True)
-        if not _entities(run)  # the baselines do not use ContextMemory's settings
+        if not _entities(run) and not _excerpts(run)  # the baselines use no ContextMemory setting
     }
     return {
         "reference": reference,
         "variants": [
-            {"label": label, "speakers": run.speakers, "entities": _entities(run)}
+            {
+                "label": label,
+                "speakers": run.speakers,
+                "entities": _entities(run),
+                "excerpts": _excerpts(run),
+            }
             for label, run in zip(labels, runs, strict=True)
         ],
         "budgets": [int(b) for b in budgets],
@@ -167,7 +181,7 @@ def compare_markdown(runs: Sequence[EvalRun]) -> str:
         f"turns, {n} "
         f"questions with evidence (adversarial excluded), {first.format} format, counted for "
         f"{first.model}. The same turns in every run; only how each turn's speaker is stored "
-        "(and MemoryConfig.entities) differs.",
+        "(and the MemoryConfig settings a run names) differs.",
         "",
         "### Evidence recall",
         "",

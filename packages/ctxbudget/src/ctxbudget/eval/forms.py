@@ -18,6 +18,8 @@ the text alone where it is not (``role``).
 ('name', 'prefix', 'role')
 >>> entity_settings("both")
 (False, True)
+>>> excerpt_settings("on")
+(True,)
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ __all__ = [
     "ENTITY_CHOICES",
     "SPEAKER_CHOICES",
     "SPEAKER_FORMS",
+    "SWITCH_CHOICES",
     "entity_settings",
+    "excerpt_settings",
     "speaker_forms",
     "turn_item",
     "turn_line",
@@ -43,7 +47,9 @@ SPEAKER_FORMS = ("name", "prefix", "role")
 """The ways a turn's speaker is stored, in report order (``name`` is the reference)."""
 SPEAKER_CHOICES = (*SPEAKER_FORMS, "all")
 """What ``--speakers`` accepts (a comma-separated list of them is accepted too)."""
-ENTITY_CHOICES = ("off", "on", "both")
+SWITCH_CHOICES = ("off", "on", "both")
+"""What ``--entities`` and ``--excerpts`` accept: the setting off, on, or a run with each."""
+ENTITY_CHOICES = SWITCH_CHOICES
 """What ``--entities`` accepts: `MemoryConfig.entities` off, on, or a run with each."""
 
 
@@ -70,15 +76,28 @@ def speaker_forms(value: str) -> tuple[str, ...]:
 
 
 def entity_settings(value: str) -> tuple[bool, ...]:
-    """`MemoryConfig.entities` for each run ``value`` asks for (one of `ENTITY_CHOICES`).
+    """`MemoryConfig.entities` for each run ``value`` asks for (one of `SWITCH_CHOICES`).
 
     Raises:
         ConfigurationError: another value.
     """
+    return _switch(value, "entities")
+
+
+def excerpt_settings(value: str) -> tuple[bool, ...]:
+    """`MemoryConfig.excerpts` for each run ``value`` asks for (one of `SWITCH_CHOICES`).
+
+    Raises:
+        ConfigurationError: another value.
+    """
+    return _switch(value, "excerpts")
+
+
+def _switch(value: str, name: str) -> tuple[bool, ...]:
     settings = {"off": (False,), "on": (True,), "both": (False, True)}
     found = settings.get(value.strip())
     if found is None:
-        msg = f"entities must be one of {', '.join(ENTITY_CHOICES)}, got {value!r}"
+        msg = f"{name} must be one of {', '.join(SWITCH_CHOICES)}, got {value!r}"
         raise ConfigurationError(msg)
     return found
 

@@ -159,18 +159,26 @@ def _number(value: float | None, digits: int = 3) -> str:
 
 
 def _stored(run: EvalRun) -> str:
-    """How the speakers were stored and whether entities were on, where not the default."""
+    """How the speakers were stored and whether entities or excerpts were on, if not default."""
     forms = {"prefix": "speakers as a 'Name: ' prefix", "role": "no speakers (role only)"}
     form = forms.get(run.speakers)
     parts = [form] if form else []
-    if run.settings.get("entities"):
-        parts.append("entities on")
+    parts += [f"{name} on" for name in ("entities", "excerpts") if run.settings.get(name)]
     return "".join(f", {part}" for part in parts)
+
+
+def _method_names(run: EvalRun) -> dict[str, str]:
+    """`LABELS`, with the settings a run turned on in ContextMemory's (not its defaults then)."""
+    on = [name for name in ("entities", "excerpts") if run.settings.get(name)]
+    if not on:
+        return LABELS
+    return {**LABELS, "ctxbudget": f"ctxbudget (ContextMemory, {', '.join(on)} on)"}
 
 
 def to_markdown(run: EvalRun) -> str:
     """The tables: recall, containment, tokens and latency, per category, adversarial apart."""
     data = summarize(run)
+    names = _method_names(run)
     budgets = [str(b) for b in run.budgets]
     head = "| method | " + " | ".join(f"{int(b):,}" for b in budgets) + " |"
     rule = "|---|" + "---:|" * len(budgets)
@@ -189,7 +197,7 @@ def to_markdown(run: EvalRun) -> str:
         lines += ["", f"### {title}", "", head, rule]
         for method in METHODS:
             cells = [_number(data["headline"][method][b].get(key)) for b in budgets]
-            lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+            lines.append(f"| {names[method]} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "### Tokens used (mean / max) and latency (p50 / p95 ms)",
@@ -208,7 +216,7 @@ def to_markdown(run: EvalRun) -> str:
                 f"{m['tokens_mean']:,.0f} / {m['tokens_max']:,} tok, "
                 f"{m['latency_p50_ms']:.1f} / {m['latency_p95_ms']:.1f} ms"
             )
-        lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {names[method]} | " + " | ".join(cells) + " |")
     lines += ["", "### Evidence recall by category", ""]
     lines.append("| category | n | method | " + " | ".join(f"{int(b):,}" for b in budgets) + " |")
     lines.append("|---|---:|---|" + "---:|" * len(budgets))
@@ -218,14 +226,14 @@ def to_markdown(run: EvalRun) -> str:
         count = data["questions"]["by_category"][category]
         for method in METHODS:
             cells = [_number(per_method[method][b]) for b in budgets]
-            lines.append(f"| {category} | {count} | {LABELS[method]} | " + " | ".join(cells) + " |")
+            lines.append(f"| {category} | {count} | {names[method]} | " + " | ".join(cells) + " |")
     adversarial = data["questions"]["adversarial"]
     if adversarial:
         lines += ["", f"### Adversarial questions, apart ({adversarial}): evidence recall", ""]
         lines += [head, rule]
         for method in METHODS:
             cells = [_number(data["adversarial"][method][b]["recall"]) for b in budgets]
-            lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
+            lines.append(f"| {names[method]} | " + " | ".join(cells) + " |")
     lines.append("")
     counts = data["loader"]["counts"]
     if counts:

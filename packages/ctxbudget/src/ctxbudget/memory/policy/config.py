@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxbudget.core.numbers import count, real
+from ctxbudget.core.numbers import count, flag, real
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.entities.names import check_entity_settings
 from ctxbudget.memory.policy.scoring import Scoring
@@ -79,6 +79,11 @@ class MemoryConfig:
             more (its salience times ``1 + access_salience * ln(1 + times included)``, from
             the inclusion log; `ctxbudget.memory.log.access`). 0, off, by default: a feedback loop
             to measure before use (docs/operations.md).
+        excerpts: offer retrieved turns past the best as the sentences that hold the query's
+            words, so a small budget holds more distinct turns
+            (`ctxbudget.memory.reading.excerpts`; docs/memory.md, "Excerpts"). Off by default:
+            the model then reads parts of turns, and several excerpts of weaker matches can
+            take the place of one whole turn.
     """
 
     recent_messages: int = 40
@@ -101,6 +106,7 @@ class MemoryConfig:
     entity_turns: int = 6
     entity_types: tuple[str, ...] = ()
     access_salience: float = 0.0
+    excerpts: bool = False
 
     def __post_init__(self) -> None:
         # Numbers pass the one boundary (`ctxbudget.core.numbers`): numpy's are taken, a bool,
@@ -141,6 +147,7 @@ class MemoryConfig:
                 f"{self.access_salience!r}"
             )
             raise ConfigurationError(msg)
+        object.__setattr__(self, "excerpts", flag(self.excerpts, "MemoryConfig.excerpts"))
         limit = self.max_message_chars
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             msg = f"MemoryConfig.max_message_chars must be a positive int, got {limit!r}"

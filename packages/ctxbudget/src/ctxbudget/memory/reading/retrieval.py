@@ -26,6 +26,7 @@ from ctxbudget.core.render import Layout
 from ctxbudget.embed.base import Embedder
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.scoring import Floats, Scoring
+from ctxbudget.memory.reading.excerpts import excerpt_terms, excerpted
 from ctxbudget.memory.reading.lexical import hit_relevance, lexical_terms, record_score
 from ctxbudget.memory.reading.record_items import history_item, item_id, prime, retrieved_item
 from ctxbudget.memory.reading.session_index import Query, SessionIndex, span_of, without_names
@@ -187,6 +188,10 @@ def retrieve(
         items.append(_scored(scoring, record, match, newest, search))
     prime(search.counter, [r for r in records.values()])
     items.sort(key=lambda it: (-it.score, it.id))
+    if config.excerpts:
+        terms = excerpt_terms(search.query, named)
+        kept = index.pieces_of if index is not None else lambda item: None
+        items = excerpted(items, terms, search.available, search.counter, kept)
     return history, items
 
 

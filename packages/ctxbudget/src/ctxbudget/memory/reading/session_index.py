@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctxbudget.core.items import ContextItem
 from ctxbudget.memory.policy.scoring import Floats, Scoring
+from ctxbudget.memory.reading.excerpts import Pieces, pieces
 from ctxbudget.memory.reading.lexical import Ints, LexicalIndex, lexical_terms
 from ctxbudget.memory.reading.speakers import find_speaker, spoken
 from ctxbudget.memory.reading.timeref import overlaps, query_span, turn_spans
@@ -65,6 +67,7 @@ class SessionIndex:
         self.authors: list[str | None] = []
         self.episodes: list[int] = []
         self._spans: list[list[tuple[float, float]]] | None = None  # read on first use
+        self._pieces: dict[int, Pieces] = {}  # cut on first use (`MemoryConfig.excerpts`)
         self.position: dict[str, int] = {}
         self.last_seq = -1
         self.newest: float | None = None
@@ -163,6 +166,21 @@ class SessionIndex:
             known = known + fresh
             self._spans = known
         return known
+
+    def pieces(self, position: int) -> Pieces:
+        """The message at ``position`` cut for excerpts (`ctxbudget.memory.reading.excerpts`)."""
+        found = self._pieces.get(position)
+        if found is None:
+            found = pieces(self.records[position].text)
+            self._pieces[position] = found
+        return found
+
+    def pieces_of(self, item: ContextItem) -> Pieces | None:
+        """`pieces` of the message ``item`` was made from, if it is this session's (else None)."""
+        position = self.position.get(item.record_id) if item.record_id is not None else None
+        if position is None or self.records[position].text != item.text:
+            return None  # another session's message, a document, or another text
+        return self.pieces(position)
 
     def time_prior(self, query: str, time_weight: float, size: int) -> Floats | None:
         """``1 - time_weight`` for messages of no time the query names (None: it names none).
