@@ -141,3 +141,26 @@ def test_a_thread_used_again_after_its_session_was_deleted_shares_no_prefix_with
     run([HumanMessage("alice: my PIN is 4321", id="m1")], "bob")
     assert calls[2].context.prefix_tokens is None
     assert middleware.last_context("t1") is calls[2].context
+
+
+def test_a_session_id_given_to_the_middleware_warns_once_when_two_users_share_it(
+    app_and_admin: tuple[ContextMemory, ContextMemory], caplog: pytest.LogCaptureFixture
+) -> None:
+    app, _ = app_and_admin
+    model = RecordingChatModel(messages=iter([AIMessage("ok", id=f"a{i}") for i in range(8)]))
+    fixed = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=app, session_id="support")
+    agent = create_agent(model, middleware=[fixed], context_schema=dict)
+    with caplog.at_level("WARNING", logger="langchain_ctxbudget"):
+        for n, user in enumerate(["alice", "alice", "bob", "carol"]):
+            message = HumanMessage(f"{user}: hello", id=f"m{n}")
+            agent.invoke({"messages": [message]}, context={"user_id": user})
+    said = [r.getMessage() for r in caplog.records if "share that conversation" in r.getMessage()]
+    assert len(said) == 1 and "'alice' and 'bob'" in said[0] and "'support'" in said[0]
+    # The session from each run's context: the app chose the ids, nothing to say.
+    caplog.clear()
+    per_run = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=app)
+    agent = create_agent(model, middleware=[per_run], context_schema=dict)
+    with caplog.at_level("WARNING", logger="langchain_ctxbudget"):
+        for user in ("dan", "erin"):
+            _run(agent, [HumanMessage(f"{user}: hi", id=f"x-{user}")], user)
+    assert not [r for r in caplog.records if "share that conversation" in r.getMessage()]

@@ -8,6 +8,8 @@ session, thread, position and content, so a turn is stored once however many cal
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
 __all__ = [
+    "SharedSession",
     "context_field",
     "message_keys",
     "run_config",
@@ -60,6 +63,46 @@ def run_identity(
         raise StoreInputError(msg)
     user = user_id or context_field(context, "user_id") or text_value(configurable.get("user_id"))
     return session, user
+
+
+logger = logging.getLogger(__name__)
+
+
+class SharedSession:
+    """Warns once when the middleware's own ``session_id=`` serves runs of two users.
+
+    A session is one conversation: runs that name it read and write it, whichever user they
+    are for. A ``session_id=`` given to the middleware names the session of every run, so
+    runs for different users (``user_id`` of the runtime context or the config) share one
+    conversation and read each other's turns. That can be meant (a group chat), so it is said
+    once, not refused. Thread-safe.
+    """
+
+    def __init__(self, session_id: str | None) -> None:
+        self._session = session_id
+        self._first: str | None = None
+        self._said = False
+        self._lock = threading.Lock()
+
+    def check(self, user: str | None) -> None:
+        """Note the run's user; warn the first time a second user's run names the session."""
+        if self._session is None or user is None or self._said:
+            return
+        with self._lock:
+            if self._first is None or self._first == user or self._said:
+                self._first = self._first or user
+                return
+            self._said = True
+            first = self._first
+        logger.warning(
+            "CtxBudgetMiddleware(session_id=%r) names the session of every run: runs for "
+            "users %r and %r share that conversation and read each other's turns. For one "
+            "conversation per user, leave session_id= out and put session_id in each run's "
+            "context (or run each conversation on its own thread_id)",
+            self._session,
+            first,
+            user,
+        )
 
 
 def message_keys(

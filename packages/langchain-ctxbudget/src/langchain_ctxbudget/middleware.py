@@ -26,7 +26,7 @@ from ctxbudget.memory.reading.candidates import room_left
 from langchain_ctxbudget.assembly import CallAssembler
 from langchain_ctxbudget.budget import call_budget, model_name, model_window, window_budget
 from langchain_ctxbudget.convert import counter_for, resolve_counter
-from langchain_ctxbudget.identity import message_keys, run_identity, run_thread
+from langchain_ctxbudget.identity import SharedSession, message_keys, run_identity, run_thread
 from langchain_ctxbudget.model_request import (
     conversation_items,
     fixed_items,
@@ -230,6 +230,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         trim = trim_options(history_trim, trim_step, memories=memory is not None)
         self._assembly = CallAssembler(min_exchanges=self.min_exchanges, trim=trim)
         self._stored = StoredKeys()
+        self._shared = SharedSession(session_id)
         self._recalled = Recalled()
         self._observer = CallObserver(
             on_context=on_context, keep=keep_contexts, session_id=session_id, user_id=user_id
@@ -378,7 +379,9 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """The memory (session, user) of this run, or None without memory."""
         if self.memory is None:
             return None
-        return run_identity(runtime, session_id=self.session_id, user_id=self.user_id)
+        ids = run_identity(runtime, session_id=self.session_id, user_id=self.user_id)
+        self._shared.check(ids[1])
+        return ids
 
     def _finish(
         self,
