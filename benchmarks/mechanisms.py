@@ -129,14 +129,20 @@ def old_register(store: Any) -> None:
 
 # -- before 2026-11-27: 4 times the budget offered, the session's search as a BLAS product -----
 @contextlib.contextmanager
-def search_pool(factor: int) -> Iterator[None]:
-    """Calls inside offer ``factor`` times what the budget holds (3 now, 4 before)."""
-    was = retrieval._POOL_FACTOR
-    retrieval._POOL_FACTOR = factor
+def _swapped(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """``owner.name`` is ``value`` inside (a module's constant, a class's method), then again
+    what it was."""
+    was = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        retrieval._POOL_FACTOR = was
+        setattr(owner, name, was)
+
+
+def search_pool(factor: int) -> contextlib.AbstractContextManager[None]:
+    """Calls inside offer ``factor`` times what the budget holds (3 now, 4 before)."""
+    return _swapped(retrieval, "_POOL_FACTOR", factor)
 
 
 def _blas_nearest(self: SessionIndex, vector: Sequence[float], k: int) -> tuple[Any, Any]:
@@ -150,40 +156,22 @@ def _blas_nearest(self: SessionIndex, vector: Sequence[float], k: int) -> tuple[
     return top, np.clip(similarity[top].astype(np.float64), -1.0, 1.0)
 
 
-@contextlib.contextmanager
-def blas_product() -> Iterator[None]:
+def blas_product() -> contextlib.AbstractContextManager[None]:
     """Calls inside search the session with a BLAS product, as before (no other change)."""
-    now = SessionIndex.nearest
-    SessionIndex.nearest = _blas_nearest  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        SessionIndex.nearest = now  # type: ignore[method-assign]
+    return _swapped(SessionIndex, "nearest", _blas_nearest)
 
 
-@contextlib.contextmanager
-def pieces_cut_each_call() -> Iterator[None]:
+def pieces_cut_each_call() -> contextlib.AbstractContextManager[None]:
     """With `MemoryConfig.excerpts`: calls inside cut every candidate into sentences again,
     not keeping a message's pieces in the session copy (`SessionIndex.pieces_of`)."""
-    now = SessionIndex.pieces_of
-    SessionIndex.pieces_of = lambda self, item: None  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        SessionIndex.pieces_of = now  # type: ignore[method-assign]
+    return _swapped(SessionIndex, "pieces_of", lambda self, item: None)
 
 
-@contextlib.contextmanager
-def whole_budget() -> Iterator[None]:
+def whole_budget() -> contextlib.AbstractContextManager[None]:
     """The middleware's calls inside search for the whole budget, as before."""
     from langchain_ctxbudget import middleware
 
-    now = middleware.room_left
-    middleware.room_left = lambda budget, layout, held: budget.available
-    try:
-        yield
-    finally:
-        middleware.room_left = now
+    return _swapped(middleware, "room_left", lambda budget, layout, held: budget.available)
 
 
 # -- the table -----------------------------------------------------------------------------------
