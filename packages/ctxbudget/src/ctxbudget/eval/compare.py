@@ -23,7 +23,7 @@ from typing import Any
 
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.eval.locomo import ADVERSARIAL, CATEGORIES
-from ctxbudget.eval.report import LABELS, summarize, to_json, to_markdown
+from ctxbudget.eval.report import LABELS, SWITCHES, summarize, switched_on, to_json, to_markdown
 from ctxbudget.eval.runner import EvalRun
 
 __all__ = [
@@ -41,17 +41,6 @@ _FORMS = {
 }
 
 
-_SWITCHES = ("entities", "excerpts")  # MemoryConfig settings a run may turn on
-
-
-def _entities(run: EvalRun) -> bool:
-    return bool(run.settings.get("entities", False))
-
-
-def _excerpts(run: EvalRun) -> bool:
-    return bool(run.settings.get("excerpts", False))
-
-
 def variant_label(run: EvalRun) -> str:
     """How a run is named in the comparison: its speaker form, and entities or excerpts when on.
 
@@ -60,8 +49,7 @@ def variant_label(run: EvalRun) -> str:
     'speakers in name, entities on'
     """
     label = _FORMS.get(run.speakers, run.speakers)
-    on = [name for name in _SWITCHES if run.settings.get(name, False)]
-    return "".join([label, *(f", {name} on" for name in on)])
+    return "".join([label, *(f", {name} on" for name in switched_on(run))])
 
 
 def _check(runs: Sequence[EvalRun]) -> None:
@@ -122,7 +110,7 @@ def compare_summary(runs: Sequence[EvalRun]) -> dict[str, Any]:
     baselines = {
         label: {m: {b: data["headline"][m][b].get("recall") for b in budgets} for m in LABELS}
         for label, data, run in zip(labels, summaries, runs, strict=True)
-        if not _entities(run) and not _excerpts(run)  # the baselines use no ContextMemory setting
+        if not switched_on(run)  # the baselines use no ContextMemory setting
     }
     return {
         "reference": reference,
@@ -130,8 +118,7 @@ def compare_summary(runs: Sequence[EvalRun]) -> dict[str, Any]:
             {
                 "label": label,
                 "speakers": run.speakers,
-                "entities": _entities(run),
-                "excerpts": _excerpts(run),
+                **{name: name in switched_on(run) for name in SWITCHES},
             }
             for label, run in zip(labels, runs, strict=True)
         ],

@@ -15,7 +15,7 @@ from typing import Any
 from ctxbudget.eval.locomo import ADVERSARIAL, CATEGORIES
 from ctxbudget.eval.runner import METHODS, EvalRun, Outcome
 
-__all__ = ["LABELS", "percentile", "summarize", "to_json", "to_markdown"]
+__all__ = ["LABELS", "SWITCHES", "percentile", "summarize", "switched_on", "to_json", "to_markdown"]
 
 LABELS = {
     "ctxbudget": "ctxbudget (ContextMemory defaults)",
@@ -158,18 +158,27 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+SWITCHES = ("entities", "excerpts")
+"""The `MemoryConfig` settings a run may turn on (``--entities``, ``--excerpts``)."""
+
+
+def switched_on(run: EvalRun) -> list[str]:
+    """The `SWITCHES` ``run`` had on, in that order."""
+    return [name for name in SWITCHES if run.settings.get(name)]
+
+
 def _stored(run: EvalRun) -> str:
     """How the speakers were stored and whether entities or excerpts were on, if not default."""
     forms = {"prefix": "speakers as a 'Name: ' prefix", "role": "no speakers (role only)"}
     form = forms.get(run.speakers)
     parts = [form] if form else []
-    parts += [f"{name} on" for name in ("entities", "excerpts") if run.settings.get(name)]
+    parts += [f"{name} on" for name in switched_on(run)]
     return "".join(f", {part}" for part in parts)
 
 
 def _method_names(run: EvalRun) -> dict[str, str]:
     """`LABELS`, with the settings a run turned on in ContextMemory's (not its defaults then)."""
-    on = [name for name in ("entities", "excerpts") if run.settings.get(name)]
+    on = switched_on(run)
     if not on:
         return LABELS
     return {**LABELS, "ctxbudget": f"ctxbudget (ContextMemory, {', '.join(on)} on)"}

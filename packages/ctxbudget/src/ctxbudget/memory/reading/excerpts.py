@@ -134,7 +134,7 @@ def excerpted(
     terms: Set[str],
     room: float,
     counter: TokenCounter,
-    pieces_of: Callable[[ContextItem], Pieces | None] = lambda item: None,
+    pieces_of: Callable[[ContextItem], Pieces | None] | None = None,
 ) -> list[ContextItem]:
     """``items`` (best first) with retrieved turns past the best as their excerpts.
 
@@ -157,7 +157,8 @@ def excerpted(
             and not item.tool_calls
             and not item.parts
         ):
-            short = excerpt(item.text, terms, pieces_of(item))
+            cut = pieces_of(item) if pieces_of is not None else None
+            short = excerpt(item.text, terms, cut)
             if short is not None:
                 metadata = {**item.metadata, "excerpt": counter.count(item.text)}
                 item = dataclasses.replace(item, text=short, metadata=metadata)

@@ -190,7 +190,7 @@ def retrieve(
     items.sort(key=lambda it: (-it.score, it.id))
     if config.excerpts:
         terms = excerpt_terms(search.query, named)
-        kept = index.pieces_of if index is not None else lambda item: None
+        kept = index.pieces_of if index is not None else None
         items = excerpted(items, terms, search.available, search.counter, kept)
     return history, items
 
