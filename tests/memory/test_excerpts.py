@@ -257,3 +257,91 @@ def test_the_session_copy_cuts_each_message_as_excerpt_would(
         # Another session's message with the same id, or another text: not this copy's.
         other = dataclasses.replace(item, text=record.text + " More.", record_id=record.id)
         assert index.pieces_of(other) is None
+
+
+# -- two objects on one folder: the session copy's cut sentences are never stale -------------
+
+_QUERY = "What hobbies does Mel enjoy with the kids?"
+_NEW_HOBBIES = ["kayaking", "juggling", "knitting", "archery"]
+
+
+def _hobby_text(n: int, hobby: str) -> str:
+    filler = " ".join(_FILLER[(n + k) % len(_FILLER)] for k in range(3))
+    return f"{filler} Also, my favourite hobby this month is {hobby}, with the kids."
+
+
+_edits = st.lists(
+    st.tuples(
+        st.sampled_from(["replace", "delete", "restart"]),
+        st.integers(0, len(_HOBBIES) - 1),
+        st.sampled_from(_NEW_HOBBIES),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(edits=_edits)
+def test_an_edit_through_another_object_is_never_read_from_a_stale_cut(
+    tmp_path_factory: pytest.TempPathFactory, embedder: object, edits: list[tuple[str, int, str]]
+) -> None:
+    """A reader with excerpts on cut the session's sentences; another object on the same folder
+    replaces or deletes turns, or deletes the session for another user to start it again with
+    the same ids: every excerpt the reader sends next is cut from the text stored now."""
+    path = tmp_path_factory.mktemp("excerpt-edits")
+    writer = ContextMemory(path=path, embedder=embedder, inclusion_log=False, write_behind=False)
+    config = MemoryConfig(excerpts=True, recent_messages=4)
+    reader = ContextMemory(path=path, embedder=embedder, config=config, inclusion_log=False)
+    cut = 0
+    try:
+        writer.add_messages("s", _conversation(), user_id="mel", progress=False)
+        stored = {str(m["id"]): str(m["text"]) for m in _conversation()}
+        reader.assemble("s", _QUERY, budget=400, format="compact")  # the cut is kept now
+        for op, n, hobby in edits:
+            tid = f"t{n}"
+            if op == "replace" and tid in stored:
+                text = _hobby_text(n, hobby)
+                record = Record(
+                    id=tid,
+                    kind="message",
+                    text=text,
+                    namespace=writer.namespace,
+                    session_id="s",
+                    user_id="mel",
+                    role="user",
+                    metadata={"_name": "Mel"},  # as add_messages stores a message's name
+                )
+                writer.store.add([record], replace=True)
+                stored[tid] = text
+            elif op == "delete":
+                writer.store.delete([tid], namespace=writer.namespace, session_id="s")
+                stored.pop(tid, None)
+            elif op == "restart":  # same ids, another user's turns
+                writer.delete_session("s")
+                again = [
+                    {**m, "text": _hobby_text(k, hobby)} if str(m["id"]).startswith("t") else m
+                    for k, m in enumerate(_conversation())
+                ]
+                writer.add_messages("s", again, user_id="ana", progress=False)
+                stored = {str(m["id"]): str(m["text"]) for m in again}
+            ctx = reader.assemble("s", _QUERY, budget=400, format="compact")
+            assert ctx.tokens_used <= 400
+            check_fidelity(ctx)
+            for item in ctx.included:
+                if item.tier != Tier.RETRIEVED:
+                    continue
+                assert item.id in stored, f"{item.id} offered after it was deleted"
+                now = stored[item.id]
+                if "excerpt" in item.metadata:
+                    cut += 1
+                    shown = [p.strip() for p in item.text.split(MARKER) if p.strip()]
+                    assert shown and all(p in now for p in shown), (item.text, now)
+                else:
+                    assert item.text == now, (item.text, now)
+        assert cut, "no excerpt sent: the reader's cut was not exercised"
+    finally:
+        reader.close()
+        writer.close()
