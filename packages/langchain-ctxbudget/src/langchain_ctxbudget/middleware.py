@@ -344,7 +344,9 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             if lost:
                 ctx = run([*items, *lost], previous=previous)
         if self.memory is not None and ids is not None:
-            self.memory.record_context(ctx, session_id=ids[0], user_id=ids[1], counter=counter)
+            self.memory.record_context(
+                ctx, session_id=ids[0], user_id=ids[1], counter=counter, generation=generation or ""
+            )
         # Prefix and memories in one system message (see `ctxbudget.core.split`).
         return sent_request(request, ctx, originals, system), ctx, generation
 

@@ -24,8 +24,13 @@ does not decode is skipped when read, so a crash never leaves anything that brea
 after checking that its entries are still queued: entries of a deleted session or user are
 discarded under that lock, from the queues of every store of this process on the same folder
 or server (two `ContextMemory` objects on one folder: an app and an admin task), so a deleted
-log never comes back from this process. (Another process on a shared server may still write a
-record it queued before the delete: a log, never a message; docs/architecture.md, "Caches".)
+log never comes back from this process. Another process on a shared server does not see that
+lock or queue: each entry carries the session's generation when it was assembled, and after
+writing a session's entries the writer reads the session's generation and takes back the
+entries of another one (the session deleted, or deleted and started again, by another
+process; a message deleted or replaced meanwhile drops the record too: a log, never memory).
+A delete removes the session's entry before its log, so whichever comes first, no record of
+a deleted session's generation stays (docs/architecture.md, "Caches").
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from collections.abc import Callable, Iterable, Sequence
 from ctxbudget.errors import StoreError
 from ctxbudget.store.layout import Collections
 from ctxbudget.store.log_partitions import LogEntry, LogPartitions, LogRow
+from ctxbudget.store.sessions import Sessions
 
 __all__ = ["ContextLogs", "LogEntry", "LogRow"]
 
@@ -76,6 +82,7 @@ class ContextLogs:
     ) -> None:
         self._collections = collections
         self._parts = LogPartitions(collections)
+        self._sessions = Sessions(collections)
         self.linger = linger
         """Seconds without a new entry before the writer writes (may be changed at any time)."""
         self.max_wait = max_wait
@@ -246,7 +253,23 @@ class ContextLogs:
                 parts.write([(entry, documents[n]) for n, entry in entries])
                 with self._cond:
                     self._remove(n for n, _ in entries)  # written: a retry skips them
+            stale = self._stale(ns, sid, [entry for _, entry in entries])
+            if stale:
+                parts.take_back(stale)
             parts.retain(ns, sid, min(entry.retain for _, entry in entries))
+
+    def _stale(self, namespace: str, session_id: str, entries: list[LogEntry]) -> list[LogEntry]:
+        """The entries assembled in a generation the session no longer has (read after the write).
+
+        A delete removes the session's entry before its log, so a record written after that
+        delete by another process finds the generation gone here, and one written before it
+        goes with the log.
+        """
+        if not any(entry.generation for entry in entries):
+            return []
+        found = self._sessions.entry(namespace, session_id)
+        now = found.generation if found is not None else None
+        return [e for e in entries if e.generation and e.generation != now]
 
     # -- reading (`LogPartitions`) -----------------------------------------------------------
     def read(self, namespace: str, session_id: str, *, limit: int | None = None) -> list[LogRow]:

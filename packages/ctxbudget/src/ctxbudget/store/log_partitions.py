@@ -50,6 +50,9 @@ class LogEntry:
         time: seconds since the epoch.
         document: builds the stored JSON document (called on the background thread).
         retain: at most this many records are kept in the session's log.
+        generation: the session's generation when assembled (`ctxbudget.store.sessions.Stamp`;
+            "": a session with no records, or none known): the entry is kept only while the
+            session keeps it (`ctxbudget.store.context_log`).
     """
 
     namespace: str
@@ -59,6 +62,7 @@ class LogEntry:
     time: float
     document: Callable[[], str]
     retain: int
+    generation: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,30 @@ class LogPartitions:
                 metadatas=[_row_meta(entry, document) for entry, document in entries],
             ),
         )
+
+    def take_back(self, entries: Sequence[LogEntry]) -> None:
+        """Delete these written entries of one session's log (`ContextLogs` takes them back).
+
+        The ``meta`` entries of their users with no record left in the log go too. The log
+        itself stays, even empty: another process may be writing to it now (a new life of the
+        session), and a record of one of those users written meanwhile registers them again.
+        """
+        namespace, session_id = entries[0].namespace, entries[0].session_id
+        cols = self._collections
+        partition = log_partition(cols.name, namespace, session_id)
+        cols.delete_in(partition, [entry.key for entry in entries])
+        users = {entry.user_id or "" for entry in entries} - self._users(partition)
+        if not users:
+            return
+        cols.delete(cols.meta, [json_key("log", namespace, session_id, u) for u in users])
+        back = users & self._users(partition)
+        if back:
+            self.register([entry for entry in entries if (entry.user_id or "") in back])
+
+    def _users(self, partition: str) -> set[str]:
+        """The users ("" for none) with a record in a log."""
+        rows = self._collections.part_rows(partition, documents=False)
+        return {_user(meta) or "" for _, _, meta in rows}
 
     def retain(self, namespace: str, session_id: str, retain: int) -> None:
         """Drop the oldest records of a session's log beyond ``retain`` (a count, then ids)."""

@@ -151,7 +151,9 @@ def assemble_session(
     )
     if found.generation:
         memory.previous_contexts.put(session_id, ctx, generation=found.generation)
-    memory.record_context(ctx, session_id=session_id, user_id=found.user_id, model=model)
+    memory.record_context(
+        ctx, session_id=session_id, user_id=found.user_id, model=model, generation=generation
+    )
     return ctx
 
 

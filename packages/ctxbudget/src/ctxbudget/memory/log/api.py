@@ -108,7 +108,8 @@ class InclusionLog:
         """Queue the record of a successful assembly (built and written in the background).
 
         ``generation``: the session's when assembled; a copy of its access counts of that
-        generation counts this assembly too.
+        generation counts this assembly too, and the record is written only while the session
+        keeps it (`ctxbudget.store.context_log`).
         """
         key, now = _key()
         self.access.add(session_id, generation, ((it.id, int(it.tier)) for it in result.included))
@@ -127,7 +128,7 @@ class InclusionLog:
             tiers=dict(result.tiers),
             counter=counter,
         )
-        self._queue(session_id, user_id, key, now, build)
+        self._queue(session_id, user_id, key, now, build, generation)
 
     def log_error(
         self,
@@ -138,6 +139,7 @@ class InclusionLog:
         session_id: str,
         user_id: str | None,
         model: str,
+        generation: str = "",
     ) -> None:
         """Queue the record of an assembly that failed: its never-pruned items did not fit."""
         key, now = _key()
@@ -153,7 +155,7 @@ class InclusionLog:
             error=str(error),
             required=error.required,
         )
-        self._queue(session_id, user_id, key, now, build)
+        self._queue(session_id, user_id, key, now, build, generation)
 
     def _queue(
         self,
@@ -162,10 +164,12 @@ class InclusionLog:
         key: str,
         now: float,
         build: Callable[[], ContextRecord],
+        generation: str,
     ) -> None:
         document = functools.partial(_document, build)
+        config = self.config
         entry = LogEntry(
-            self.namespace, session_id, user_id, key, now, document, self.config.retain
+            self.namespace, session_id, user_id, key, now, document, config.retain, generation
         )
         self.store.logs.append(entry)
 
@@ -244,17 +248,27 @@ class ContextLogging:
         user_id: str | None = None,
         model: str | None = None,
         counter: TokenCounter | None = None,
+        generation: str = "",
     ) -> None:
         """Log a context assembled outside `assemble` (the adapters' own, from `candidates`).
 
         What `assemble` does for its own result: nothing when the log is off. ``counter``: the
-        one that counted the context (default: ``model``'s).
+        one that counted the context (default: ``model``'s). ``generation``: the session's when
+        its candidates were read (`Candidates.generation`): the record is written only while
+        the session keeps it.
         """
         log = self._log
         if log.enabled:
             counter = counter or self.counter_for(model)
             name = model or counter.model or counter.name
-            log.log(context, session_id=session_id, user_id=user_id, model=name, counter=counter)
+            log.log(
+                context,
+                session_id=session_id,
+                user_id=user_id,
+                model=name,
+                counter=counter,
+                generation=generation,
+            )
 
     def _logged(
         self,
@@ -281,6 +295,7 @@ class ContextLogging:
                 session_id=session_id,
                 user_id=found.user_id,
                 model=name,
+                generation=found.generation,
             )
             raise
         log.log(
