@@ -37,5 +37,6 @@ def test_other_kinds_are_refused_by_name(context_memory: ContextMemory, bad: obj
         CtxBudgetNodePostprocessor(budget=bad)
     with pytest.raises(InvalidBudgetError, match="CtxBudgetRetriever: budget must be"):
         CtxBudgetRetriever(context_memory, budget=bad)  # type: ignore[arg-type]
+    wrong_k = -1 if bad == 0 else bad  # k=0 is no nodes, as in LangChain's retriever
     with pytest.raises(ConfigurationError, match="CtxBudgetRetriever: k must be"):
-        CtxBudgetRetriever(context_memory, budget=100, k=bad)  # type: ignore[arg-type]
+        CtxBudgetRetriever(context_memory, budget=100, k=wrong_k)  # type: ignore[arg-type]

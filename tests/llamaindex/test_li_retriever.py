@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore
@@ -102,7 +103,18 @@ def test_arguments_are_checked(guides: ContextMemory) -> None:
     with pytest.raises(ValueError, match="nothing to search"):
         CtxBudgetRetriever(memory=guides, budget=10, documents=False)
     with pytest.raises(ValueError, match="k must be"):
-        CtxBudgetRetriever(memory=guides, budget=10, k=0)
+        CtxBudgetRetriever(memory=guides, budget=10, k=-1)
+
+
+def test_k_zero_returns_no_nodes_and_reports_every_hit_that_fit(guides: ContextMemory) -> None:
+    """As LangChain's retriever: k=0 is no nodes (the same values are taken by both)."""
+    everything = CtxBudgetRetriever(memory=guides, budget=2_000).retrieve("Porto and Lisbon")
+    retriever = CtxBudgetRetriever(memory=guides, budget=2_000, k=np.int64(0))
+    assert retriever.retrieve("Porto and Lisbon") == []
+    context = retriever.last_context
+    assert context is not None and not context.included
+    limited = {p.item.id for p in context.pruned if p.reason.value == "over_limit"}
+    assert limited == {n.node_id for n in everything}
 
 
 def test_k_caps_the_nodes_and_last_context_lists_exactly_them(guides: ContextMemory) -> None:

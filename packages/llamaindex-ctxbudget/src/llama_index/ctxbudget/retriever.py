@@ -73,9 +73,9 @@ class CtxBudgetRetriever(BaseRetriever):
     Args:
         memory: the `ContextMemory` to search (its namespace, store and embedder).
         budget: the most tokens the returned nodes may take (``token_budget`` is its old name).
-        k: at most this many nodes (default: as many as fit): the ``k`` best of the hits
-            that fit, packed again on their own; the others are in `last_context` as pruned
-            ``over_limit``.
+        k: at most this many nodes (default: as many as fit; 0: none): the ``k`` best of the
+            hits that fit, packed again on their own; the others are in `last_context` as
+            pruned ``over_limit``.
         fetch_k: hits per search, before packing.
         documents: search documents (True) or not (False).
         collections: only these document collections (the ``namespace=`` given to
@@ -122,7 +122,8 @@ class CtxBudgetRetriever(BaseRetriever):
             error=InvalidBudgetError,
             hint="the most tokens the nodes may take, e.g. budget=800",
         )
-        k = None if k is None else count(k, "CtxBudgetRetriever: k")
+        # k=0 is no nodes, as in LangChain's retriever (every hit that fits is over_limit).
+        k = None if k is None else count(k, "CtxBudgetRetriever: k", least=0)
         fetch_k = count(fetch_k, "CtxBudgetRetriever: fetch_k")
         if not isinstance(documents, bool):  # collection names given as documents=
             collections = [documents] if isinstance(documents, str) else list(documents)
