@@ -127,6 +127,7 @@ def test_a_record_queued_in_another_worker_does_not_outlive_the_session(
     memory.delete_session("s1")
     worker.write()
     assert memory.contexts("s1") == []
+    assert memory.history("s1") == []  # the agent's turn, queued before the delete, neither
     assert memory.inclusion_log.sessions() == []
     assert memory.inclusion_log.sessions(user_id="u1") == []
     # The log's collection may stay, empty (another worker may be writing a new life's record).
@@ -143,6 +144,7 @@ def test_a_session_started_again_by_another_user_shows_none_of_the_old_records(
     worker.write()
     memory.flush()
     assert [r.user_id for r in memory.contexts("s1")] == ["u2"]
+    assert {r.user_id for r in memory.history("s1")} == {"u2"}  # the agent's turn neither
     assert memory.inclusion_log.sessions(user_id="u1") == []
     assert memory.inclusion_log.sessions(user_id="u2") == ["s1"]
     assert set(memory.access_counts("s1").values()) == {1}  # u2's one assembly, not u1's
