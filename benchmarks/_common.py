@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,42 @@ def timed(fn: Callable[[], object], repeat: int, *, cpu: bool = False) -> list[f
         fn()
         out.append((clock() - start) * 1000.0)
     return out
+
+
+def chat_messages(texts: Sequence[str]) -> list[dict[str, str]]:
+    """Chat messages ``m0``, ``m1``, ... of these texts, alternating user and assistant."""
+    roles = ("user", "assistant")
+    return [{"role": roles[i % 2], "content": t, "id": f"m{i}"} for i, t in enumerate(texts)]
+
+
+Variant = tuple[Any, Callable[[], AbstractContextManager[None]]]
+"""A memory to time, and what each of its calls runs inside (`contextlib.nullcontext`: nothing)."""
+
+
+def interleaved_assembles(
+    variants: dict[str, Variant], session: str, queries: Sequence[str], budget: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """p50 wall and CPU milliseconds of ``assemble`` per variant, calls interleaved.
+
+    The first query warms every variant (its first call reads the session); each later one is
+    asked of every variant, the order rotated each query, so load on a shared machine falls on
+    all of them alike.
+    """
+    for memory, _ in variants.values():
+        memory.assemble(session, queries[0], budget=budget)
+    wall: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    order = list(variants.items())
+    for n, query in enumerate(queries[1:]):
+        turn = n % len(order)
+        for name, (memory, around) in order[turn:] + order[:turn]:
+            with around():
+                start, used = time.perf_counter(), time.process_time()
+                memory.assemble(session, query, budget=budget)
+                wall[name].append((time.perf_counter() - start) * 1e3)
+                cpu[name].append((time.process_time() - used) * 1e3)
+    p50 = {name: statistics.median(v) for name, v in wall.items()}
+    return p50, {name: statistics.median(v) for name, v in cpu.items()}
 
 
 def pct(samples: list[float], q: float) -> float:

@@ -21,14 +21,10 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 import argparse
 import contextlib
 import random
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 
-from _common import machine, sentence
+from _common import Variant, chat_messages, interleaved_assembles, machine, sentence
 from mechanisms import pieces_cut_each_call
 
 from ctxbudget import ContextMemory, MemoryConfig
@@ -54,37 +50,20 @@ def main() -> None:
             config = MemoryConfig(excerpts=True)
             on = ContextMemory(store=off.store, config=config, inclusion_log=False)
             cut = ContextMemory(store=off.store, config=config, inclusion_log=False)
-            messages = [
-                {
-                    "role": "user" if i % 2 == 0 else "assistant",
-                    "content": " ".join(sentence(rng, 4, 14) for _ in range(rng.randint(1, 4))),
-                    "id": f"m{i}",
-                }
-                for i in range(size)
+            texts = [
+                " ".join(sentence(rng, 4, 14) for _ in range(rng.randint(1, 4)))
+                for _ in range(size)
             ]
+            messages = chat_messages(texts)
             off.add_messages("s", messages, progress=False)
-            variants: dict[str, tuple[ContextMemory, Callable[[], AbstractContextManager[None]]]]
-            variants = {
+            variants: dict[str, Variant] = {
                 "off": (off, contextlib.nullcontext),
                 "on": (on, contextlib.nullcontext),
                 "cut": (cut, pieces_cut_each_call),
             }
             for budget in (int(b) for b in args.budgets.split(",")):
-                asked = [sentence(rng, 6, 20) for _ in range(args.queries + 2)]
-                for memory, _ in variants.values():  # the first calls read the session
-                    memory.assemble("s", asked[0], budget=budget)
-                wall: dict[str, list[float]] = {k: [] for k in variants}
-                cpu: dict[str, list[float]] = {k: [] for k in variants}
-                for n, query in enumerate(asked[2:]):
-                    order = list(variants.items())
-                    for name, (memory, around) in order[n % 3 :] + order[: n % 3]:
-                        with around():
-                            start, used = time.perf_counter(), time.process_time()
-                            memory.assemble("s", query, budget=budget)
-                            wall[name].append((time.perf_counter() - start) * 1e3)
-                            cpu[name].append((time.process_time() - used) * 1e3)
-                p50 = {k: statistics.median(v) for k, v in wall.items()}
-                c50 = {k: statistics.median(v) for k, v in cpu.items()}
+                asked = [sentence(rng, 6, 20) for _ in range(args.queries + 1)]
+                p50, c50 = interleaved_assembles(variants, "s", asked, budget)
                 load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
                 cells = " | ".join(f"{p50[k]:.1f} ({c50[k]:.1f})" for k in variants)
                 print(

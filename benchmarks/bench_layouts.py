@@ -21,13 +21,12 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import argparse
+import contextlib
 import random
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from _common import machine, sentence
+from _common import Variant, chat_messages, interleaved_assembles, machine, sentence
 from mechanisms import no_shared_layouts
 
 from ctxbudget import ContextMemory
@@ -50,30 +49,15 @@ def main() -> None:
             on = ContextMemory(store_path, write_behind=False, inclusion_log=False)
             off = ContextMemory(store=on.store, write_behind=False, inclusion_log=False)
             no_shared_layouts(off)
-            messages = [
-                {
-                    "role": "user" if i % 2 == 0 else "assistant",
-                    "content": sentence(rng),
-                    "id": f"m{i}",
-                }
-                for i in range(size)
-            ]
+            messages = chat_messages([sentence(rng) for _ in range(size)])
             on.add_messages("s", messages, progress=False)
+            variants: dict[str, Variant] = {
+                "on": (on, contextlib.nullcontext),
+                "off": (off, contextlib.nullcontext),
+            }
             for budget in (int(b) for b in args.budgets.split(",")):
-                asked = [sentence(rng, 6, 30) for _ in range(args.queries + 2)]
-                for memory in (on, off):  # the first calls read the session and its index
-                    memory.assemble("s", asked[0], budget=budget)
-                wall: dict[str, list[float]] = {"on": [], "off": []}
-                cpu: dict[str, list[float]] = {"on": [], "off": []}
-                for n, query in enumerate(asked[2:]):
-                    order = [("on", on), ("off", off)]
-                    for name, memory in order if n % 2 == 0 else order[::-1]:
-                        start, used = time.perf_counter(), time.process_time()
-                        memory.assemble("s", query, budget=budget)
-                        wall[name].append((time.perf_counter() - start) * 1e3)
-                        cpu[name].append((time.process_time() - used) * 1e3)
-                p50 = {k: statistics.median(v) for k, v in wall.items()}
-                c50 = {k: statistics.median(v) for k, v in cpu.items()}
+                asked = [sentence(rng, 6, 30) for _ in range(args.queries + 1)]
+                p50, c50 = interleaved_assembles(variants, "s", asked, budget)
                 load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
                 print(
                     f"| {size:,} | {budget:,} | {p50['on']:.1f} ({c50['on']:.1f}) | "

@@ -414,6 +414,18 @@ def test_one_form_writes_the_single_run_files_as_before(
     assert "comparison" not in data
 
 
+def _variants(data: dict[str, Any], labels: list[str], setting: str) -> dict[str, Any]:
+    """The comparison of a run of several variants, checked: the runs are ``labels`` in order,
+    in the file and in its comparison, and each has ``setting`` on exactly when its label says
+    so."""
+    comparison: dict[str, Any] = data["comparison"]
+    assert [v["label"] for v in data["variants"]] == labels
+    assert [v["label"] for v in comparison["variants"]] == labels
+    for variant in data["variants"]:
+        assert variant["settings"][setting] is variant["label"].endswith(f"{setting} on")
+    return comparison
+
+
 def test_several_runs_are_reported_side_by_side_with_the_gap_per_budget(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -426,13 +438,10 @@ def test_several_runs_are_reported_side_by_side_with_the_gap_per_budget(
         "role only (no speaker)",
         "role only (no speaker), entities on",
     ]
-    comparison = data["comparison"]
-    assert [v["label"] for v in data["variants"]] == labels
-    assert [v["label"] for v in comparison["variants"]] == labels
+    comparison = _variants(data, labels, "entities")
     assert comparison["reference"] == "speakers in name" and comparison["budgets"] == [200, 600]
     for variant in data["variants"]:  # each shaped as a single run's file
         assert variant["budgets"] == [200, 600] and "outcomes" in variant
-        assert variant["settings"]["entities"] is variant["label"].endswith("entities on")
     recall = comparison["recall"]
     for label in labels[1:]:
         for budget in ("200", "600"):
@@ -462,10 +471,7 @@ def test_excerpts_off_and_on_are_two_runs_and_the_baselines_run_once(
         "speakers in name, entities on",
         "speakers in name, entities on, excerpts on",
     ]
-    comparison = data["comparison"]
-    assert [v["label"] for v in comparison["variants"]] == labels
-    for variant in data["variants"]:
-        assert variant["settings"]["excerpts"] is variant["label"].endswith("excerpts on")
+    comparison = _variants(data, labels, "excerpts")
     assert [v["excerpts"] for v in comparison["variants"]] == [False, True, False, True]
     assert set(comparison["baselines"]) == {labels[0]}
     assert "## speakers in name, excerpts on" in table
