@@ -147,12 +147,13 @@ def test_excerpted_keeps_every_item_and_cuts_only_messages_past_the_best(
             assert after.metadata["excerpt"] == counter.count(before.text)
 
 
-def test_the_setting_is_a_flag() -> None:
-    assert MemoryConfig().excerpts is False
-    assert MemoryConfig(excerpts=np.bool_(True)).excerpts is True
+@pytest.mark.parametrize("name", ["excerpts", "entities", "other_sessions"])
+def test_the_on_off_settings_are_flags(name: str) -> None:
+    assert getattr(MemoryConfig(**{name: np.bool_(False)}), name) is False
+    assert getattr(MemoryConfig(**{name: np.bool_(True)}), name) is True
     for wrong in (1, "false", None):
-        with pytest.raises(ConfigurationError, match="MemoryConfig.excerpts must be True or False"):
-            MemoryConfig(excerpts=wrong)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=f"MemoryConfig.{name} must be True or False"):
+            MemoryConfig(**{name: wrong})
 
 
 _FILLER = [

@@ -30,6 +30,8 @@ import math
 from decimal import Decimal
 from numbers import Integral, Real
 
+import numpy as np
+
 from ctxbudget.errors import ConfigurationError, CtxBudgetError
 
 __all__ = ["MAX_COUNT", "count", "flag", "real"]
@@ -152,10 +154,7 @@ def flag(value: object, what: str, *, error: type[CtxBudgetError] = Configuratio
     ...
     ctxbudget.errors.ConfigurationError: MemoryConfig.excerpts must be True or False, got 'false'
     """
-    if isinstance(value, bool):
-        return value
-    kind = type(value)
-    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
+    if isinstance(value, bool | np.bool_):
         return bool(value)
     msg = f"{what} must be True or False, got {_shown(value)}"
     raise error(msg)

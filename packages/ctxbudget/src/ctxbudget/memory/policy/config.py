@@ -147,7 +147,8 @@ class MemoryConfig:
                 f"{self.access_salience!r}"
             )
             raise ConfigurationError(msg)
-        object.__setattr__(self, "excerpts", flag(self.excerpts, "MemoryConfig.excerpts"))
+        for name in ("other_sessions", "entities", "excerpts"):  # the on/off settings
+            object.__setattr__(self, name, flag(getattr(self, name), f"MemoryConfig.{name}"))
         limit = self.max_message_chars
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             msg = f"MemoryConfig.max_message_chars must be a positive int, got {limit!r}"
