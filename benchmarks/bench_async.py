@@ -17,8 +17,17 @@ Reports turns per second, a turn's p50/p95, and the ticker's lag p50/p99/max, wi
 The sessions are built once into ``--cache`` (the real default embedder; every session holds
 the same lines, embedded once).
 
+``--ingest N`` (issue 40) measures something else: the loop's lag while one ``aadd_messages``
+stores N new messages of a new session into a new embedded store (the default: write-behind,
+the default embedder), then ``aflush``; with writes to Chroma in calls of at most 16 or 64
+records and unbounded (the default; ``--bounds``, `mechanisms.write_batch`), interleaved, ``--rounds`` times each. Reports each variant's lag
+p50/p99/max by tick, the p99 by time (each tick weighted by how long it lasted: what a request
+arriving at a random moment meets), the share of the run the loop was stalled over 20 ms, and
+messages per second (medians over the rounds), with the load before and after.
+
 Run: nice -n 5 .venv/bin/python benchmarks/bench_async.py [--conversations 20] [--history 2000]
      [--turns 10] [--workers 4] [--cache /tmp/async-cache]
+     .venv/bin/python benchmarks/bench_async.py --ingest 2000 [--rounds 5]
 """
 
 from __future__ import annotations
@@ -35,10 +44,12 @@ import time
 from pathlib import Path
 
 from _common import machine, pct, sentence
+from mechanisms import write_batch
 
 from ctxbudget import ContextMemory
 from ctxbudget.embed.base import default_embedder
 from ctxbudget.memory import awaitable
+from ctxbudget.store import writes
 from ctxbudget.testing import ChromaServer
 
 
@@ -163,6 +174,109 @@ def thread_run(
     return {"turns": turns_all, "lag": [], "rate": [len(turns_all) / wall]}
 
 
+async def ingest_run(folder: Path, messages: int) -> dict[str, float]:
+    """Lag and rate while ``aadd_messages`` stores ``messages`` new messages, then ``aflush``."""
+    memory = ContextMemory(folder / "store", inclusion_log=False)
+    await memory.aadd_message("warm", "user", "warm up", user_id="w")  # the model, the store
+    await memory.aflush()
+    rng = random.Random(3)
+    lines = [
+        {
+            "role": ("user", "assistant")[i % 2],
+            "content": sentence(rng, 6, 40),
+            "timestamp": 1.7e9 + 60 * i,
+        }
+        for i in range(messages)
+    ]
+    lags: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        while not done.is_set():
+            start = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lags.append((time.perf_counter() - start) * 1000.0 - 1.0)
+
+    tick = asyncio.create_task(ticker())
+    start = time.perf_counter()
+    await memory.aadd_messages("s", lines, user_id="u", progress=False)
+    await memory.aflush()
+    wall = time.perf_counter() - start
+    done.set()
+    await tick
+    await memory.aclose()
+    # A tick's lag weighted by how long it lasted: what a request arriving at a random moment
+    # meets (a 300 ms stall is one tick of thousands, but 300 ms of the run).
+    weighted = sorted(lags)
+    total = sum(lag + 1.0 for lag in weighted)
+    running, timed_p99 = 0.0, weighted[-1]
+    for lag in weighted:
+        running += lag + 1.0
+        if running >= 0.99 * total:
+            timed_p99 = lag
+            break
+    stalled = sum(lag + 1.0 for lag in lags if lag > 20.0) / (wall * 1000.0)
+    return {
+        "p50": statistics.median(lags),
+        "p99": pct(lags, 0.99),
+        "max": max(lags),
+        "timed_p99": timed_p99,
+        "stalled": 100.0 * stalled,
+        "rate": messages / wall,
+    }
+
+
+def ingest(messages: int, rounds: int, bounds: list[int | None]) -> None:
+    """The ingest table: writes in Chroma calls of each bound (None: unbounded), interleaved.
+
+    `ctxbudget.store.writes.EMBEDDED_WRITE_BATCH` is the default bound (None: unbounded).
+    """
+    default = writes.EMBEDDED_WRITE_BATCH
+    names = {
+        bound: ("unbounded" if bound is None else f"bound {bound}")
+        + (" (default)" if bound == default else "")
+        for bound in bounds
+    }
+    reference = default if default in bounds else bounds[0]  # the rates' reference
+    results: dict[int | None, list[dict[str, float]]] = {bound: [] for bound in bounds}
+    before = load()
+    for r in range(rounds):
+        for bound in bounds if r % 2 == 0 else list(reversed(bounds)):
+            folder = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+            try:
+                with write_batch(bound):
+                    result = asyncio.run(ingest_run(folder, messages))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            results[bound].append(result)
+            print(
+                f"  round {r + 1}, {names[bound]}: lag p50 {result['p50']:.1f}, p99 "
+                f"{result['p99']:.1f}, by time p99 {result['timed_p99']:.1f}, max "
+                f"{result['max']:.1f} ms; {result['stalled']:.0f}% stalled; "
+                f"{result['rate']:.0f} msg/s; load {load()}",
+                flush=True,
+            )
+    med = {
+        bound: {key: statistics.median(x[key] for x in runs) for key in runs[0]}
+        for bound, runs in results.items()
+    }
+    print(
+        f"\n## Loop lag while aadd_messages stores {messages:,} messages (embedded, write-behind),"
+        f" medians of {rounds} interleaved rounds; load {before} before, {load()} after\n"
+    )
+    print(
+        "| Chroma call of a write | lag p50 ms | p99 ms (by tick) | p99 ms (by time) | max ms "
+        f"| time stalled > 20 ms | messages/s | rate / {names[reference]}'s |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    first = med[reference]["rate"]
+    for bound, m in med.items():
+        print(
+            f"| {names[bound]} | {m['p50']:.1f} | {m['p99']:.1f} | {m['timed_p99']:.1f} | "
+            f"{m['max']:.1f} | {m['stalled']:.0f}% | {m['rate']:.0f} | {m['rate'] / first:.2f} |"
+        )
+
+
 def row(name: str, result: dict[str, list[float]]) -> str:
     turns, lag = result["turns"], result["lag"]
     lags = (
@@ -185,8 +299,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="the second async variant's")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "async-cache")
     parser.add_argument("--backends", default="embedded,server", help="comma list")
+    parser.add_argument("--ingest", type=int, default=0, help="messages: the ingest table")
+    parser.add_argument("--rounds", type=int, default=5, help="of --ingest, per variant")
+    parser.add_argument(
+        "--bounds", default="16,64,none", help="of --ingest: records per Chroma call, or none"
+    )
     args = parser.parse_args()
     print(machine())
+    if args.ingest:
+        bounds = [None if b == "none" else int(b) for b in args.bounds.split(",")]
+        ingest(args.ingest, args.rounds, bounds)
+        return
     build(args.cache, args.conversations, args.history)
     rows = []
     variants = [

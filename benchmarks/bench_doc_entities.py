@@ -100,7 +100,7 @@ def main() -> None:
                     stored += 1
                 for flag in ("on", "off") if len(add_ms["on"]) % 2 == 0 else ("off", "on"):
                     start = time.perf_counter()
-                    memories[flag].add_documents(batch, namespace="kb", progress=False)
+                    memories[flag].add_documents(batch, collection="kb", progress=False)
                     add_ms[flag].append((time.perf_counter() - start) * 1000 / len(batch))
             session = f"s{size}"
             for memory in memories.values():

@@ -10,13 +10,18 @@ Side by side in one run, with the load average: no middleware (baseline), the mi
 without memory, with memory and write-behind (the default), with memory written synchronously.
 
 With ``--mechanisms all`` (or a comma list of session-copy, incremental, write-behind,
-query-vectors, access, register; and pool, product, room, before: the changes of 2026-11-27
-against the code before them), memories with one speed mechanism off
-(`mechanisms.py`) run beside the default one and no middleware, turn by turn (each turn every
-variant in turn, the order rotated), so the machine's load weighs on all alike; then a table of
-each mechanism on and off, and for ``register`` a micro-measure of user pins written. Every
-variant's memory is a copy of one folder holding the history and ``--log-prefill`` logged
-assemblies (access counts read the session's log: 200 is the retention limit).
+query-vectors, access, register, recall; and pool, product, room, before: the changes of
+2026-11-27 against the code before them; and the bounds id-check and stamps), memories with
+one speed mechanism off (`mechanisms.py`) run beside the default one and no middleware, turn
+by turn (each turn every variant in turn, the order rotated), so the machine's load weighs on
+all alike; then a table of each mechanism on and off, and for ``register`` a micro-measure of
+user pins written. Every variant's memory is a copy of one folder holding the history and
+``--log-prefill`` logged assemblies (access counts read the session's log: 200 is the
+retention limit).
+
+Both print one query embedding by the default embedder (a new text each time), timed in the
+same run (in ``--mechanisms``, once per round of turns), and each variant's middleware overhead
+as a multiple of it (issue 40: at most 8 times).
 
 Run: nice -n 5 .venv/bin/python benchmarks/bench_middleware.py [--history 2000] [--turns 40]
      [--mechanisms all]
@@ -40,21 +45,26 @@ from _common import machine, pct
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import tool
 from mechanisms import (
     FreshIndexes,
     NoQueryVectors,
     Pair,
     WholeWindow,
     blas_product,
+    id_check_unread,
     old_register,
     on_off_table,
     read_access_fresh,
     search_pool,
+    stamps_unread,
     whole_budget,
 )
 
 from ctxbudget import ContextMemory, MemoryConfig
+from ctxbudget.embed.base import default_embedder
 from langchain_ctxbudget import CtxBudgetMiddleware
+from langchain_ctxbudget.recall import Recalled
 
 WORDS = (
     "the a to and of in we you it is for on that this with plan trip Lisbon Porto train budget "
@@ -77,6 +87,15 @@ def conversation(count: int, rng: random.Random) -> list[BaseMessage]:
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"{one:.1f} (5 min {five:.1f})"
+
+
+def one_embedding(rng: random.Random) -> float:
+    """ms of one query embedding by the default embedder (a new text: no cache helps)."""
+    model = default_embedder()
+    text = f"{sentence(rng, 6, 30)} {rng.random()}"
+    start = time.perf_counter()
+    model.embed_query(text)
+    return (time.perf_counter() - start) * 1000.0
 
 
 def run(mode: str, history: list[BaseMessage], args: argparse.Namespace) -> list[float]:
@@ -132,6 +151,29 @@ POOL_BEFORE = "4 times the budget offered (before)"
 BLAS_BEFORE = "session search as a BLAS product (before)"
 ROOM_BEFORE = "search sized to the whole budget (before)"
 BOTH_BEFORE = "all three as before 2026-11-27"
+RECALL_OFF = "candidates gathered on every model call"
+ID_CHECK_BOUND = "id check with no read (bound, unsafe)"
+STAMPS_BOUND = "stamps read answered from the last (bound, unsafe)"
+
+
+class NoRecalled(Recalled):
+    """`Recalled` that keeps nothing: every model call of a question gathers again."""
+
+    def get(self, key: tuple[str, str, str]) -> Any:
+        return None
+
+
+class ToolFake(GenericFakeChatModel):
+    """LangChain's fake chat model, bound to tools (it answers with the calls it is given)."""
+
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self.bind(**kwargs)
+
+
+@tool
+def lookup(topic: str) -> str:
+    """Look a topic up in the notes."""
+    return f"Notes on {topic}: nothing new."
 
 
 @contextlib.contextmanager
@@ -153,6 +195,9 @@ VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup,
     BLAS_BEFORE: {"around": blas_product},
     ROOM_BEFORE: {"around": whole_budget},
     BOTH_BEFORE: {"around": before_all},
+    RECALL_OFF: {"middleware": lambda m: setattr(m, "_recalled", NoRecalled())},
+    ID_CHECK_BOUND: {"around": id_check_unread},
+    STAMPS_BOUND: {"setup": stamps_unread},
 }
 PAIRS = {  # --mechanisms name -> table rows
     "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
@@ -164,6 +209,9 @@ PAIRS = {  # --mechanisms name -> table rows
     "product": [Pair("numpy product (was BLAS)", DEFAULT, BLAS_BEFORE)],
     "room": [Pair("search sized to the room left (was the budget)", DEFAULT, ROOM_BEFORE)],
     "before": [Pair("the three changes of 2026-11-27", DEFAULT, BOTH_BEFORE)],
+    "recall": [Pair("candidates of a question (Recalled)", DEFAULT, RECALL_OFF)],
+    "id-check": [Pair("bound: the id check's reads", ID_CHECK_BOUND, DEFAULT)],
+    "stamps": [Pair("bound: the stamps read", STAMPS_BOUND, DEFAULT)],
 }
 MECHANISMS = [*PAIRS, "register"]
 
@@ -177,7 +225,24 @@ class Variant:
         spec = VARIANTS[name]
         self.name = name
         self.rng = random.Random(7)  # the same questions and answers in every variant
-        answers = iter([AIMessage(sentence(self.rng, 10, 30)) for _ in range(args.turns + 5)])
+        answers = iter(
+            [
+                reply
+                for turn in range(args.turns + 5)
+                for reply in [
+                    *(
+                        AIMessage(
+                            "",
+                            tool_calls=[
+                                {"name": "lookup", "args": {"topic": "x"}, "id": f"c{turn}-{n}"}
+                            ],
+                        )
+                        for n in range(args.tool_calls)
+                    ),
+                    AIMessage(sentence(self.rng, 10, 30)),
+                ]
+            ]
+        )
         self.folder = tempfile.TemporaryDirectory()
         self.memory: ContextMemory | None = None
         middleware: list[Any] = []
@@ -193,9 +258,13 @@ class Variant:
             middleware = [
                 CtxBudgetMiddleware(model="gpt-4o", budget=8192, reserve=1024, memory=self.memory)
             ]
+            if "middleware" in spec:
+                spec["middleware"](middleware[0])
         self.around = spec.get("around", contextlib.nullcontext)
         self.agent = create_agent(
-            GenericFakeChatModel(messages=answers), tools=[], middleware=middleware
+            ToolFake(messages=answers),
+            tools=[lookup] if args.tool_calls else [],
+            middleware=middleware,
         )
         self.keep = args.state
         self.state = list(history[-args.state :])
@@ -334,12 +403,17 @@ def run_mechanisms(history: list[BaseMessage], args: argparse.Namespace) -> None
         )
         variants = [Variant(name, template, history, args) for name in names]
         began = load()
+        embeddings: list[float] = []
+        erng = random.Random(19)
         for number in range(args.turns + 2):
             shift = number % len(variants)
             for variant in variants[shift:] + variants[:shift]:
                 variant.turn(number)
                 time.sleep(args.pause)
                 variant.settle()
+            took = one_embedding(erng)
+            if number >= 2:
+                embeddings.append(took)
         ended = load()
         for variant in variants:
             variant.close()
@@ -352,16 +426,23 @@ def run_mechanisms(history: list[BaseMessage], args: argparse.Namespace) -> None
     print()
     print(
         f"## Speed mechanisms on and off: one agent turn, session of {args.history:,} messages, "
-        f"{args.state} in the agent's state, {args.turns} turns per variant, interleaved"
+        f"{args.state} in the agent's state, {args.turns} turns per variant, interleaved, "
+        f"{args.tool_calls} tool calls per question ({args.tool_calls + 1} model calls)"
     )
     print(f"load at start {began}, at end {ended}")
+    one = statistics.median(embeddings)
+    print(f"one query embedding (default embedder, once per round): p50 {one:.2f} ms")
     print()
-    print("| variant | turn p50 ms | p95 ms | middleware overhead p50 ms | CPU p50 ms |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "| variant | turn p50 ms | p95 ms | middleware overhead p50 ms | overhead / one "
+        "embedding | turn p95 / bare turn p50 | CPU p50 ms |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, times in samples.items():
         p50 = statistics.median(times)
         print(
             f"| {name} | {p50:.1f} | {pct(times, 0.95):.1f} | {p50 - base:.1f} "
+            f"| {(p50 - base) / one:.1f} | {pct(times, 0.95) / base:.1f} "
             f"| {statistics.median(cpu[name]):.1f} |"
         )
     print()
@@ -416,6 +497,9 @@ def main() -> None:
         "--log-prefill", type=int, default=200, help="logged assemblies stored before (mechanisms)"
     )
     parser.add_argument("--pins", type=int, default=40, help="user pins timed (register)")
+    parser.add_argument(
+        "--tool-calls", type=int, default=0, help="tool calls before each answer (mechanisms)"
+    )
     args = parser.parse_args()
     print(machine())
     print()
@@ -430,17 +514,26 @@ def main() -> None:
         "memory, synchronous writes",
     ]
     results = {mode: run(mode, history, args) for mode in modes}
+    erng = random.Random(19)
+    embeddings = [one_embedding(erng) for _ in range(args.turns + 2)][2:]
+    one = statistics.median(embeddings)
     base = statistics.median(results["no middleware"])
     print(
         f"## One agent turn (one model call), session of {args.history:,} messages in memory, "
         f"{args.state} in the agent's state, {args.turns} turns"
     )
+    print(f"one query embedding (default embedder, after the turns): p50 {one:.2f} ms")
     print()
-    print("| mode | turn p50 ms | p95 ms | middleware overhead p50 ms | load |")
-    print("|---|---:|---:|---:|---|")
+    print(
+        "| mode | turn p50 ms | p95 ms | middleware overhead p50 ms | overhead / one embedding | load |"
+    )
+    print("|---|---:|---:|---:|---:|---|")
     for mode, times in results.items():
         p50 = statistics.median(times)
-        print(f"| {mode} | {p50:.1f} | {pct(times, 0.95):.1f} | {p50 - base:.1f} | {load()} |")
+        print(
+            f"| {mode} | {p50:.1f} | {pct(times, 0.95):.1f} | {p50 - base:.1f} "
+            f"| {(p50 - base) / one:.1f} | {load()} |"
+        )
 
 
 if __name__ == "__main__":

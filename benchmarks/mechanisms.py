@@ -33,6 +33,16 @@ session's dense search as a BLAS product (now numpy's own loop, `blas_product`: 
 threads spin for about 10 ms of CPU after each product); and the LangChain middleware's search
 sized to the whole budget (now to the room its own messages leave,
 `ctxbudget.memory.reading.candidates.room_left`; `whole_budget`).
+
+Issue 40: writes to an embedded Chroma in calls of at most ``size`` records
+(`write_batch`, setting `ctxbudget.store.writes.EMBEDDED_WRITE_BATCH`; None, the default: calls
+as large as Chroma takes; `bench_async.py --ingest`).
+
+Issue 40, reads on the call path: two bounds, not mechanisms (each drops a check, so only a
+benchmark may run them): `id_check_unread`, the writer's id check answered with no read (what
+answering it from the session copy could save at most), and `stamps_unread`, the middleware's
+stamps read answered from the last one (what folding it into the session read could save at
+most).
 """
 
 from __future__ import annotations
@@ -50,6 +60,8 @@ from ctxbudget.memory.log.analytics import access_counts
 from ctxbudget.memory.reading import retrieval
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.session_index import Query, SessionIndex, SessionIndexes
+from ctxbudget.memory.writing import writer
+from ctxbudget.store import writes
 from ctxbudget.store.records import json_key
 
 __all__ = [
@@ -57,12 +69,15 @@ __all__ = [
     "NoQueryVectors",
     "WholeWindow",
     "blas_product",
+    "id_check_unread",
     "no_shared_layouts",
     "read_access_fresh",
     "old_register",
     "on_off_table",
     "search_pool",
+    "stamps_unread",
     "whole_budget",
+    "write_batch",
 ]
 
 
@@ -172,6 +187,33 @@ def whole_budget() -> contextlib.AbstractContextManager[None]:
     from langchain_ctxbudget import middleware
 
     return _swapped(middleware, "room_left", lambda budget, layout, held: budget.available)
+
+
+def write_batch(size: int | None) -> contextlib.AbstractContextManager[None]:
+    """Writes inside go to an embedded Chroma in calls of at most ``size`` records (None: as
+    large as Chroma takes, the default)."""
+    return _swapped(writes, "EMBEDDED_WRITE_BATCH", size)
+
+
+# -- issue 40: bounds of reads on the call path ----------------------------------------------------
+def id_check_unread() -> contextlib.AbstractContextManager[None]:
+    """A bound (unsafe: conflicts pass): writes inside check no id against the store."""
+    return _swapped(writer, "refuse_changes", lambda *args, **kwargs: set())
+
+
+def stamps_unread(memory: Any) -> None:
+    """A bound (unsafe: removals go unseen): ``memory``'s stamps read is answered, after the
+    first, by the last one read."""
+    read = memory.store.stamps
+    last: dict[tuple[Any, ...], Any] = {}
+
+    def stamps(**kwargs: Any) -> Any:
+        key = tuple(sorted(kwargs.items()))
+        if key not in last:
+            last[key] = read(**kwargs)
+        return last[key]
+
+    memory.store.stamps = stamps
 
 
 # -- the table -----------------------------------------------------------------------------------

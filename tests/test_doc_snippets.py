@@ -224,6 +224,7 @@ def test_the_pages_show_what_their_blocks_print() -> None:
     assert [page for page, _ in shown] == [
         "docs/entities.md",
         "docs/files.md",
+        "docs/inspect.md",
         "docs/langchain.md",
         "docs/llamaindex.md",
         "docs/memory.md",

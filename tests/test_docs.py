@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,3 +39,62 @@ def test_docs_pages_are_in_the_nav() -> None:
     pages = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
     missing = [page for page in pages if page not in config]
     assert not missing, f"pages not in mkdocs.yml nav: {missing}"
+
+
+# docs/reliability.md's "The conformance suite": a door's row, from what its driver can do.
+CONFORMANCE = ROOT / "tests" / "conformance"
+
+
+def _cells(can: frozenset[str]) -> list[str]:
+    """The row the table must show for a driver's ``can`` (the suite's `needs` per column)."""
+
+    def yes(*needed: str, extra: str = "") -> str:
+        return f"y{extra}" if set(needed) <= can else "-"
+
+    counts = ", ".join(c for c in ("report", "span") if c in can) or "-"
+    removed = yes("removal", "add", "send")
+    if removed == "y" and "signals" in can:  # a server process holds an embedded folder alone
+        removed = "server only"
+    return [
+        yes("send"),
+        counts,
+        yes("send", "report"),
+        removed,
+        yes("bad", extra=", class" if "kinds" in can else ""),
+        yes("close", extra=", every call" if "close_each" in can else ""),
+        yes("cancel", "add"),
+        yes("signals"),
+    ]
+
+
+def _door_rows() -> dict[str, list[str]]:
+    text = (ROOT / "docs" / "reliability.md").read_text("utf-8")
+    section = text.split("## The conformance suite", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, list[str]] = {}
+    table = section.split("| door (driver) |", 1)[1].split("\n\n", 1)[0]
+    for line in table.splitlines()[2:]:
+        door, *cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        drivers = re.findall(r"`(\w+)`", door.rsplit("(", 1)[-1])
+        for name in drivers:
+            rows[name] = cells
+    return rows
+
+
+def test_the_conformance_table_shows_what_each_driver_can(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(CONFORMANCE))
+    from drivers import DRIVERS
+
+    rows = _door_rows()
+    assert set(rows) == set(DRIVERS), "each driver has one row of the table, and only drivers"
+    for name, module_name in DRIVERS.items():
+        module = importlib.import_module(f"drivers.{module_name}")
+        door = getattr(module, str(inspect.signature(module.make).return_annotation))
+        want = _cells(door.can)
+        # A cell may qualify its "y" in words (how bad values are given to the door).
+        got = [
+            cell if cell in ("-", want[n]) else cell.split(" (", 1)[0]
+            for n, cell in enumerate(rows[name])
+        ]
+        assert got == want, f"docs/reliability.md's row of {name}: {rows[name]}; can: {want}"

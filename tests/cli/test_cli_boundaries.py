@@ -130,3 +130,103 @@ def test_read_only_commands_refuse_a_path_with_no_store(
     assert code == 2 and out == ""
     assert f"--path {typo}: no store there" in line
     assert not typo.exists()
+
+
+def parse_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The one error line of a command line argparse refuses (exit status 2)."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2 and out == ""
+    return error_line(err)
+
+
+# Every numeric flag of every command, with an example of the command around it.
+NUMERIC_FLAGS = [
+    (["demo"], "--question"),
+    (["assemble", "hi", "--session", "s1"], "--budget"),
+    (["assemble", "hi", "--session", "s1"], "--window"),
+    (["assemble", "hi", "--session", "s1"], "--reserve"),
+    (["explain", "hi", "--session", "s1"], "--budget"),
+    (["explain", "hi", "--session", "s1"], "--window"),
+    (["explain", "hi", "--session", "s1"], "--reserve"),
+    (["stats"], "--top"),
+    (["inspect"], "--port"),
+    (["mcp"], "--port"),
+    (["eval", "locomo", "data.json"], "--conversations"),
+    (["eval", "locomo", "data.json"], "--questions"),
+]
+NOT_WHOLE = {
+    "nan": "must be an int (any integral type, numpy's too), got nan (float)",
+    "inf": "must be an int (any integral type, numpy's too), got inf (float)",
+    "-inf": "must be an int (any integral type, numpy's too), got -inf (float)",
+    "2.5": "must be an int (any integral type, numpy's too), got 2.5 (float)",
+    "9" * 5000: "must be at most 10**100, got a huge int",
+    "-" + "9" * 5000: "must be at most 10**100, got a huge int",
+}
+
+
+@pytest.mark.parametrize(("command", "flag"), NUMERIC_FLAGS)
+@pytest.mark.parametrize(
+    "text", list(NOT_WHOLE), ids=["nan", "inf", "-inf", "2.5", "huge", "-huge"]
+)
+def test_every_numeric_flag_is_checked_by_the_core(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str], flag: str, text: str
+) -> None:
+    # Before: argparse's own type=int said "invalid int value: 'nan'" (and for 5,000 digits
+    # printed them all back); now the core's count check, in argparse's one line.
+    if text.startswith("-" + "9"):
+        pytest.skip("the core has no lower bound for these counts: the command's own check")
+    line = parse_error(capsys, "--path", str(tmp_path), *command, f"{flag}={text}")
+    name = flag.removeprefix("--")
+    assert f"argument {flag}: {name} {NOT_WHOLE[text]}" in line, line
+    assert len(line) < 400  # the value is never printed back whole
+
+
+def test_a_huge_negative_flag_is_the_commands_own_refusal(
+    capsys: pytest.CaptureFixture[str], store: str
+) -> None:
+    code, out, err = run(capsys, "--path", store, *ASK, f"--budget=-{'9' * 5000}")
+    line = error_line(err)
+    assert code == 2 and out == "" and "--budget must be a positive number of tokens" in line
+    assert len(line) < 400
+
+
+def test_whole_numbers_are_still_read_as_int_reads_them(
+    capsys: pytest.CaptureFixture[str], store: str
+) -> None:
+    for budget in ("2_000", "+2000", " 2000", "02000"):
+        code, out, _ = run(capsys, "--path", store, *ASK, f"--budget={budget}")
+        assert code == 0 and json.loads(out)["tokens_available"] == 2000, budget
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_an_ingested_5000_digit_timestamp_is_refused_as_the_core_refuses_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str
+) -> None:
+    # Before: Python's json refused the 5,000-digit int (its int() digit limit) with a
+    # ValueError that escaped main() as a traceback.
+    huge = "1" * 5000
+    entry = '{"session": "s1", "role": "user", "text": "hi", "timestamp": ' + huge + "}"
+    chat = tmp_path / f"chat{suffix}"
+    chat.write_text(entry + "\n" if suffix == ".jsonl" else f"[{entry}]", encoding="utf-8")
+    folder = tmp_path / "store"
+    code, out, err = run(capsys, "--path", str(folder), "ingest", str(chat))
+    line = error_line(err)
+    assert code == 2 and out == ""
+    assert line.startswith(f"ctxbudget: error: {chat}")  # the file, and where in it
+    assert "timestamp a huge int is not a date" in line and "was stored" in line
+    assert len(line) < 400
+    code, out, _ = run(capsys, "--path", str(folder), "stats", "--json")
+    assert code == 0 and json.loads(out)["records"] == 0  # nothing stored
+
+
+@pytest.mark.parametrize("port", ["-1", "65536", "-" + "9" * 5000])
+def test_mcp_refuses_a_port_no_socket_has(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, port: str
+) -> None:
+    # Before: a port out of range reached the HTTP server (a 5,000-digit one: a traceback).
+    argv = ["--path", str(tmp_path / "store"), "mcp", "--transport", "http", f"--port={port}"]
+    code, out, err = run(capsys, *argv)
+    line = error_line(err)
+    assert code == 2 and out == "" and "--port must be between 0 and 65535, got " in line

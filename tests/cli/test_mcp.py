@@ -3,7 +3,9 @@
 A real server process (``ctxbudget --path <tmp> mcp``: real tiktoken, embedded Chroma, the
 default embedder) over stdio through ``mcp.client.stdio.stdio_client`` and ``ClientSession``,
 one process for most of the module; one more to check what it stores when it exits, and one
-over streamable HTTP on 127.0.0.1. The command line's own mistakes run in-process.
+over streamable HTTP on 127.0.0.1. Raw JSON-RPC lines (the argument boundary, signals with stdin
+open): tests/cli/test_mcp_raw.py; two users starting one session: tests/cli/test_mcp_owners.py.
+The command line's own mistakes run in-process.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
-from mcp.types.version import LATEST_HANDSHAKE_VERSION
 
 from ctxbudget.cli.main import main
 from ctxbudget.memory.context import ContextMemory
@@ -238,6 +239,13 @@ def test_each_user_sees_only_their_own_memory(client: Client) -> None:
     assert fresh["warnings"] and "a2" in fresh["warnings"][0]  # a session with no messages
 
 
+def test_recall_takes_k_as_the_core_does(client: Client) -> None:
+    # Before: the server capped k at 100 of its own ("k must be at most 100"); the core's
+    # search takes any k up to 2,147,483,647.
+    found = client.ok("recall", query="what is the cat's name", session_id="a1", k=150)
+    assert found["hits"] and "Miso" in found["hits"][0]["text"]
+
+
 def test_recall_finds_what_was_remembered_best_first(client: Client) -> None:
     found = client.ok("recall", query="what is the cat's name", session_id="a1", k=2)
     assert found["scope"] == ["session", "a1"]
@@ -279,7 +287,7 @@ def test_forget_fact_removes_only_that_pin(client: Client) -> None:
         ("remember", {"session_id": "s", "role": "user", "text": ""}, ["empty text"]),
         ("remember", {"session_id": "", "role": "user", "text": "hi"}, ["session_id"]),
         ("remember", {"session_id": "s", "role": "user", "text": 12}, ["text"]),
-        ("context", {"session_id": "a1", "question": "hi", "budget": 0}, ["budget"]),
+        ("context", {"session_id": "a1", "question": "hi", "budget": 0}, ["Budget", "got 0"]),
         ("context", {"session_id": "a1", "question": "hi", "budget": "lots"}, ["budget"]),
         (
             "context",
@@ -287,8 +295,13 @@ def test_forget_fact_removes_only_that_pin(client: Client) -> None:
             ["system", "tokens"],
         ),
         ("recall", {"query": "cat"}, ["session_id", "user_id"]),
-        ("recall", {"query": "cat", "user_id": "a", "k": 0}, ["k must be"]),
-        ("recall", {"query": "cat", "user_id": "a", "k": 1000}, ["k must be"]),
+        ("recall", {"query": "cat", "user_id": "a", "k": -1}, ["k must be 0 or more"]),
+        # The core's bound (ContextMemory.search's), not one of the server's own.
+        (
+            "recall",
+            {"query": "cat", "user_id": "a", "k": 2**31},
+            ["k must be at most 2,147,483,647"],
+        ),
         ("recall", {"query": "cat", "user_id": "a", "kinds": ["document"]}, ["kinds"]),
         ("recall", {"query": " ", "user_id": "a"}, ["query"]),
         ("remember_fact", {"text": "A fact."}, ["session_id", "user_id"]),
@@ -353,47 +366,7 @@ def test_a_server_for_one_user_refuses_another_and_stores_everything_on_exit(
     assert "Traceback" not in log and "error" not in log.lower(), log
 
 
-def test_sigterm_on_stdio_stops_cleanly_and_stores_what_was_acknowledged(
-    tmp_path: Path,
-) -> None:
-    # Raw JSON-RPC lines, so the test holds the process: the SDK's client sends SIGTERM itself
-    # when a server takes over 2 s to exit after stdin closes.
-    store = tmp_path / "store"
-    process = subprocess.Popen(
-        [COMMAND, "--path", str(store), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env={**os.environ, **ENV},
-    )  # fmt: skip
-    assert process.stdin is not None and process.stdout is not None
-
-    def send(message: dict[str, Any]) -> None:
-        assert process.stdin is not None
-        process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        process.stdin.flush()
-
-    try:
-        hello = {"name": "test", "version": "0"}
-        version = LATEST_HANDSHAKE_VERSION
-        send({"id": 0, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": {}, "clientInfo": hello,
-        }})  # fmt: skip
-        assert json.loads(process.stdout.readline())["result"]["protocolVersion"] == version
-        send({"method": "notifications/initialized"})
-        for n in range(3):
-            arguments = {"session_id": "s1", "role": "user", "text": f"Turn number {n}."}
-            send({"id": n + 1, "method": "tools/call", "params": {
-                "name": "remember", "arguments": arguments,
-            }})  # fmt: skip
-            reply = json.loads(process.stdout.readline())
-            assert reply["id"] == n + 1 and not reply["result"].get("isError"), reply
-        process.send_signal(signal.SIGTERM)  # stdin still open: the server is serving
-        out, err = process.communicate(timeout=TIMEOUT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert (process.returncode, out, err) == (0, b"", b"")
-    assert journals(store) == []
-    assert stored_texts(store, "s1") == [f"Turn number {n}." for n in range(3)]
+# Stopping on SIGTERM/SIGINT with stdin open, over stdio: tests/conformance/test_signals.py.
 
 
 # -- over streamable HTTP -----------------------------------------------------------------------
@@ -439,7 +412,7 @@ def test_streamable_http_on_loopback_serves_and_stores_on_sigterm(tmp_path: Path
                 )
                 assert document["tokens_used"] <= 100
                 assert any("Miso" in m["content"] for m in document["messages"])
-                assert "budget" in client.error(
+                assert "Budget" in client.error(
                     "context", session_id="h1", question="hi", budget=-1
                 )
             process.send_signal(signal.SIGTERM)

@@ -42,7 +42,7 @@ def store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
     for budget in ("60", "400"):
         code, _, _ = run(
             capsys, "--path", path, "explain", "What is my cat called?", "--session", "s1",
-            "--budget", budget,
+            "--budget", budget, "--log",
         )  # fmt: skip
         assert code == 0
     return path

@@ -25,10 +25,12 @@ def test_public_names_are_pinned() -> None:
             "Record",
             "RetryPolicy",
             "Scoring",
+            "SessionOwnerError",
             "ExtractiveSummarizer",
             "InvalidBudgetError",
             "InvalidItemError",
             "ItemRef",
+            "MemoryClosedError",
             "MissingDependencyError",
             "ModelInfo",
             "PruneReason",
@@ -68,6 +70,9 @@ def test_errors_share_one_root_and_the_builtins_callers_catch() -> None:
     assert issubclass(ctxbudget.InvalidBudgetError, ValueError)
     assert issubclass(ctxbudget.UnknownModelError, KeyError)
     assert issubclass(ctxbudget.MissingDependencyError, ImportError)
+    assert issubclass(ctxbudget.MemoryClosedError, ctxbudget.StoreError)
+    assert issubclass(ctxbudget.SessionOwnerError, ctxbudget.CtxBudgetError)
+    assert issubclass(ctxbudget.SessionOwnerError, PermissionError)
     assert issubclass(ctxbudget.WindowDetectionError, ctxbudget.InvalidBudgetError)
     assert issubclass(ctxbudget.WindowDetectionError, ConnectionError)
     assert issubclass(ctxbudget.ConfigurationError, ctxbudget.CtxBudgetError)

@@ -12,7 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ctxbudget import telemetry
 from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import ChromaStore
@@ -41,3 +45,18 @@ def any_memory(
     mem = ContextMemory(store=store)
     yield mem
     mem.close()
+
+
+SPANS = InMemorySpanExporter()
+TRACING = TracerProvider()
+TRACING.add_span_processor(SimpleSpanProcessor(SPANS))
+
+
+@pytest.fixture
+def traced() -> Iterator[InMemorySpanExporter]:
+    """ctxbudget's spans during the test, in memory (tracing restored to its default after)."""
+    telemetry.configure(tracer_provider=TRACING)
+    SPANS.clear()
+    yield SPANS
+    telemetry.configure()
+    SPANS.clear()

@@ -148,3 +148,48 @@ async def test_in_a_compression_pipeline() -> None:
     assert [d.page_content for d in await compressor.acompress_documents(corpus, "notes")] == [
         d.page_content for d in out
     ]
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    given_docs=st.lists(
+        st.tuples(
+            st.sampled_from([None, "a", "b", "guide#0"]),  # ids repeat
+            st.lists(st.sampled_from(PIECES), min_size=1, max_size=12).map(" ".join),
+            st.floats(min_value=0.0, max_value=1.0),
+        ),
+        max_size=10,
+    ),
+    budget=st.integers(min_value=1, max_value=200),
+    truncate=st.booleans(),
+)
+def test_property_each_document_returned_is_the_copy_the_core_kept(
+    given_docs: list[tuple[str | None, str, float]], budget: int, truncate: bool
+) -> None:
+    # Issue 39: repeated ids and texts, empty-ish texts; what comes back is each document the
+    # core kept (of one text, the best-scored copy, the earlier on a tie), mapped by position.
+    docs = [
+        Document(text, id=doc_id, metadata={"score": score, "position": index})
+        for index, (doc_id, text, score) in enumerate(given_docs)
+    ]
+    out = CtxBudgetCompressor(budget=budget, truncate=truncate).compress_documents(docs, "q")
+    assert len({d.metadata["position"] for d in out}) == len(out)
+    assert len({normalized(d.page_content) for d in out if not d.metadata["truncated"]}) == sum(
+        not d.metadata["truncated"] for d in out
+    )
+    for doc in out:
+        original = docs[doc.metadata["position"]]
+        assert doc.id == original.id and original.page_content.strip()
+        if doc.metadata["truncated"]:
+            assert normalized(original.page_content).startswith(normalized(doc.page_content[:-2]))
+        else:
+            assert doc.page_content == original.page_content
+        same = [d for d in docs if normalized(d.page_content) == normalized(original.page_content)]
+        best = max(same, key=lambda d: (d.metadata["score"], -d.metadata["position"]))
+        assert best is original
+    scores = [d.metadata["score"] for d in out]
+    assert scores == sorted(scores, reverse=True)

@@ -8,6 +8,9 @@ way by a constructor and by ``invoke``; a refusal is a `ConfigurationError`, nev
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import numpy as np
 import pytest
 from langchain.agents import create_agent
@@ -16,7 +19,16 @@ from langchain_core.messages import HumanMessage
 from lc_fakes import RecordingChatModel
 from pydantic import ValidationError
 
-from ctxbudget import ConfigurationError, ContextMemory, InvalidBudgetError, InvalidItemError
+from ctxbudget import (
+    Budget,
+    ConfigurationError,
+    ContextMemory,
+    InvalidBudgetError,
+    InvalidItemError,
+    StoreInputError,
+)
+from ctxbudget.core.numbers import shown
+from ctxbudget.errors import ConfigurationTypeError
 from langchain_ctxbudget import CtxBudgetCompressor, CtxBudgetMiddleware, CtxBudgetRetriever
 from langchain_ctxbudget.budget import model_name, model_window
 
@@ -89,7 +101,7 @@ def test_the_middleware_takes_a_numpy_budget_and_refuses_other_kinds() -> None:
     middleware = CtxBudgetMiddleware(model="gpt-4o", budget=np.int64(4096))
     assert middleware._budget is not None and middleware._budget.window == 4096
     for bad in (True, "4096", 4096.0):
-        with pytest.raises(ConfigurationError, match="CtxBudgetMiddleware: budget must be an int"):
+        with pytest.raises(InvalidBudgetError, match="CtxBudgetMiddleware: budget must be an int"):
             CtxBudgetMiddleware(model="gpt-4o", budget=bad)  # type: ignore[arg-type]
 
 
@@ -112,3 +124,86 @@ def test_a_served_model_through_any_client_never_gets_the_model_cards_window(nam
     given = create_agent(chat, middleware=[CtxBudgetMiddleware(budget=2048)])
     given.invoke({"messages": [HumanMessage("hi")]})
     assert chat.calls  # with its window given, it is called
+
+
+# -- one boundary: every door refuses a value as the core does ----------------------------------
+def core_phrase(error: pytest.ExceptionInfo[BaseException]) -> str:
+    """What every door must repeat of the core's message (before its advice, no locator)."""
+    return re.sub(r"^message \d+(?: \(id '[^']*'\))?: ", "", str(error.value)).split("; ", 1)[0]
+
+
+CORE_BAD_BUDGETS = [True, "200", float("nan"), float("inf"), float("-inf"), 10**5000, 0]
+
+
+@pytest.mark.parametrize("bad", CORE_BAD_BUDGETS, ids=shown)
+def test_the_middleware_refuses_a_budget_as_assemble_does(bad: object) -> None:
+    # Before: a ConfigurationError of its own wording (not InvalidBudgetError) for each of these.
+    with pytest.raises(InvalidBudgetError) as core:
+        Budget.coerce(bad)  # type: ignore[arg-type]  # what ContextMemory.assemble(budget=) uses
+    with pytest.raises(InvalidBudgetError) as door:
+        CtxBudgetMiddleware(model="gpt-4o", budget=bad)  # type: ignore[arg-type]
+    assert core_phrase(core) in str(door.value)
+
+
+def _agent(memory: ContextMemory) -> tuple[Any, RecordingChatModel]:
+    model = RecordingChatModel(messages=iter(["noted"] * 4))
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=4000, memory=memory)
+    return create_agent(model, middleware=[middleware]), model
+
+
+@pytest.mark.parametrize(
+    "text", ["x" * 1_000_001, "caf\ud800e"], ids=["over-max_message_chars", "lone-surrogate"]
+)
+def test_the_middleware_refuses_a_message_the_memory_cannot_store_before_the_model_call(
+    memory: ContextMemory, text: str
+) -> None:
+    # Before: a message over max_message_chars was accepted, the model got the system message
+    # only (the question dropped) and the store refused it with a warning.
+    with pytest.raises(StoreInputError) as core:
+        memory.add_message("reference", "user", text)
+    agent, model = _agent(memory)
+    config = {"configurable": {"thread_id": "t1"}}
+    with pytest.raises(StoreInputError) as door:
+        agent.invoke({"messages": [HumanMessage(text)]}, config)
+    assert core_phrase(core) in str(door.value)
+    assert model.calls == []  # refused before the model was called
+    agent.invoke({"messages": [HumanMessage("Still there?")]}, config)  # the door answers on
+    assert model.calls
+
+
+def test_the_retriever_refuses_k_as_search_does(memory: ContextMemory) -> None:
+    # Before: "k must be at most 10**100": its own bound, not the one search holds.
+    with pytest.raises(ConfigurationError) as core:
+        memory.search("where?", k=10**5000)
+    with pytest.raises(ConfigurationError) as door:
+        CtxBudgetRetriever(memory=memory).invoke("where?", k=10**5000)
+    assert core_phrase(core) in str(door.value)
+
+
+QUERY = "where\udfff now"
+
+
+def test_the_retriever_and_compressor_refuse_a_query_as_search_does(
+    memory: ContextMemory,
+) -> None:
+    # Before: the retriever's embedder raised TypeError; the compressor took the query.
+    with pytest.raises(InvalidItemError) as core:
+        memory.search(QUERY)
+    with pytest.raises(InvalidItemError) as retrieved:
+        CtxBudgetRetriever(memory=memory).invoke(QUERY)
+    with pytest.raises(InvalidItemError) as compressed:
+        CtxBudgetCompressor(budget=300).compress_documents([Document("Lisbon.")], QUERY)
+    for door in (retrieved, compressed):
+        assert core_phrase(core) in str(door.value)
+        assert str(door.value).startswith("query: ")
+
+
+def test_a_misspelled_option_is_refused_by_name(memory: ContextMemory) -> None:
+    # Before: pydantic dropped an unknown field without a word.
+    with pytest.raises(ConfigurationTypeError, match="'bugdet'"):
+        CtxBudgetRetriever(memory=memory, bugdet=500)
+    with pytest.raises(ConfigurationTypeError, match="'bugdet'"):
+        CtxBudgetCompressor(budget=300, bugdet=500)
+    # Old names are still options (renamed, with a DeprecationWarning).
+    with pytest.warns(DeprecationWarning):
+        assert CtxBudgetCompressor(max_tokens=300).budget == 300

@@ -8,15 +8,19 @@ nothing of the old ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 
 from ctxbudget import ContextMemory
+from ctxbudget.store.chroma_store import ChromaStore
 from langchain_ctxbudget import CtxBudgetMiddleware
 from tests.lc_fakes import RecordingChatModel
 
@@ -143,24 +147,110 @@ def test_a_thread_used_again_after_its_session_was_deleted_shares_no_prefix_with
     assert middleware.last_context("t1") is calls[2].context
 
 
-def test_a_session_id_given_to_the_middleware_warns_once_when_two_users_share_it(
-    app_and_admin: tuple[ContextMemory, ContextMemory], caplog: pytest.LogCaptureFixture
+# Two users' runs naming one session (the middleware's session_id=, or one thread id): the
+# second is refused (tests/langchain/test_session_owner.py).
+
+
+# -- what a question's candidates draw from beyond the session (issue 39, item 3) ---------------
+
+LOCKER, ALLERGY, HINGE = "7788", "peanuts", "olive oil"
+QUESTION = "What is my locker code, what am I allergic to, and how do I oil the zebra gate hinge?"
+
+
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.integration)])
+def app_and_admin_anywhere(
+    request: pytest.FixtureRequest, tmp_path: Path, embedder: Any
+) -> Iterator[tuple[ContextMemory, ContextMemory, Callable[[], ContextMemory]]]:
+    """An app's memory, an admin's on the same folder or server collection, and fresh ones."""
+    opened: list[ContextMemory] = []
+    collection = f"t-{uuid.uuid4().hex[:12]}"
+
+    def open_memory() -> ContextMemory:
+        if request.param == "embedded":
+            store = ChromaStore(tmp_path / "chroma", embedder=embedder)
+        else:
+            server = request.getfixturevalue("chroma_server")
+            store = ChromaStore(url=server.url, embedder=embedder, collection=collection)
+        opened.append(ContextMemory(store=store))
+        return opened[-1]
+
+    yield open_memory(), open_memory(), open_memory
+    for memory in opened:
+        memory.close()
+
+
+def _seed(admin: ContextMemory) -> None:
+    """Alice's other session, her user-wide pin and a document chunk, stored by the admin."""
+    admin.add_message("s-old", "user", f"My locker code is {LOCKER}.", id="o1", user_id="alice")
+    admin.pin(user_id="alice", text=f"Alice is allergic to {ALLERGY}.", id="diet")
+    text = f"Zebra gate manual: oil the hinge with {HINGE} every May."
+    assert admin.add_documents([("zebra", text)], collection="kb") == ["zebra#0"]
+    admin.flush()
+
+
+def _remove(admin: ContextMemory) -> None:
+    """The admin deletes the other session, unpins the fact, deletes the chunk, and flushes."""
+    assert admin.delete_session("s-old") == 1
+    assert admin.unpin("diet", user_id="alice")
+    assert admin.store.delete(["zebra#0"], namespace=admin.namespace, collection="kb") == 1
+    admin.flush()
+
+
+def _sent(call: tuple[list[Any], list[Any]]) -> str:
+    return " ".join(str(m.content) for m in call[0])
+
+
+@pytest.mark.parametrize("who", ["given", "the session's"])
+@pytest.mark.parametrize("when", ["sync", "async", "next run"])
+def test_a_question_gathered_before_an_admin_removal_offers_nothing_it_removed(
+    app_and_admin_anywhere: tuple[ContextMemory, ContextMemory, Callable[[], ContextMemory]],
+    when: str,
+    who: str,
 ) -> None:
-    app, _ = app_and_admin
-    model = RecordingChatModel(messages=iter([AIMessage("ok", id=f"a{i}") for i in range(8)]))
-    fixed = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=app, session_id="support")
-    agent = create_agent(model, middleware=[fixed], context_schema=dict)
-    with caplog.at_level("WARNING", logger="langchain_ctxbudget"):
-        for n, user in enumerate(["alice", "alice", "bob", "carol"]):
-            message = HumanMessage(f"{user}: hello", id=f"m{n}")
-            agent.invoke({"messages": [message]}, context={"user_id": user})
-    said = [r.getMessage() for r in caplog.records if "share that conversation" in r.getMessage()]
-    assert len(said) == 1 and "'alice' and 'bob'" in said[0] and "'support'" in said[0]
-    # The session from each run's context: the app chose the ids, nothing to say.
-    caplog.clear()
-    per_run = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=app)
-    agent = create_agent(model, middleware=[per_run], context_schema=dict)
-    with caplog.at_level("WARNING", logger="langchain_ctxbudget"):
-        for user in ("dan", "erin"):
-            _run(agent, [HumanMessage(f"{user}: hi", id=f"x-{user}")], user)
-    assert not [r for r in caplog.records if "share that conversation" in r.getMessage()]
+    # The user is the run's (given), or none: then the user of the session's newest turn.
+    app, admin, open_memory = app_and_admin_anywhere
+    _seed(admin)
+    if who != "given":
+        admin.add_message("s1", "user", "Hello, it is Alice.", id="e0", user_id="alice")
+        admin.flush()
+
+    @tool
+    def lookup(topic: str) -> str:
+        """Look a topic up."""
+        if when != "next run":  # between the question's model calls
+            _remove(admin)
+        return f"nothing found on {topic}"
+
+    answers = [
+        AIMessage("hello", id="a0"),
+        AIMessage("", tool_calls=[{"name": "lookup", "args": {"topic": "x"}, "id": "c1"}]),
+        AIMessage("done", id="a1"),
+        AIMessage("done again", id="a2"),
+    ]
+    model = RecordingChatModel(messages=iter(answers))
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=app)
+    agent = create_agent(model, tools=[lookup], middleware=[middleware], context_schema=dict)
+    context = {"session_id": "s1", "user_id": "alice"} if who == "given" else {"session_id": "s1"}
+    # The session has a turn already: its question's calls keep one generation.
+    greeting = [HumanMessage("hi", id="q0")]
+    agent.invoke({"messages": greeting}, context=context)
+    app.flush()
+    model.calls.clear()
+    question = [*greeting, AIMessage("hello", id="a0"), HumanMessage(QUESTION, id="q1")]
+    if when == "async":
+        asyncio.run(agent.ainvoke({"messages": question}, context=context))
+    else:
+        agent.invoke({"messages": question}, context=context)
+    first = _sent(model.calls[0])
+    assert LOCKER in first and ALLERGY in first and HINGE in first  # all three were offered
+    if when == "next run":
+        _remove(admin)
+        # The app runs the same question again (a retry): the next model call.
+        model.messages = iter([AIMessage("done again", id="a2")])
+        agent.invoke({"messages": question}, context=context)
+    after = _sent(model.calls[-1])
+    assert LOCKER not in after and ALLERGY not in after and HINGE not in after
+
+    fresh = open_memory().candidates("s1", QUESTION, budget=2000, user_id="alice")
+    offered = " ".join(item.text for item in fresh.items)
+    assert LOCKER not in offered and ALLERGY not in offered and HINGE not in offered

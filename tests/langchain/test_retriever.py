@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
@@ -68,9 +70,9 @@ class TestStandardRetrieverSuite(RetrieversIntegrationTests):
 
 @pytest.fixture
 def kb(any_memory: ContextMemory) -> ContextMemory:
-    any_memory.add_documents(DOCS, namespace="kb")
+    any_memory.add_documents(DOCS, collection="kb")
     any_memory.add_documents(
-        [("other", "Ana's cat is called Pastel and lives in Lisbon.")], namespace="pets"
+        [("other", "Ana's cat is called Pastel and lives in Lisbon.")], collection="pets"
     )
     return any_memory
 
@@ -149,3 +151,71 @@ def test_in_an_lcel_chain(tmp_path: Path, embedder: LocalEmbedder) -> None:
     assert "Alfama" in sent[0].text
     assert COUNTER.count(sent[0].text) <= 80 + COUNTER.count("Answer from the context:\n")
     memory.close()
+
+
+# -- returned is chosen (issue 39) --------------------------------------------------------------
+
+TWINS = "Ana's flat in Alfama has a balcony facing the river."
+
+
+@pytest.fixture(scope="module")
+def twins(
+    tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder
+) -> Iterator[ContextMemory]:
+    """Records that repeat: one id in two collections and a session, one text under many ids."""
+    memory = ContextMemory(path=tmp_path_factory.mktemp("twins"), embedder=embedder)
+    memory.add_documents([("guide", TWINS), ("guide2", TWINS), "Same text.", "ÿ ü ñ — 🏠."])
+    memory.add_documents(
+        [("guide", "Porto trains leave from Campanha."), TWINS, "."], collection="kb2"
+    )
+    memory.add_documents(["Same text.", "Same text."], collection="kb2")
+    memory.add_messages(
+        "s1",
+        [{"id": "guide#0", "role": "user", "text": TWINS}, ("assistant", "Same text.")],
+        user_id="ana",
+    )
+    memory.add_messages("s2", [{"id": "guide#0", "role": "user", "text": "Porto?"}], user_id="ana")
+    memory.pin(user_id="ana", text=TWINS)
+    yield memory
+    memory.close()
+
+
+def stored_text(memory: ContextMemory, doc: Document) -> str:
+    scope, name = doc.metadata["scope"], doc.metadata["scope_id"]
+    [record] = memory.store.get(
+        [doc.metadata["id"]],
+        namespace=memory.namespace,
+        session_id=name if scope == "session" else None,
+        user_id=name if scope == "user" else None,
+        collection=name if scope == "collection" else None,
+    )
+    return record.text
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    query=st.sampled_from(["balcony by the river", "Same text.", "trains", "🏠", "x"]),
+    budget=st.integers(min_value=1, max_value=200),
+    k=st.integers(min_value=0, max_value=8),
+    search=st.sampled_from(["documents", "memories", "all"]),
+    session=st.sampled_from([None, "s1", "s2"]),
+)
+def test_property_each_document_is_the_record_it_names(
+    twins: ContextMemory, query: str, budget: int, k: int, search: str, session: str | None
+) -> None:
+    # Ids repeat across scopes and texts across ids: every document returned carries the text
+    # of the very record its metadata names (never another record with the same id), once.
+    retriever = CtxBudgetRetriever(
+        memory=twins, k=k, budget=budget, search=search, session_id=session, user_id="ana"
+    )
+    docs = retriever.invoke(query)
+    assert len(docs) <= k
+    assert len({d.id for d in docs}) == len(docs)
+    assert sum(d.metadata["tokens"] for d in docs) <= budget
+    for doc in docs:
+        text = stored_text(twins, doc)
+        if doc.page_content != text:  # cut to fit, at a sentence
+            assert doc.page_content.endswith(" …")
+            assert " ".join(text.split()).startswith(" ".join(doc.page_content[:-2].split()))
+    scores = [d.metadata["score"] for d in docs]
+    assert scores == sorted(scores, reverse=True)

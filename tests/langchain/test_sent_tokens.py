@@ -5,8 +5,10 @@ framework's own OpenAI conversion) and counted with the model's tokenizer, indep
 adapter. For ``budget_messages`` and ``CtxBudgetMiddleware`` (a real ``create_agent``), over
 sessions with non-ASCII tool arguments, invalid calls, call ids reused across turns, dangling
 calls and results, images and empty contents: what is sent is at most the budget and exactly the
-report's ``tokens_used``. For ``CtxBudgetRetriever``: the documents are the report's included
-items, and two collections' ``guide#0`` are two documents.
+report's ``tokens_used``; with a memory (pins, documents, other sessions), the report, the span
+and the run metadata say exactly what the model received (issue 39). For
+``CtxBudgetRetriever``: the documents are the report's included items, and two collections'
+``guide#0`` are two documents.
 """
 
 from __future__ import annotations
@@ -22,14 +24,27 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
+from core.strategies import item_sets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import convert_to_openai_messages
+from langgraph.checkpoint.memory import InMemorySaver
 from lc_fakes import RecordingChatModel
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ctxbudget import AssembledContext, ContextAssembler, TokenCounter
+from ctxbudget import (
+    AssembledContext,
+    BudgetExceededError,
+    ConfigurationError,
+    ContextAssembler,
+    ContextItem,
+    Tier,
+    TokenCounter,
+)
+from ctxbudget.core.split import one_system_layouts, split_prefix
 from ctxbudget.embed.local import LocalEmbedder
 from ctxbudget.memory.context import ContextMemory
 from langchain_ctxbudget import (
@@ -38,6 +53,7 @@ from langchain_ctxbudget import (
     CtxBudgetRetriever,
     budget_messages,
 )
+from langchain_ctxbudget.observe import METADATA_KEY
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 WORDS = ["lisbon", "train", "porto", "visa", "ok", "Ärger", "日本語", "ação", "😀"]
@@ -192,7 +208,7 @@ def two_kbs(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -
     memory = ContextMemory(path=folder / "chroma", embedder=embedder)
     memory.add_documents(
         [("guide", "Install the Lisbon app with pip install lisbon, then run lisbon serve.")],
-        namespace="kb1",
+        collection="kb1",
     )
     memory.add_documents(
         [
@@ -203,7 +219,7 @@ def two_kbs(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -
                 "dogs need a muzzle and a ticket of their own on every long distance train.",
             )
         ],
-        namespace="kb2",
+        collection="kb2",
     )
     yield memory
     memory.close()
@@ -250,3 +266,135 @@ def test_two_collections_one_id_regression(two_kbs: ContextMemory) -> None:
     assert small and sum(COUNTER.count(d.page_content) for d in small) <= 60
     for doc in small:
         assert doc.metadata["tokens"] == COUNTER.count(doc.page_content)
+
+
+# -- with memory: the report, the span and the run metadata count what the model receives ------
+# Issue 39 ("counting as sent"): the middleware sends everything before the conversation as one
+# system message, but its assembly rendered and counted memories as a second one: the report,
+# the span and the run metadata said 4 tokens (one message's overhead) more than was sent.
+# (``traced``: tests/langchain/conftest.py.)
+
+
+class RunMetadata(BaseCallbackHandler):
+    """The ``ctxbudget`` summary of each chat model run (what LangSmith shows)."""
+
+    def __init__(self) -> None:
+        self.summaries: list[dict[str, Any]] = []
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.summaries.append(dict((metadata or {})[METADATA_KEY]))
+
+
+def answers() -> Iterator[AIMessage]:
+    for number in itertools.count():
+        yield AIMessage(f"Answer {number}: the train leaves at 9.")
+
+
+def test_with_memory_the_report_span_and_metadata_count_what_the_model_receives(
+    memory: ContextMemory, traced: InMemorySpanExporter
+) -> None:
+    # Several system parts: the prompt, the middleware's pinned fact, a user pin, a session
+    # pin, documents and another session of the user (memories).
+    memory.pin(None, "Ana is vegetarian and lives in Lisbon.", user_id="ana")
+    memory.pin("lisbon-trip", "Ana travels with her dog.", user_id="ana")
+    memory.add_documents(
+        [("trains", "The Lisbon to Porto train leaves Oriente station at 9, every day.")],
+        collection="kb",
+    )
+    memory.add_messages(
+        "older-trip",
+        [("user", "I booked the Porto train for Friday."), ("assistant", "Noted: Friday.")],
+        user_id="ana",
+    )
+    model = RecordingChatModel(messages=answers())
+    calls: list[CallContext] = []
+    middleware = CtxBudgetMiddleware(
+        model="gpt-4o",
+        budget=2000,
+        memory=memory,
+        pinned=["Answer in one sentence."],
+        on_context=calls.append,
+    )
+    agent = create_agent(
+        model, system_prompt="Be brief.", middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    metadata = RunMetadata()
+    config: Any = {"configurable": {"thread_id": "lisbon-trip"}, "callbacks": [metadata]}
+    questions = [
+        "When does the Porto train leave?",
+        "Which day did I book it for?",
+        "Can my dog come along on the train?",
+    ]
+    for question in questions:
+        traced.clear()
+        agent.invoke({"messages": [HumanMessage(question)]}, config, context={"user_id": "ana"})
+        sent, _ = model.calls[-1]
+        # One system message, holding memories as well as the prompt and the pins.
+        assert [m.type for m in sent].count("system") == 1 and sent[0].type == "system"
+        assert "Oriente" in sent[0].text and "vegetarian" in sent[0].text
+        tokens = sent_tokens(sent)  # from scratch: LangChain's conversion, tiktoken
+        assert calls[-1].context.tokens_used == tokens
+        assert metadata.summaries[-1]["tokens_used"] == tokens
+        spans = [s for s in traced.get_finished_spans() if s.name == "ctxbudget.assemble"]
+        assert spans and (spans[-1].attributes or {})["ctxbudget.tokens.used"] == tokens
+    assert len(model.calls) == len(questions)
+
+
+def test_budget_messages_with_pinned_facts_and_extra_items_counts_what_it_returns() -> None:
+    calls: list[CallContext] = []
+    out = budget_messages(
+        [("system", "Be brief."), ("user", "When does the train leave?")],
+        max_tokens=500,
+        model="gpt-4o",
+        pinned=["Ana is vegetarian."],
+        extra=[ContextItem("timetable", "The train leaves at 9.", tier=Tier.RETRIEVED)],
+        on_context=calls.append,
+    )
+    assert [m.type for m in out] == ["system", "human"]
+    assert "leaves at 9" in out[0].text
+    assert sent_tokens(out) == calls[0].context.tokens_used
+
+
+@settings(max_examples=50, deadline=None)
+@given(items=item_sets(), budget=st.integers(min_value=40, max_value=700))
+def test_one_system_layout_counts_its_messages_and_says_the_same_text(
+    items: list[ContextItem], budget: int
+) -> None:
+    merged = ContextAssembler(COUNTER, layouts=one_system_layouts(COUNTER))
+    try:
+        ctx = merged.assemble(items, budget=budget)
+    except BudgetExceededError:
+        return
+    messages = ctx.to_messages()
+    assert ctx.tokens_used == COUNTER.count_messages(messages) <= ctx.tokens_available
+    lead = list(itertools.takewhile(lambda m: m["role"] == "system", messages))
+    assert len(lead) <= 1
+    # The same text as the default layout's (one or two system messages) put together.
+    default = ContextAssembler(COUNTER).assemble(items, budget=budget)
+    if default.included_ids == ctx.included_ids:
+        two = list(itertools.takewhile(lambda m: m["role"] == "system", default.to_messages()))
+        assert "".join(m["content"] for m in two) == "".join(m["content"] for m in lead)
+
+
+def test_split_prefix_refuses_an_assembly_with_two_system_messages_before_the_callers() -> None:
+    items = [
+        ContextItem("sys", "Be brief.", tier=Tier.SYSTEM),
+        ContextItem("doc", "The train leaves at 9.", tier=Tier.RETRIEVED),
+        ContextItem("m0", "When?", tier=Tier.RECENT, role="user"),
+    ]
+    two = ContextAssembler(COUNTER).assemble(items, budget=200)
+    with pytest.raises(ConfigurationError, match="one_system_layouts"):
+        split_prefix(two, {"m0"})
+    one = ContextAssembler(COUNTER, layouts=one_system_layouts(COUNTER)).assemble(items, budget=200)
+    prefix, kept = split_prefix(one, {"m0"})
+    head = two.to_messages()[:2]
+    assert [m["role"] for m in head] == ["system", "system"]
+    assert kept == ["m0"] and prefix == "".join(m["content"] for m in head)
+    assert one.tokens_used == two.tokens_used - COUNTER.per_message - COUNTER.count("system")

@@ -394,7 +394,7 @@ def test_postprocessor_and_retriever_report_the_budget_the_user_set(
 @pytest.fixture
 def guides_memory(context_memory: ContextMemory) -> ContextMemory:
     text = "Lisbon's tram 28 climbs through Alfama. " * 6 + "Pasteis de nata are best warm."
-    context_memory.add_documents([("lisbon", text)], namespace="travel", chunk_tokens=40)
+    context_memory.add_documents([("lisbon", text)], collection="travel", chunk_tokens=40)
     return context_memory
 
 

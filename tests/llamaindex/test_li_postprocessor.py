@@ -96,6 +96,30 @@ def test_duplicates_are_dropped(counter: TokenCounter) -> None:
     assert [(n.node_id, n.score) for n in out] == [("b", 0.7), ("c", 0.6)]
 
 
+def test_a_node_found_twice_comes_back_as_the_copy_the_report_kept(
+    counter: TokenCounter,
+) -> None:
+    # Issue 39 ("returned is chosen"): one id and one content twice, the copies differing in
+    # tier, score and metadata the LLM does not read. The core kept the PINNED copy; the node
+    # returned used to be the other one (the higher score), with its own metadata.
+    text = "Let the dough rise for an hour."
+    plain = node("c", text, 0.9, source="a.pdf")
+    pinned = node("c", text, 0.1, source="b.pdf", ctxbudget_tier="PINNED")
+    for nodes in ([plain, pinned], [pinned, plain]):
+        post = CtxBudgetNodePostprocessor(budget=200, metadata_mode=MetadataMode.NONE)
+        out = post.postprocess_nodes(nodes)
+        context = post.last_context
+        assert context is not None
+        [kept] = context.included
+        assert (kept.tier, kept.score) == (20, 0.1)
+        assert [(n.node_id, n.score, n.node.metadata["source"]) for n in out] == [
+            ("c", 0.1, "b.pdf")
+        ]
+        [dropped] = context.pruned
+        assert dropped.duplicate_of is kept and dropped.item.score == 0.9
+        assert "same id as c [PINNED, score 0.1], same content" in context.explain()
+
+
 def test_a_node_that_does_not_fit_whole_is_cut_at_a_sentence(counter: TokenCounter) -> None:
     long_text = " ".join(f"Step {i}: stir the sauce and taste it again." for i in range(40))
     nodes = [
@@ -126,8 +150,12 @@ def test_metadata_tiers_come_first(counter: TokenCounter) -> None:
     ]
     budget = llm_tokens(counter, nodes[:2]) + 20  # each node's line and the tiers' headers
     assert budget < llm_tokens(counter, nodes)
-    out = CtxBudgetNodePostprocessor(budget=budget, truncate=False).postprocess_nodes(nodes)
-    assert [n.node_id for n in out] == ["best", "rule"]
+    post = CtxBudgetNodePostprocessor(budget=budget, truncate=False)
+    out = post.postprocess_nodes(nodes)
+    # Tier by tier, as the report lists them (what is returned is its included, in order).
+    assert [n.node_id for n in out] == ["rule", "best"]
+    assert post.last_context is not None
+    assert [n.node_id for n in out] == [item.id for item in post.last_context.included]
 
     numeric = [node("x", "text", 0.5, ctxbudget_tier=55)]
     assert CtxBudgetNodePostprocessor(budget=50).postprocess_nodes(numeric)
@@ -188,4 +216,49 @@ def test_property_kept_nodes_fit_the_budget_as_the_llm_reads_them(
     again = post.postprocess_nodes(nodes)
     assert [n.node.get_content(MetadataMode.LLM) for n in again] == [
         n.node.get_content(MetadataMode.LLM) for n in out
+    ]
+
+
+NODE_TEXTS = st.one_of(
+    st.sampled_from(
+        ["", " ", "\n", "Same text.", "same  TEXT.", "Ünïcødé — ok. 🍞", "x", "Step one. " * 30]
+    ),
+    st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=0, max_size=60),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    given_nodes=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "guide#0", "ñ"]),  # ids repeat
+            NODE_TEXTS,
+            st.one_of(st.none(), st.floats(min_value=0, max_value=1)),
+            st.sampled_from([None, "PINNED", "ENTITY"]),
+            st.sampled_from([{}, {"file": "notes.md"}, {"file": "other.md"}]),
+        ),
+        max_size=10,
+    ),
+    budget=st.integers(min_value=1, max_value=300),
+    mode=st.sampled_from(list(MetadataMode)),
+    truncate=st.booleans(),
+)
+def test_property_returned_nodes_are_the_reports_included(
+    given_nodes: list[tuple[str, str, float | None, str | None, dict[str, str]]],
+    budget: int,
+    mode: MetadataMode,
+    truncate: bool,
+) -> None:
+    # Issue 39: whatever comes back is exactly what the report includes: ids, the text as the
+    # mode reads it, scores and order (duplicate ids, duplicate texts, empty-ish texts).
+    nodes = []
+    for node_id, text, score, tier, metadata in given_nodes:
+        extra = {} if tier is None else {"ctxbudget_tier": tier}
+        nodes.append(node(node_id, text, score, **metadata, **extra))
+    post = CtxBudgetNodePostprocessor(budget=budget, metadata_mode=mode, truncate=truncate)
+    out = post.postprocess_nodes(nodes)
+    context = post.last_context
+    included = [] if context is None else context.included
+    assert [(n.node_id, n.node.get_content(mode), n.score or 0.0) for n in out] == [
+        (item.ref.id if item.ref else item.id, item.text, item.score) for item in included
     ]

@@ -24,8 +24,8 @@ GUIDES = {
 
 @pytest.fixture
 def guides(context_memory: ContextMemory) -> ContextMemory:
-    context_memory.add_documents(list(GUIDES.items()), namespace="travel", chunk_tokens=60)
-    context_memory.add_documents(["Our refund policy: 30 days."], namespace="policies")
+    context_memory.add_documents(list(GUIDES.items()), collection="travel", chunk_tokens=60)
+    context_memory.add_documents(["Our refund policy: 30 days."], collection="policies")
     return context_memory
 
 

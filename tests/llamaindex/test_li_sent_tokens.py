@@ -118,10 +118,10 @@ def shared(tmp_path_factory: pytest.TempPathFactory, embedding: CtxBudgetEmbeddi
     memory = ContextMemory(folder / "chroma", embedder=embedding)
     memory.add_documents(
         [("guide", "Trains to Porto leave hourly. Tickets: ação, 日本語 guide, Ärger desk.")],
-        namespace="kb1",
+        collection="kb1",
     )
     memory.add_documents(
-        [("guide", "The visa office opens at nine; bring a photo.")], namespace="kb2"
+        [("guide", "The visa office opens at nine; bring a photo.")], collection="kb2"
     )
     yield memory
     memory.close()
@@ -265,9 +265,9 @@ def test_tool_calls_written_compactly_or_in_unicode_are_sent_as_counted(
 def test_two_collections_one_id_two_nodes_each_with_its_own_metadata(
     context_memory: ContextMemory,
 ) -> None:
-    context_memory.add_documents([("guide", "Install with pip install lisbon.")], namespace="kb1")
+    context_memory.add_documents([("guide", "Install with pip install lisbon.")], collection="kb1")
     context_memory.add_documents(
-        [("guide", "Porto trains leave every hour from Campanha.")], namespace="kb2"
+        [("guide", "Porto trains leave every hour from Campanha.")], collection="kb2"
     )
     retriever = CtxBudgetRetriever(context_memory, budget=300)
     nodes = retriever.retrieve("install guide and Porto trains")

@@ -224,16 +224,3 @@ async def test_the_callers_context_reaches_the_call(tmp_path: Path, embedder: On
         assert await memory.arun(var.get) == "request-7"
     finally:
         await memory.aclose()
-
-
-async def test_a_closed_memorys_async_call_fails_as_its_sync_call_does(
-    tmp_path: Path, embedder: OnnxEmbedder
-) -> None:
-    memory = ContextMemory(tmp_path / "m", embedder=embedder, inclusion_log=False)
-    await memory.aadd_message("s1", "user", "hello", user_id="u1")
-    await memory.aclose()
-    with pytest.raises(Exception) as sync_error:
-        memory.history("s1")
-    with pytest.raises(Exception) as async_error:
-        await memory.ahistory("s1")
-    assert type(async_error.value) is type(sync_error.value)

@@ -106,7 +106,7 @@ def test_search_recent_returns_matching_recent_turns_too(shared: ContextMemory) 
 def test_search_scores_documents_the_way_candidates_do(shared: ContextMemory) -> None:
     shared.add_documents(
         [("d-lake", "The lake freezes in January."), ("d-cake", "A lemon cake needs three eggs.")],
-        namespace="notes",
+        collection="notes",
     )
     scored = shared.search("when does the lake freeze", k=2, collections=["notes"])
     assert [s.hit.record.id for s in scored] == ["d-lake#0", "d-cake#0"]

@@ -55,7 +55,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> 
     memory = docs_memory(tmp_path_factory.mktemp("doc-entities"), embedder)
     docs = [(f"report-{i}", text) for i, text in enumerate(FILLER)]
     docs.insert(17, ("history", ACME))
-    memory.add_documents(docs, namespace="kb", chunk_tokens=60, overlap=0, progress=False)
+    memory.add_documents(docs, collection="kb", chunk_tokens=60, overlap=0, progress=False)
     yield memory
     memory.close()
 
@@ -100,7 +100,7 @@ def test_only_the_collections_searched_are_read(shared: ContextMemory) -> None:
 def test_entities_off_indexes_nothing(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     memory = docs_memory(tmp_path, embedder, config=MemoryConfig())
     try:
-        memory.add_documents([("h", ACME)], namespace="kb", progress=False)
+        memory.add_documents([("h", ACME)], collection="kb", progress=False)
         assert memory.store.doc_entities.lookup("default", ["priya raman"]) == {}
     finally:
         memory.close()
@@ -114,7 +114,7 @@ def test_adding_again_counts_nothing_twice_and_deleting_takes_chunks_out(
     try:
         docs = [("a", ACME), ("b", "Priya Raman spoke at the Porto fair.")]
         for _ in range(2):
-            memory.add_documents(docs, namespace="kb", progress=False)
+            memory.add_documents(docs, collection="kb", progress=False)
         found = index.lookup("default", ["priya raman", "porto"])
         assert found["priya raman"].count == 2
         assert sorted(found["priya raman"].chunks) == [("kb", "a#0"), ("kb", "b#0")]
@@ -146,7 +146,7 @@ def test_one_namespace_never_sees_another_namespaces_documents(
         strategy=ROOM,
     )
     try:
-        first.add_documents([("h", ACME)], namespace="kb", progress=False)
+        first.add_documents([("h", ACME)], collection="kb", progress=False)
         session = session_id()
         second.add_message(session, "user", "Hello there!")
         found = second.candidates(session, "Who is Priya Raman?", budget=600)
@@ -169,7 +169,7 @@ def test_a_broken_extractor_fails_before_anything_is_written(
     memory = docs_memory(tmp_path, embedder, entity_extractor=Failing())
     try:
         with pytest.raises(ConfigurationError, match="one list of mentions per text"):
-            memory.add_documents([("a", "x"), ("b", "y")], namespace="kb", progress=False)
+            memory.add_documents([("a", "x"), ("b", "y")], collection="kb", progress=False)
         assert memory.store.get(["a#0"], namespace="default", collection="kb") == []
     finally:
         memory.close()
@@ -181,7 +181,7 @@ def test_hostile_names_and_ids_never_reach_a_card_as_markup(
     memory = docs_memory(tmp_path, embedder)
     try:
         text = "Zed Quill wrote <script>alert(1)</script> then met Zed Quill again.\n\nEnd."
-        memory.add_documents([("doc<b>", text)], namespace="kb", progress=False)
+        memory.add_documents([("doc<b>", text)], collection="kb", progress=False)
         found = memory.candidates(session_id(), "What did Zed Quill write?", budget=800)
         card = next(it for it in found.entities if it.metadata.get("entity") == "Zed Quill")
         head = card.text.splitlines()[:2]
@@ -307,7 +307,7 @@ def test_a_custom_extractor_and_type_filters_apply_to_documents(
     config = MemoryConfig(entities=True, entity_types=types)
     memory = docs_memory(tmp_path, embedder, entity_extractor=Typed(), config=config)
     try:
-        memory.add_documents([("h", ACME)], namespace="kb", progress=False)
+        memory.add_documents([("h", ACME)], collection="kb", progress=False)
         found = memory.candidates(
             session_id(), "Is Priya Raman still at Acme Robotics?", budget=800
         )

@@ -51,7 +51,7 @@ def test_documents_stored_with_entities_off_are_offered_once_indexed(
 ) -> None:
     before = memory_at(tmp_path, embedder, OFF)
     try:
-        before.add_documents([("history", ACME), ("fair", FAIR)], namespace="kb", progress=False)
+        before.add_documents([("history", ACME), ("fair", FAIR)], collection="kb", progress=False)
         assert before.store.doc_entities.lookup("default", KEYS) == {}
         seen: list[tuple[str, int, int]] = []
         done = before.index_document_entities(progress=lambda *a: seen.append(a))
@@ -76,8 +76,8 @@ def test_indexing_again_counts_nothing_twice_and_only_named_collections_are_read
     memory = memory_at(tmp_path, embedder, OFF)
     index = memory.store.doc_entities
     try:
-        memory.add_documents([("h", ACME)], namespace="kb", progress=False)
-        memory.add_documents([("f", FAIR)], namespace="wiki", progress=False)
+        memory.add_documents([("h", ACME)], collection="kb", progress=False)
+        memory.add_documents([("f", FAIR)], collection="wiki", progress=False)
         first = memory.index_document_entities("kb")
         assert first.collections == ("kb",) and first.chunks == 1
         assert view(index.lookup("default", KEYS))["priya raman"][:2] == (1, [("kb", "h#0")])
@@ -107,7 +107,7 @@ def test_rebuild_forgets_what_an_earlier_extractor_found(
 ) -> None:
     rules = memory_at(tmp_path, embedder, ON)
     try:
-        rules.add_documents([("h", ACME), ("f", FAIR)], namespace="kb", progress=False)
+        rules.add_documents([("h", ACME), ("f", FAIR)], collection="kb", progress=False)
         assert {"porto", "lisbon"} <= set(rules.store.doc_entities.lookup("default", KEYS))
     finally:
         rules.close()
@@ -129,7 +129,7 @@ def test_a_bad_collection_is_refused_and_nothing_changes(
 ) -> None:
     memory = memory_at(tmp_path, embedder, OFF)
     try:
-        memory.add_documents([("h", ACME)], namespace="kb", progress=False)
+        memory.add_documents([("h", ACME)], collection="kb", progress=False)
         with pytest.raises(StoreInputError, match="collection|namespace"):
             memory.index_document_entities(bad)  # type: ignore[arg-type]
         assert memory.store.doc_entities.lookup("default", KEYS) == {}
@@ -143,8 +143,8 @@ def test_one_tenant_indexes_only_its_own_documents(tmp_path: Path, embedder: Onn
     first = ContextMemory(store=store, config=OFF, namespace="first")
     second = ContextMemory(store=store, config=OFF, namespace="second")
     try:
-        first.add_documents([("h", ACME)], namespace="kb", progress=False)
-        second.add_documents([("f", FAIR)], namespace="kb", progress=False)
+        first.add_documents([("h", ACME)], collection="kb", progress=False)
+        second.add_documents([("f", FAIR)], collection="kb", progress=False)
         assert second.index_document_entities().chunks == 1
         assert store.doc_entities.lookup("first", KEYS) == {}
         assert "acme robotics" not in store.doc_entities.lookup("second", KEYS)
@@ -185,7 +185,7 @@ def test_indexing_later_gives_the_index_that_indexing_at_storage_gives(
     try:
         for number, (collection, text) in enumerate(docs):
             for memory in (later, now):
-                memory.add_documents([(f"d{number}", text)], namespace=collection, progress=False)
+                memory.add_documents([(f"d{number}", text)], collection=collection, progress=False)
         later.index_document_entities(sorted(chosen) or None)
         collections = chosen or {"kb", "wiki", "faq"}
         keys = [w.lower() for w in WORDS]

@@ -166,7 +166,7 @@ def test_caller_ids_never_break_or_displace_internal_items(
     )
     for i in ids:
         mem.pin(user_id="u", text=f"user fact {i}", id=i)
-    mem.add_documents([(i, f"document {i}") for i in ids], namespace="kb")
+    mem.add_documents([(i, f"document {i}") for i in ids], collection="kb")
     tools = [{"type": "function", "function": {"name": "x", "parameters": {}}}]
     ctx = mem.assemble("s1", "what now?", budget=4096, system="Be brief.", tools=tools)
     included = ctx.included_ids

@@ -65,8 +65,8 @@ def test_explain_names_items_as_their_callers_know_them() -> None:
 
 
 def test_one_id_in_two_collections_is_two_items(memory: ContextMemory) -> None:
-    memory.add_documents([("guide", "Install with pip install lisbon.")], namespace="kb1")
-    memory.add_documents([("guide", "Porto trains leave every hour.")], namespace="kb2")
+    memory.add_documents([("guide", "Install with pip install lisbon.")], collection="kb1")
+    memory.add_documents([("guide", "Porto trains leave every hour.")], collection="kb2")
     ctx = memory.assemble("s1", "guide to installing and to Porto trains", budget=2000)
     refs = {r for r in ctx.included_refs if r.id == "guide#0"}
     assert refs == {

@@ -174,7 +174,7 @@ def test_a_bad_message_in_a_later_batch_writes_nothing(memory: ContextMemory) ->
 def test_assemble_fits_every_budget_and_format(memory: ContextMemory) -> None:
     memory.add_messages("s1", filler(40, "m"), user_id="u1")
     memory.pin("s1", "The user prefers short answers.")
-    memory.add_documents(["Office hours are nine to five on weekdays."], namespace="kb")
+    memory.add_documents(["Office hours are nine to five on weekdays."], collection="kb")
     system = "You are a helpful assistant. Use the context."
     query = "What did we say about houseplants?"
 
@@ -340,11 +340,11 @@ def test_other_sessions_of_the_same_user_only(memory: ContextMemory) -> None:
 def test_documents_are_retrieved_and_filtered_by_collection(memory: ContextMemory) -> None:
     kb = memory.add_documents(
         [{"id": "refunds", "text": "Refunds are paid within 14 days of receiving a return."}],
-        namespace="kb",
+        collection="kb",
     )
     other = memory.add_documents(
         [("shipping", "Refunds for shipping fees are paid only for damaged parcels.")],
-        namespace="other",
+        collection="other",
     )
     assert kb == ["refunds#0"]
     assert other == ["shipping#0"]

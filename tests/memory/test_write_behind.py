@@ -122,14 +122,16 @@ def test_a_failing_store_is_retried_in_order_and_reported_when_late(
 def test_a_refused_batch_is_reported_once_kept_and_does_not_block_the_others(
     store: ChromaStore, tmp_path: Path
 ) -> None:
-    store.add([message("s1", 0, "the stored wording")])
-    writer = WriteBehind(store.add, WriteJournal(tmp_path / "j"), batch=10)
+    # A refusal that is not another writer's record under the id (those are dropped, first
+    # write wins: test_write_behind_conflicts.py): the batch is kept and reported once.
+    refusing = FlakyAdd(store, failures=1, error=StoreInputError("a vector of 3 dimensions"))
+    writer = WriteBehind(refusing, WriteJournal(tmp_path / "j"), batch=10, get=store.get)
     writer.submit([message("s1", 0, "another wording")])  # refused by the store
-    writer.submit([message("s1", 1)])
-    with pytest.raises(StoreError, match=r"could not be stored.*different content.*'m0'"):
+    with pytest.raises(StoreError, match=r"could not be stored.*3 dimensions.*'m0'"):
         writer.settle()
+    writer.submit([message("s1", 1)])
     writer.settle()  # reported once
-    assert stored_texts(store, "s1") == ["the stored wording", "message 1 of s1"]
+    assert stored_texts(store, "s1") == ["message 1 of s1"]
     writer.close()
     kept = [b for p in (tmp_path / "j").glob("*.jsonl") for b in read_batches(p)]
     assert [r.text for b in kept for r in b.records] == ["another wording"]

@@ -22,10 +22,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from nested_values import nested
 
 from ctxbudget import (
     Budget,
     BudgetExceededError,
+    ConfigurationError,
     ContextAssembler,
     ContextItem,
     InvalidBudgetError,
@@ -286,6 +288,25 @@ WRITE_CASES = [
         "seconds since 1970-01-01 UTC",
     ),
     case(
+        "timestamp-5000-digits",
+        msg(timestamp=10**5000),
+        StoreInputError,
+        "message 0: timestamp a huge int is not a date",
+        "seconds since 1970-01-01 UTC",
+    ),
+    case(
+        "name-an-int",
+        msg(name=5),
+        StoreInputError,
+        "message 0: name must be a non-empty str, got 5",
+    ),
+    case(
+        "name-surrogate",
+        msg(name="Ana\udc80"),
+        StoreInputError,
+        "message 0: name holds a lone surrogate U+DC80 at index 3",
+    ),
+    case(
         "timestamp-in-milliseconds-by-mistake-far-future",
         msg(timestamp=1.7e15),
         StoreInputError,
@@ -497,9 +518,9 @@ WRITE_CASES = [
     ),
     case(
         "collection-empty",
-        lambda m: m.add_documents(["t"], namespace=""),
+        lambda m: m.add_documents(["t"], collection=""),
         StoreInputError,
-        "namespace (the document collection) must be a non-empty str",
+        "collection must be a non-empty str (a document collection)",
     ),
     case(
         "document-changed",
@@ -595,6 +616,24 @@ READ_CASES = [
         "raise the window",
     ),
     case(
+        "budget-nested-10000-deep",
+        lambda m: m.assemble("s1", "Where?", budget=nested(10_000)),
+        InvalidBudgetError,
+        "budget must be an int (any integral type, numpy's too), got a list nested deeper than",
+    ),
+    case(
+        "search-k-5000-digits",
+        lambda m: m.search("Porto", k=10**5000),
+        ConfigurationError,
+        "k must be at most 2,147,483,647, got a huge int",
+    ),
+    case(
+        "search-query-surrogate",
+        lambda m: m.search("where \udc80?"),
+        InvalidItemError,
+        "query: text holds a lone surrogate U+DC80 at index 6",
+    ),
+    case(
         "unknown-model",
         lambda m: m.assemble("s1", "Where?", model="gpt4o"),
         UnknownModelError,
@@ -618,7 +657,7 @@ READ_CASES = [
         "query-surrogate",
         lambda m: m.assemble("s1", "where \udc80?"),
         InvalidItemError,
-        "query: text has a lone surrogate U+DC80 at index 6",
+        "query: text holds a lone surrogate U+DC80 at index 6",
     ),
     case(
         "session-surrogate",
@@ -822,16 +861,19 @@ ASK = ["assemble", "Where do I live?", "--session", "s1"]
         (
             [*ASK, "--budget", "1.5"],
             [
-                "ctxbudget: error: assemble: argument --budget: invalid int value: '1.5'",
+                "ctxbudget: error: assemble: argument --budget: budget must be an int "
+                "(any integral type, numpy's too), got 1.5 (float)",
                 "(see: ctxbudget assemble --help)",
             ],
         ),
-        ([*ASK, "--budget", "nan"], ["invalid int value: 'nan'"]),
+        ([*ASK, "--budget", "nan"], ["budget must be an int", "got nan (float)"]),
+        ([*ASK, "--budget", "9" * 5000], ["budget must be at most 10**100, got a huge int"]),
+        ([*ASK, "--reserve=-inf"], ["argument --reserve: reserve must be an int", "got -inf"]),
         (["--model", "gpt4o", *ASK], ["unknown model 'gpt4o'", "close matches: 'gpt-4o'"]),
         (["--model", "", *ASK], ["--model must be a model name (non-empty text), got ''"]),
         ([*ASK, "--format", "xml"], ["argument --format: invalid choice: 'xml'"]),
         (["explain", "Where?", "--session", "s\udc80"], ["session_id holds a lone surrogate"]),
-        (["assemble", "where \udcff", "--session", "s1"], ["query: text has a lone surrogate"]),
+        (["assemble", "where \udcff", "--session", "s1"], ["query: text holds a lone surrogate"]),
         (["assemble", "Where?"], ["the following arguments are required: --session"]),
         (["assmble"], ["argument command: invalid choice: 'assmble'"]),
     ],
@@ -994,3 +1036,19 @@ def test_ten_megabytes_chunk_and_assemble_in_linear_time(kind: str) -> None:
     assert ctx.tokens_used <= 4000
     if kind == "prose":
         assert "big" in ctx.truncated  # cut at a sentence end to fit
+
+
+def test_a_lone_surrogate_is_worded_once_whichever_check_finds_it() -> None:
+    # Before: the store said "text holds a lone surrogate ..., which is not valid Unicode" and
+    # the token counter "text has a lone surrogate ...: it is not valid Unicode and cannot be
+    # sent", so one door's refusal depended on which check saw the text first.
+    from ctxbudget.store.records import require_name
+    from ctxbudget.tokens.backends import check_text
+
+    with pytest.raises(StoreInputError) as stored:
+        require_name("text", "caf\ud800e")
+    with pytest.raises(InvalidItemError) as counted:
+        check_text("caf\ud800e")
+    assert str(stored.value) == str(counted.value)
+    assert str(counted.value).startswith("text holds a lone surrogate U+D800 at index 3, ")
+    assert "repair the text where it was decoded" in str(counted.value)

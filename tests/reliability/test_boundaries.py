@@ -2,20 +2,25 @@
 
 Properties over Python, numpy and Decimal numbers, bools, NaN and the infinities, and strings:
 what a count or a real accepts is the same everywhere it enters, and a refusal is a
-`ConfigurationError` (or its documented leaf) naming the value and where it came from.
+`ConfigurationError` (or its documented leaf) naming the value and where it came from. Then
+every argument of `ContextMemory`'s public calls against one class of hostile values (bools,
+numeric strings, NaN, infinities, numpy numbers, 5,000-digit ints, lone surrogates, a list nested
+10,000 deep): taken where its kind takes it, else a `CtxBudgetError` naming the argument.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nested_values import nested
 
 from ctxbudget import (
     Budget,
@@ -31,7 +36,10 @@ from ctxbudget import (
 from ctxbudget.core import items as items_module
 from ctxbudget.core.items import Shrink, Tier
 from ctxbudget.core.numbers import MAX_COUNT, count, real
+from ctxbudget.embed.onnx import OnnxEmbedder
+from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.scoring import Scoring
+from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.tokens.models import known_models
 from ctxbudget.tokens.names import parse_model_name
 
@@ -321,3 +329,193 @@ def test_the_quick_path_for_plain_items_agrees_with_the_full_checks(
         patch.setattr(items_module, "_plain", lambda item: False)
         full = _made(fields)
     assert quick == full
+
+
+# -- ContextMemory's arguments: one class of bad values, one kind of refusal ------------------
+HOSTILE: dict[str, object] = {
+    "bool": True,
+    "numeric text": "7",
+    "nan": math.nan,
+    "inf": math.inf,
+    "-inf": -math.inf,
+    "numpy int": np.int64(64),
+    "numpy float": np.float64(2.5),
+    "5,000 digits": 10**5000,
+    "lone surrogate": "a\ud800b",
+    "nested 10,000 deep": nested(),
+}
+COUNT_OK = {"numpy int"}  # what a count takes of HOSTILE
+REAL_OK = {"numpy int", "numpy float"}  # what a timestamp takes
+TEXT_OK = {"numeric text"}  # what a text takes
+FLAG_OK = {"bool"}  # what an on/off setting takes
+NAMES_OK = {"bool", "numeric text"}  # documents=, collections=: True, or a collection's name
+
+
+@pytest.fixture(scope="module")
+def swept(
+    tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder
+) -> Iterator[ContextMemory]:
+    store = ChromaStore(tmp_path_factory.mktemp("sweep"), embedder=embedder)
+    with ContextMemory(store=store, write_behind=False) as memory:
+        memory.add_message("s1", "user", "I moved to Porto in May.", id="m1", user_id="u1")
+        memory.add_documents([{"id": "d1", "text": "Porto is in the north of Portugal."}])
+        yield memory
+
+
+def _assemble(**given: object) -> Callable[[ContextMemory], object]:
+    return lambda m: m.assemble(**{"session_id": "s1", "query": "Where?", **given})  # type: ignore[arg-type]
+
+
+def _candidates(**given: object) -> Callable[[ContextMemory], object]:
+    return lambda m: m.candidates(**{"session_id": "s1", "query": "Where?", **given})  # type: ignore[arg-type]
+
+
+def _search(**given: object) -> Callable[[ContextMemory], object]:
+    return lambda m: m.search(**{"query": "Porto", "session_id": "s1", **given})  # type: ignore[arg-type]
+
+
+def _message(**given: object) -> Callable[[ContextMemory], object]:
+    fields = {"session_id": "s2", "role": "user", "text": "Hello there", **given}
+    return lambda m: m.add_message(**fields)  # type: ignore[arg-type]
+
+
+def _messages(**given: object) -> Callable[[ContextMemory], object]:
+    fields = {"session_id": "s2", "messages": [("user", "Hello again")], **given}
+    return lambda m: m.add_messages(**fields)  # type: ignore[arg-type]
+
+
+def _pin(**given: object) -> Callable[[ContextMemory], object]:
+    return lambda m: m.pin(**{"session_id": "s3", "text": "Likes tea.", **given})  # type: ignore[arg-type]
+
+
+def _documents(**given: object) -> Callable[[ContextMemory], object]:
+    fields = {"documents": ["Lisbon is by the sea."], **given}  # an id from what it holds
+    return lambda m: m.add_documents(**fields)  # type: ignore[arg-type]
+
+
+# (where, argument, what it takes of HOSTILE, the call with that argument set)
+ARGUMENTS: list[tuple[str, str, set[str], Callable[..., Callable[[ContextMemory], object]]]] = [
+    *[
+        ("assemble", arg, ok, _assemble)
+        for arg, ok in [
+            ("session_id", TEXT_OK),
+            ("query", TEXT_OK),
+            ("budget", COUNT_OK),
+            ("model", set()),
+            ("system", TEXT_OK),
+            ("user_id", TEXT_OK),
+            ("format", set()),
+            ("tools", set()),
+            ("documents", NAMES_OK),
+            ("other_sessions", FLAG_OK),
+            ("extra", set()),
+            ("strategy", set()),
+        ]
+    ],
+    *[
+        ("candidates", arg, ok, _candidates)
+        for arg, ok in [
+            ("session_id", TEXT_OK),
+            ("query", TEXT_OK),
+            ("budget", COUNT_OK),
+            ("user_id", TEXT_OK),
+            ("documents", NAMES_OK),
+            ("search_recent", FLAG_OK),
+            ("wait", FLAG_OK),
+        ]
+    ],
+    *[
+        ("search", arg, ok, _search)
+        for arg, ok in [
+            ("query", TEXT_OK),
+            ("k", COUNT_OK),
+            ("kinds", set()),
+            ("session_id", TEXT_OK),
+            ("user_id", TEXT_OK),
+            ("collections", NAMES_OK),
+            ("vector", set()),
+            ("strategy", set()),
+        ]
+    ],
+    *[
+        ("add_message", arg, ok, _message)
+        for arg, ok in [
+            ("session_id", TEXT_OK),
+            ("role", set()),
+            ("text", TEXT_OK),
+            ("id", TEXT_OK),
+            ("user_id", TEXT_OK),
+            ("timestamp", REAL_OK),
+            ("metadata", set()),
+            ("name", TEXT_OK),
+            ("tool_calls", set()),
+            ("tool_call_id", TEXT_OK),
+        ]
+    ],
+    *[
+        ("add_messages", arg, ok, _messages)
+        for arg, ok in [
+            ("session_id", TEXT_OK),
+            ("messages", set()),
+            ("user_id", TEXT_OK),
+            ("progress", FLAG_OK),
+            ("batch_size", COUNT_OK),
+        ]
+    ],
+    *[
+        ("pin", arg, ok, _pin)
+        for arg, ok in [
+            ("session_id", TEXT_OK),
+            ("text", TEXT_OK),
+            ("user_id", TEXT_OK),
+            ("id", TEXT_OK),
+            ("metadata", set()),
+        ]
+    ],
+    *[
+        ("add_documents", arg, ok, _documents)
+        for arg, ok in [
+            ("documents", set()),
+            ("collection", TEXT_OK),
+            ("chunk_tokens", COUNT_OK),
+            ("overlap", COUNT_OK),
+            ("source", TEXT_OK),
+            ("progress", FLAG_OK),
+        ]
+    ],
+]
+
+
+@pytest.mark.parametrize(
+    ("where", "argument", "takes", "call"),
+    ARGUMENTS,
+    ids=[f"{where}-{argument}" for where, argument, _, _ in ARGUMENTS],
+)
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(kind=st.sampled_from(sorted(HOSTILE)))
+def test_each_argument_takes_or_refuses_each_kind_of_value_naming_it(
+    swept: ContextMemory,
+    where: str,
+    argument: str,
+    takes: set[str],
+    call: Callable[..., Callable[[ContextMemory], object]],
+    kind: str,
+) -> None:
+    run = call(**{argument: HOSTILE[kind]})
+    if kind in takes:
+        run(swept)
+        return
+    with pytest.raises(CtxBudgetError) as refused:
+        run(swept)
+    message = str(refused.value)
+    named = {
+        "messages": ["message"],
+        "documents": ["document"],
+        "tools": ["tool"],
+        "tool_calls": ["tool_calls", "tool call"],
+    }
+    names = named.get(argument, [argument, argument.replace("_", " ")])
+    assert any(name in message for name in names), (where, argument, kind, message[:300])
+    assert len(message) < 1_000

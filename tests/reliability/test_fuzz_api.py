@@ -286,14 +286,15 @@ def test_add_documents(
     before = snapshot(memory)
     result, error = attempt(
         lambda: memory.add_documents(
-            documents, namespace=collection, chunk_tokens=chunk_tokens, overlap=overlap
+            documents, collection=collection, chunk_tokens=chunk_tokens, overlap=overlap
         )
     )
     if error is not None:
         assert snapshot(memory) == before
         return
-    chunks = memory.store.get(result, namespace=memory.namespace, collection=collection)
-    assert len(chunks) == len(result)
+    stored_in = "kb" if collection is None else collection  # None: the default collection
+    chunks = memory.store.get(result, namespace=memory.namespace, collection=stored_in)
+    assert len(chunks) == len(set(result))  # a text given twice without an id is stored once
     counter = memory.counter
     assert all(counter.count(c.text) <= chunk_tokens for c in chunks)
 

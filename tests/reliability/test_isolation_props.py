@@ -337,7 +337,7 @@ class Player:
             docs = DOC_COLLECTIONS[variant % 2]
             rec = self.world.new(ns, "document", "d", sid=None, uid=None, docs=docs)
             doc_id = rec.rid.removesuffix("#0")
-            memory.add_documents([(doc_id, self.text(rec, variant))], namespace=docs)
+            memory.add_documents([(doc_id, self.text(rec, variant))], collection=docs)
         elif action == "summarize":
             new = memory.summarize(sid, keep_recent=0, stretch=2)
             for record in self.store.get(new, namespace=ns, session_id=sid):

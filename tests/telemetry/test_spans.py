@@ -343,7 +343,7 @@ def test_every_store_write_is_one_span(memory: ContextMemory) -> None:
         "s1", [("user", "Book a table for two."), ("assistant", "Done.")], user_id="ana"
     )
     memory.pin(user_id="ana", text="Ana is vegetarian.")
-    memory.add_documents(["Opening hours: 9 to 17.", "Closed on Mondays."], namespace="kb")
+    memory.add_documents(["Opening hours: 9 to 17.", "Closed on Mondays."], collection="kb")
     writes = finished("ctxbudget.write")
     assert [list(attributes(s)["ctxbudget.write.kinds"]) for s in writes] == [
         ["message"],

@@ -12,8 +12,10 @@ One root, specific leaves; each leaf also subclasses the builtin a caller would 
     ├── UnknownModelError               (KeyError)     a model the registry does not know
     ├── TokenizerUnavailableError       (RuntimeError) an encoding or tokenizer cannot be loaded
     ├── MissingDependencyError          (ImportError)  an optional extra is not installed
+    ├── SessionOwnerError               (PermissionError) a door continuing another user's session
     └── StoreError                      (RuntimeError) the memory store failed or refused input
-        └── StoreInputError             (ValueError)   bad input for the store; nothing was written
+        ├── StoreInputError             (ValueError)   bad input for the store; nothing was written
+        └── MemoryClosedError                          a call of a closed memory or store
 
 Messages say what was wrong, the numbers involved and what to do. A value from outside (a
 number, a model name, a server's reply, a command line) that cannot be used is a
@@ -30,7 +32,9 @@ __all__ = [
     "CtxBudgetError",
     "InvalidBudgetError",
     "InvalidItemError",
+    "MemoryClosedError",
     "MissingDependencyError",
+    "SessionOwnerError",
     "StoreError",
     "StoreInputError",
     "TokenizerUnavailableError",
@@ -121,9 +125,39 @@ class WindowDetectionError(InvalidBudgetError, ConnectionError):
         self.url = url
 
 
+class SessionOwnerError(CtxBudgetError, PermissionError):
+    """A call for one user to continue a session another user started; nothing was done.
+
+    Raised by the doors that serve users (MCP, the LangChain middleware, the LlamaIndex
+    memory), never by `ContextMemory` itself, which still takes several users in one session
+    (a group chat). The message names the session, its owner and what to do (give each user
+    their own session or thread id).
+
+    Attributes:
+        session_id: the session.
+        owner: the user who started it.
+        user_id: the user of the refused call.
+    """
+
+    def __init__(self, message: str, *, session_id: str, owner: str, user_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.owner = owner
+        self.user_id = user_id
+
+
 class StoreError(CtxBudgetError, RuntimeError):
     """The memory store failed; the message says whether anything was written."""
 
 
 class StoreInputError(StoreError, ValueError):
     """Input the store cannot keep; nothing was written."""
+
+
+class MemoryClosedError(StoreError):
+    """A call of a `ContextMemory` or `ChromaStore` after its ``close()``; nothing was done.
+
+    Every public method of a closed memory or store raises it (sync and async alike), and so do
+    the adapters over a closed memory. Closing again is a no-op. The data stays where it was:
+    open a new memory (or store) on the same folder or server to use it.
+    """

@@ -1,8 +1,10 @@
 """`CallAssembler`: how `CtxBudgetMiddleware` runs the core on each model call.
 
 One `ctxbudget.ContextAssembler` per token counter, built with the middleware's options
-(``min_exchanges``, ``history_trim``, ``trim_step``), and the thread's previous call passed as
-``previous=`` (its report then says what prefix the two share). A budget the never-pruned items
+(``min_exchanges``, ``history_trim``, ``trim_step``) and rendering what precedes the
+conversation as the one system message the model receives (`ctxbudget.core.split`), so the report
+counts what is sent; the thread's previous call is passed as ``previous=`` (its report then says
+what prefix the two share). A budget the never-pruned items
 do not fit says so, and that the tool schemas were counted in its reserve when there were some.
 """
 
@@ -12,6 +14,7 @@ import threading
 
 from ctxbudget import AssembledContext, Budget, BudgetExceededError, ContextAssembler, TokenCounter
 from ctxbudget.core.items import ContextItem
+from ctxbudget.core.split import one_system_layouts
 from ctxbudget.core.trimming import TrimOptions
 
 __all__ = ["CallAssembler"]
@@ -36,7 +39,12 @@ class CallAssembler:
         with self._lock:
             assembler = self._assemblers.get(id(counter))
             if assembler is None or assembler.counter is not counter:
-                assembler = ContextAssembler(counter, min_exchanges=self.min_exchanges, **self.trim)
+                assembler = ContextAssembler(
+                    counter,
+                    min_exchanges=self.min_exchanges,
+                    layouts=one_system_layouts(counter),
+                    **self.trim,
+                )
                 self._assemblers[id(counter)] = assembler
             return assembler
 

@@ -28,7 +28,23 @@ from ctxbudget.tokens.names import parse_model_name
 from ctxbudget.tokens.served import ollama_url
 from langchain_ctxbudget.convert import chat_model_name, tool_tokens
 
-__all__ = ["call_budget", "model_name", "model_window", "window_budget"]
+__all__ = ["budget_tokens", "call_budget", "model_name", "model_window", "window_budget"]
+
+
+def budget_tokens(value: object, where: str) -> int:
+    """A budget given in tokens, through the core's ``budget=`` boundary (`Budget.coerce`).
+
+    What `ContextMemory.assemble` does with its ``budget``: any integral type (numpy's too),
+    positive, at most ``10**100``; a bool, text, a float (NaN, the infinities) refused with the
+    core's own message, prefixed with ``where`` (the door, e.g. ``"CtxBudgetMiddleware"``).
+
+    Raises:
+        InvalidBudgetError: ``value`` is not a positive number of tokens.
+
+    >>> budget_tokens(4096, "CtxBudgetMiddleware")
+    4096
+    """
+    return Budget.coerce(value, where=where).window  # type: ignore[arg-type]  # checked there
 
 
 def window_budget(

@@ -18,16 +18,20 @@ from ctxbudget import (
     Tier,
     TokenCounter,
 )
-from ctxbudget.compat import renamed
+from ctxbudget.compat import refuse_unknown, renamed
 from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.numbers import count, real
+from ctxbudget.memory.inputs import check_query
 from langchain_ctxbudget.convert import resolve_counter
 
 __all__ = ["CtxBudgetCompressor"]
 
 _SCORE_KEYS = ("relevance_score", "score", "similarity")
+
+
+_OLD_NAMES = {"max_tokens": "budget", "token_counter": "counter"}
 
 
 class CtxBudgetCompressor(BaseDocumentCompressor):
@@ -63,7 +67,8 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
     'Lisbon is sunny.'
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    # An unknown option (a misspelled ``budget``) is refused, naming it, not ignored.
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     budget: int = Field(gt=0)
     model: str = "gpt-4o"
@@ -76,6 +81,7 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
     def __init__(self, **data: Any) -> None:
         # The budget passes the number boundary before pydantic (numpy ints taken; True, "3"
         # and 2.0 refused with a ConfigurationError rather than turned into numbers).
+        refuse_unknown(data, {*type(self).model_fields, *_OLD_NAMES}, "CtxBudgetCompressor")
         for name in ("budget", "max_tokens"):
             if data.get(name) is not None:
                 hint = "the tokens the documents may use, e.g. budget=500"
@@ -88,8 +94,7 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
     def _old_names(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        renames = {"max_tokens": "budget", "token_counter": "counter"}
-        return renamed(data, renames, "CtxBudgetCompressor")
+        return renamed(data, _OLD_NAMES, "CtxBudgetCompressor")
 
     def compress_documents(
         self,
@@ -97,7 +102,13 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
         query: str,
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
-        """Pack ``documents`` into ``budget``; ``query`` is not used for scoring."""
+        """Pack ``documents`` into ``budget``; ``query`` is not used for scoring.
+
+        Raises:
+            InvalidItemError: ``query`` is not text a model can take (a lone surrogate): the
+                core's check (`ctxbudget.memory.inputs.check_query`), as for every query.
+        """
+        check_query(query)  # not scored, but it reaches callbacks, logs and spans
         docs = [d for d in documents if d.page_content.strip()]
         if not docs:
             return []

@@ -1,15 +1,17 @@
 """Who a model call belongs to: the run's session and user, and keys for its messages.
 
 The session and user come from the middleware's arguments, the runtime context or the run's
-config (`run_identity`). LangChain messages often have no ids; the middleware keys them by
-session, thread, position and content, so a turn is stored once however many calls see it.
+config (`run_identity`). A session belongs to the user who started it: a run for another user
+is refused (`session_owner`, `claim_owner`: `SessionOwnerError`), whether the session came
+from a shared ``thread_id`` or from the middleware's own ``session_id=``.
+
+LangChain messages often have no ids; the middleware keys them by session, thread, position and
+content, so a turn is stored once however many calls see it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,17 +19,23 @@ from langchain_core.messages import BaseMessage
 
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
+from ctxbudget.memory.writing.owners import check_owner, claim_session
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
+    from ctxbudget.memory.context import ContextMemory
+    from ctxbudget.store.sessions import Stamp
+
 __all__ = [
-    "SharedSession",
+    "DOOR",
+    "claim_owner",
     "context_field",
     "message_keys",
     "run_config",
     "run_identity",
     "run_thread",
+    "session_owner",
     "text_value",
 ]
 
@@ -65,44 +73,32 @@ def run_identity(
     return session, user
 
 
-logger = logging.getLogger(__name__)
+#: The door named in a refusal (`ctxbudget.memory.writing.owners`).
+DOOR = "CtxBudgetMiddleware"
 
 
-class SharedSession:
-    """Warns once when the middleware's own ``session_id=`` serves runs of two users.
+def session_owner(
+    memory: ContextMemory, stamp: Stamp | None, session: str, user: str | None
+) -> None:
+    """Refuse a run whose user is not the owner of the session (``stamp``: as already read).
 
-    A session is one conversation: runs that name it read and write it, whichever user they
-    are for. A ``session_id=`` given to the middleware names the session of every run, so
-    runs for different users (``user_id`` of the runtime context or the config) share one
-    conversation and read each other's turns. That can be meant (a group chat), so it is said
-    once, not refused. Thread-safe.
+    The session's stamp, which the middleware reads anyway, names the user who started it: a
+    run for another user (a shared ``thread_id``, or the middleware's own ``session_id=``)
+    would read and write that user's conversation. No extra read.
+
+    Raises:
+        SessionOwnerError: the session was started by another user.
     """
+    check_owner(stamp, namespace=memory.namespace, session_id=session, user_id=user, door=DOOR)
 
-    def __init__(self, session_id: str | None) -> None:
-        self._session = session_id
-        self._first: str | None = None
-        self._said = False
-        self._lock = threading.Lock()
 
-    def check(self, user: str | None) -> None:
-        """Note the run's user; warn the first time a second user's run names the session."""
-        if self._session is None or user is None or self._said:
-            return
-        with self._lock:
-            if self._first is None or self._first == user or self._said:
-                self._first = self._first or user
-                return
-            self._said = True
-            first = self._first
-        logger.warning(
-            "CtxBudgetMiddleware(session_id=%r) names the session of every run: runs for "
-            "users %r and %r share that conversation and read each other's turns. For one "
-            "conversation per user, leave session_id= out and put session_id in each run's "
-            "context (or run each conversation on its own thread_id)",
-            self._session,
-            first,
-            user,
-        )
+def claim_owner(memory: ContextMemory, session: str, user: str | None) -> None:
+    """Before the first write to a session: claim it for the run's user (`claim_session`).
+
+    Raises:
+        SessionOwnerError: another user started (or, at the same moment, claimed) it.
+    """
+    claim_session(memory, session, user_id=user, door=DOOR)
 
 
 def message_keys(

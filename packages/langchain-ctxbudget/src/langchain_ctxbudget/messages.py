@@ -24,7 +24,7 @@ from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink, side_items
 from ctxbudget.core.render import message_of
-from ctxbudget.core.split import split_prefix
+from ctxbudget.core.split import one_system_layouts, split_prefix
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, TrimOptions, trim_options
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
@@ -266,7 +266,8 @@ def _assembler(counter: TokenCounter, trim: TrimOptions) -> ContextAssembler:
     if assembler is None or assembler.counter is not counter:
         if len(_ASSEMBLERS) > 32:
             _ASSEMBLERS.clear()
-        assembler = _ASSEMBLERS[key] = ContextAssembler(counter, **trim)
+        layouts = one_system_layouts(counter)  # the prefix is sent as one system message
+        assembler = _ASSEMBLERS[key] = ContextAssembler(counter, layouts=layouts, **trim)
     return assembler
 
 

@@ -17,16 +17,21 @@ from langchain_core.messages import BaseMessage
 from ctxbudget import AssembledContext, Budget, ContextItem, Summarizer, TokenCounter
 from ctxbudget.compat import renamed
 from ctxbudget.core.items import side_items
-from ctxbudget.core.numbers import count
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, trim_options
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.memory.policy.plan import plan_for
 from ctxbudget.memory.policy.presets import StrategyLike
 from ctxbudget.memory.reading.candidates import room_left
 from langchain_ctxbudget.assembly import CallAssembler
-from langchain_ctxbudget.budget import call_budget, model_name, model_window, window_budget
-from langchain_ctxbudget.convert import counter_for, resolve_counter
-from langchain_ctxbudget.identity import SharedSession, message_keys, run_identity, run_thread
+from langchain_ctxbudget.budget import (
+    budget_tokens,
+    call_budget,
+    model_name,
+    model_window,
+    window_budget,
+)
+from langchain_ctxbudget.convert import check_storable, counter_for, resolve_counter
+from langchain_ctxbudget.identity import message_keys, run_identity, run_thread
 from langchain_ctxbudget.model_request import (
     conversation_items,
     fixed_items,
@@ -192,8 +197,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise ConfigurationError(msg)
         window = None
         if budget is not None and not isinstance(budget, Budget):  # numpy ints too
-            hint = "a number of tokens or a ctxbudget.Budget"
-            window = count(budget, "CtxBudgetMiddleware: budget", hint=hint)
+            window = budget_tokens(budget, "CtxBudgetMiddleware")
         if isinstance(pinned, str):
             msg = "pinned must be a list of facts, not one string; pass [fact]"
             raise ConfigurationError(msg)
@@ -230,7 +234,6 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         trim = trim_options(history_trim, trim_step, memories=memory is not None)
         self._assembly = CallAssembler(min_exchanges=self.min_exchanges, trim=trim)
         self._stored = StoredKeys()
-        self._shared = SharedSession(session_id)
         self._recalled = Recalled()
         self._observer = CallObserver(
             on_context=on_context, keep=keep_contexts, session_id=session_id, user_id=user_id
@@ -309,6 +312,8 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         items = fixed_items(system, self.pinned)
         items.extend(self.extra)
         keys = message_keys(messages, ids[0] if ids is not None else None, thread)
+        if self.memory is not None and ids is not None:  # stored later, in the background
+            check_storable(self.memory, messages, keys, ids)  # refused now, as add_messages
         conversation, originals = conversation_items(messages, keys)
         items.extend(conversation)
         added: Additions | None = None
@@ -381,9 +386,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """The memory (session, user) of this run, or None without memory."""
         if self.memory is None:
             return None
-        ids = run_identity(runtime, session_id=self.session_id, user_id=self.user_id)
-        self._shared.check(ids[1])
-        return ids
+        return run_identity(runtime, session_id=self.session_id, user_id=self.user_id)
 
     def _finish(
         self,

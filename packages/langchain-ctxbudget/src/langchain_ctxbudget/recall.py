@@ -4,9 +4,11 @@ The agent's state is the history, so the middleware takes the memory's candidate
 the state's messages (`Candidates.added_to`: extras the state does not hold, and copies of its
 older turns offered only when the history loses them). What is here is LangChain's part: which
 message is the question, and the candidates of one question gathered once: the calls that
-follow tool results in the same turn reuse them (what the tools returned is in the state),
-while the session's generation is the one they were gathered in (one read by id: a session
-deleted, cleared or edited since, by anyone, is gathered again).
+follow tool results in the same turn reuse them (what the tools returned is in the state)
+while nothing they draw from changed: the `Stamps` of the session, the user (user-wide pins,
+messages in the user's other sessions) and the namespace's documents, read by id in one read
+before they were gathered and again on every call. A delete, clear, unpin or replace of any of
+those, by anyone, draws a new stamp, and the question is gathered again.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctxbudget import Budget
 from ctxbudget.memory.reading.candidates import Additions, Candidates
+from ctxbudget.store.sessions import Stamps
+from langchain_ctxbudget.identity import session_owner
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -32,21 +36,24 @@ QUESTIONS_REMEMBERED = 1024
 
 
 class Recalled:
-    """The candidates gathered per question, for the last `QUESTIONS_REMEMBERED` questions."""
+    """The candidates gathered per question, for the last `QUESTIONS_REMEMBERED` questions.
+
+    Each with the `Stamps` read before they were gathered: they serve while those are current.
+    """
 
     def __init__(self) -> None:
-        self._items: OrderedDict[tuple[str, str, str], Candidates] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, str], tuple[Candidates, Stamps]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str, str]) -> Candidates | None:
-        """The candidates gathered for ``key``, or None."""
+    def get(self, key: tuple[str, str, str]) -> tuple[Candidates, Stamps] | None:
+        """The candidates gathered for ``key`` and the stamps read before, or None."""
         with self._lock:
             return self._items.get(key)
 
-    def put(self, key: tuple[str, str, str], items: Candidates) -> None:
-        """Remember the candidates of ``key``."""
+    def put(self, key: tuple[str, str, str], items: Candidates, stamps: Stamps) -> None:
+        """Remember the candidates of ``key``, gathered after ``stamps`` were read."""
         with self._lock:
-            self._items[key] = items
+            self._items[key] = (items, stamps)
             while len(self._items) > QUESTIONS_REMEMBERED:
                 self._items.popitem(last=False)
 
@@ -70,21 +77,25 @@ def recall(
     gathering and scoring as `ContextMemory.assemble`.
     Copies: older turns of the state that match the question, by the key of the turn (their
     own ids are ``ctxbudget:memory:<key>``). ``strategy`` is the middleware's (merged over the
-    memory's). Returned with the session's generation they were gathered in.
+    memory's). Returned with the session's generation they were gathered in. Gathered again
+    unless the session, the user and the documents have the stamps they had before the
+    question's candidates were gathered (one read by id per call).
     """
     position = _question(messages)
     session, user = ids
     if position is None or not messages[position].text.strip():
         stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
+        session_owner(memory, stamp, session, user)
         return Additions(extras=(), copies={}), "" if stamp is None else stamp.generation
     query = messages[position].text
     cache_key = _question_key(memory, session, position, keys)
-    found = recalled.get(cache_key)
-    if found is not None:
-        # "" (no records yet) is no generation: a session deleted since has none either.
-        stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
-        if not found.generation or stamp is None or found.generation != stamp.generation:
-            found = None  # the session changed since: deleted, cleared, edited
+    kept = recalled.get(cache_key)
+    # Read before gathering: whatever is removed after this read draws a stamp it does not have.
+    # Without a user, the user the kept candidates drew from (one read: its stamp by id).
+    reader = user if user is not None or kept is None else kept[1].user_id
+    stamps = memory.store.stamps(namespace=memory.namespace, session_id=session, user_id=reader)
+    session_owner(memory, stamps.session, session, user)  # the owner is in the same read
+    found = kept[0] if kept is not None and _current(kept, stamps) else None
     if found is None:
         # The candidates ContextMemory would offer, bounded by this call's budget; the newest
         # stored turns are searched too (here the state is the history). The messages just
@@ -99,7 +110,11 @@ def recall(
             wait=False,
             strategy=strategy,
         )
-        recalled.put(cache_key, found)
+        if found.user_id is not None and found.user_id != stamps.user_id:
+            # Drawn from a user (the session's newest writer) whose stamp was not read before:
+            # kept for `gathered_generation` only, never current.
+            stamps = stamps._replace(session=None)
+        recalled.put(cache_key, found, stamps)
     return found.added_to(in_state), found.generation
 
 
@@ -120,8 +135,19 @@ def gathered_generation(
     position = _question(messages)
     if position is None:
         return None
-    found = recalled.get(_question_key(memory, session, position, keys))
-    return None if found is None else found.generation
+    kept = recalled.get(_question_key(memory, session, position, keys))
+    return None if kept is None else kept[0].generation
+
+
+def _current(kept: tuple[Candidates, Stamps], stamps: Stamps) -> bool:
+    """Whether nothing the kept candidates drew from was removed or replaced since.
+
+    Their stamps (read before they were gathered) are ``stamps`` (read now), and so is the
+    generation they read the session in; "" (no records yet) is no generation: never current.
+    """
+    found, before = kept
+    session = stamps.session
+    return stamps.same(before) and session is not None and found.generation == session.generation
 
 
 def _question(messages: Sequence[BaseMessage]) -> int | None:

@@ -7,17 +7,19 @@ from typing import Any, Literal
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ctxbudget import ContextAssembler, InvalidBudgetError, TokenCounter
-from ctxbudget.compat import renamed
-from ctxbudget.core.documents import pack_documents
+from ctxbudget.compat import refuse_unknown, renamed
+from ctxbudget.core.documents import included_positions, pack_documents
 from ctxbudget.core.numbers import count
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.inputs import check_query
 from ctxbudget.memory.policy.presets import as_strategy
 from ctxbudget.memory.reading.search import ScoredHit
 from ctxbudget.store.records import scope_of
+from ctxbudget.store.search import MAX_HITS, search_k
 from langchain_ctxbudget.convert import resolve_counter
 
 __all__ = ["CtxBudgetRetriever"]
@@ -27,6 +29,9 @@ _KINDS: dict[str, list[str] | None] = {
     "memories": ["message", "summary", "pinned"],
     "all": None,
 }
+
+
+_OLD_NAMES = {"max_tokens": "budget", "token_counter": "counter"}
 
 
 class CtxBudgetRetriever(BaseRetriever):
@@ -57,7 +62,7 @@ class CtxBudgetRetriever(BaseRetriever):
             ``invoke``; ``max_tokens`` is its old name).
         search: ``"documents"`` (chunks of `ContextMemory.add_documents`), ``"memories"``
             (messages, summaries and pinned facts) or ``"all"``.
-        collections: only these document collections (the ``namespace`` of ``add_documents``).
+        collections: only these document collections (the ``collection`` of ``add_documents``).
         session_id: only this session's memories.
         user_id: only this user's memories.
         fetch_k: candidates searched before packing (default ``max(4 * k, 20)``).
@@ -70,6 +75,9 @@ class CtxBudgetRetriever(BaseRetriever):
     >>> retriever = CtxBudgetRetriever(memory=mem, k=4, budget=800)  # doctest: +SKIP
     >>> docs = retriever.invoke("Where does the user live?")  # doctest: +SKIP
     """
+
+    # An unknown option (a misspelled ``budget``) is refused, naming it, not ignored.
+    model_config = ConfigDict(extra="forbid")
 
     memory: ContextMemory
     k: int = Field(default=4, ge=0)
@@ -87,6 +95,7 @@ class CtxBudgetRetriever(BaseRetriever):
         # Checked before pydantic, by the same rules as invoke's: a bad option is a
         # ConfigurationError (not a ValidationError), and k=True, "3" or 2.0 are refused here
         # as there (pydantic would turn them into numbers); numpy ints are taken.
+        refuse_unknown(data, {*type(self).model_fields, *_OLD_NAMES}, "CtxBudgetRetriever")
         for name, check in (("k", _k), ("budget", _budget), ("max_tokens", _budget)):
             if data.get(name) is not None:
                 data[name] = check(data[name], "CtxBudgetRetriever")
@@ -107,8 +116,7 @@ class CtxBudgetRetriever(BaseRetriever):
     def _old_names(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        renames = {"max_tokens": "budget", "token_counter": "counter"}
-        return renamed(data, renames, "CtxBudgetRetriever")
+        return renamed(data, _OLD_NAMES, "CtxBudgetRetriever")
 
     def _get_relevant_documents(
         self,
@@ -125,12 +133,13 @@ class CtxBudgetRetriever(BaseRetriever):
             ]
         limit = self.k if k is None else _k(k, "CtxBudgetRetriever.invoke")
         budget = self.budget if budget is None else _budget(budget, "CtxBudgetRetriever.invoke")
+        check_query(query)  # the core's check: a lone surrogate never reaches the embedder
         if limit == 0 or not query.strip():
             return []
         memory = self.memory
         scored = memory.search(
             query,
-            k=self.fetch_k or max(4 * limit, 20),
+            k=self.fetch_k or min(max(4 * limit, 20), MAX_HITS),
             kinds=_KINDS[self.search],
             session_id=self.session_id,
             user_id=self.user_id,
@@ -140,17 +149,23 @@ class CtxBudgetRetriever(BaseRetriever):
         counter = resolve_counter(self.counter, self.model)
         # One item per record: ids qualified by scope, so two collections' "guide#0" are two.
         items = [found.item(session_id=self.session_id) for found in scored]
-        hits = {item.id: found for item, found in zip(items, scored, strict=True)}
         packed = pack_documents(items, ContextAssembler(counter), budget, k=limit)
-        kept = [] if packed is None else list(packed.included)
-        kept.sort(key=lambda it: (-it.score, it.id))
+        if packed is None:
+            return []
+        # Each included item back to the hit it was made from, by position (never by an id
+        # lookup that would take another hit with the same id), then best first.
+        kept = sorted(
+            zip(packed.included, included_positions(items, packed), strict=True),
+            key=lambda pair: (-pair[0].score, pair[0].id),
+        )
         return [
-            _document(hits[it.id], it.id, it.text, it.score, counter.count(it.text)) for it in kept
+            _document(scored[index], it.id, it.text, it.score, counter.count(it.text))
+            for it, index in kept
         ]
 
 
 def _k(value: object, where: str) -> int:
-    return count(value, f"{where}: k", least=0, hint="the most documents to return, e.g. k=4")
+    return search_k(value, f"{where}: k")  # as ContextMemory.search checks its k
 
 
 def _budget(value: object, where: str) -> int:

@@ -19,6 +19,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxbudget import StoreInputError
 from langchain_ctxbudget.convert import to_record_payload
+from langchain_ctxbudget.identity import claim_owner
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -65,9 +66,11 @@ def store_messages(
 
     ``generation``: the session's, when the caller just read it (None: read here).
 
-    A key the session already holds for another message (a caller reusing ids across threads,
-    or a message edited in the state) keeps the first message: the other one is logged and
-    not stored.
+    The same message stored again (by a retry, or by another call that saw it first) is the
+    same write: the memory keeps it once, with its first timestamp, and says nothing. A key the
+    session already holds for another message (a caller reusing ids across threads, or a
+    message edited in the state) keeps the first message: the other one is logged (a warning)
+    and not stored; the rest of the call's messages are.
     """
     session, user = ids
     if generation is None:
@@ -84,59 +87,38 @@ def store_messages(
         payload = to_record_payload(message, id=k, timestamp=now)
         if payload is not None:
             payloads.append(payload)
+    if payloads and not generation:
+        # A session without records yet: its user claims it before writing, so that of two
+        # users starting it at once one is refused (`claim_owner`), never both stored in it.
+        claim_owner(memory, session, user)
     if payloads:
         try:
             # The usual case in one call: the memory checks the ids against what the session
             # holds (the same message stored before is not stored twice).
             memory.add_messages(session, payloads, user_id=user, progress=False)
         except StoreInputError:
-            _store_unchanged(memory, session, user, payloads)
+            # A real conflict (or a message the memory cannot keep): store the others.
+            add_payloads(memory, session, user, payloads)
     if generation:  # "" (no records yet) repeats after a delete: nothing is remembered under it
         known.add(scope, [k for _, k in fresh])
-
-
-def _store_unchanged(
-    memory: ContextMemory, session: str, user: str | None, payloads: list[dict[str, Any]]
-) -> None:
-    """Store the payloads whose key the session does not hold with other content."""
-    stored = {
-        r.id: r
-        for r in memory.store.get(
-            [p["id"] for p in payloads], namespace=memory.namespace, session_id=session
-        )
-    }
-    kept: list[dict[str, Any]] = []
-    for payload in payloads:
-        record = stored.get(payload["id"])
-        if record is None:
-            kept.append(payload)
-        elif (record.role, record.text) != (payload["role"], payload["text"]):
-            logger.warning(
-                "ctxbudget memory keeps the first message stored as %r in %r; the %s "
-                "message now under that id is not stored (give messages unique ids)",
-                payload["id"],
-                session,
-                payload["role"],
-            )
-    if kept:
-        add_payloads(memory, session, user, kept)
 
 
 def add_payloads(
     memory: ContextMemory, session: str, user: str | None, payloads: list[dict[str, Any]]
 ) -> None:
-    """Store payloads in one batch; if the batch is refused, each one that can be."""
-    try:
-        memory.add_messages(session, payloads, user_id=user, progress=False)
-        return
-    except StoreInputError as exc:
-        logger.warning(
-            "ctxbudget memory refused a batch of %r (%s); storing one by one", session, exc
-        )
+    """Store payloads one by one: each the memory refuses is logged (a warning), not stored.
+
+    For a batch the memory refused as a whole: an id the session holds with other content
+    keeps its first message.
+    """
     for payload in payloads:
         try:
             memory.add_messages(session, [payload], user_id=user, progress=False)
         except StoreInputError as exc:
             logger.warning(
-                "ctxbudget memory did not store %r of %r: %s", payload["id"], session, exc
+                "ctxbudget memory did not store the %s message %r of session %r: %s",
+                payload["role"],
+                payload["id"],
+                session,
+                exc,
             )

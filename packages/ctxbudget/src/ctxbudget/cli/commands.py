@@ -1,4 +1,4 @@
-"""The commands of the ctxbudget command line: demo, assemble, explain, stats, eval, mcp.
+"""The commands of the ctxbudget command line: demo, assemble, explain, stats, inspect, eval, mcp.
 
 ``ingest`` is in `ctxbudget.cli.ingest`; what the commands print, in `ctxbudget.cli.output`;
 what the store, model and budget options mean (and `UsageError`), in `ctxbudget.cli.options`.
@@ -10,14 +10,18 @@ import argparse
 import importlib.util
 import json
 import shutil
-import sys
 import tempfile
 import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.cli.options import UsageError, budget_of, open_memory
+from ctxbudget.cli.options import (
+    UsageError,
+    budget_of,
+    number_text,
+    open_memory,
+)
 from ctxbudget.cli.output import (
     budget_document,
     budget_stats_text,
@@ -25,8 +29,9 @@ from ctxbudget.cli.output import (
     warn,
 )
 from ctxbudget.core.explain import context_document
+from ctxbudget.core.numbers import count, shown
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
-from ctxbudget.extras import missing_extra, require
+from ctxbudget.extras import missing_extra
 
 __all__ = [
     "UsageError",
@@ -37,7 +42,6 @@ __all__ = [
     "eval_locomo",
     "explain",
     "int_list",
-    "mcp_server",
     "open_memory",
     "run_assembly",
     "session_warnings",
@@ -55,7 +59,7 @@ def demo(args: argparse.Namespace) -> int:
     data = resources.files("ctxbudget.demo_data")
     questions = json.loads(data.joinpath("questions.json").read_text("utf-8"))
     if not 0 <= args.question < len(questions):  # checked before any work
-        msg = f"--question must be between 0 and {len(questions) - 1}, got {args.question}"
+        msg = f"--question must be between 0 and {len(questions) - 1}, got {shown(args.question)}"
         raise UsageError(msg)
     folder = args.path if args.keep and args.path else tempfile.mkdtemp(prefix="ctxbudget-demo-")
     try:
@@ -73,7 +77,7 @@ def demo(args: argparse.Namespace) -> int:
         memory.pin(user_id="maya", text="Maya's partner is Tomás; their dog is Pixel.")
         memory.add_documents(
             [{"id": "notes", "text": data.joinpath("notes.md").read_text("utf-8")}],
-            namespace="notes",
+            collection="notes",
         )
         latest = list(sessions)[-1]
         for session in sessions:
@@ -112,6 +116,9 @@ def run_assembly(args: argparse.Namespace) -> tuple[Any, Any]:
     """The memory, and the context of ``--session`` for ``--query`` (assemble and explain)."""
     budget = budget_of(args)  # before the store is opened
     memory = open_memory(args, read_only=True)
+    # Logged only when asked (--log), and never for a session that holds nothing (a typo).
+    logged = getattr(args, "log", False) and bool(memory.history(args.session, limit=1))
+    memory.inclusion_log.enabled = logged
     ctx = memory.assemble(
         args.session,
         args.query,
@@ -203,7 +210,7 @@ def context_stats(args: argparse.Namespace) -> int:
 
     top = 10 if args.top is None else args.top
     if top < 0:
-        msg = f"--top must be 0 or more, got {top}"
+        msg = f"--top must be 0 or more, got {shown(top)}"
         raise UsageError(msg)
     plot = Path(args.plot) if args.plot else None
     if plot is not None:
@@ -221,8 +228,8 @@ def context_stats(args: argparse.Namespace) -> int:
     if not figures.assemblies:
         warn(
             f"no logged assemblies in {scope} of {memory.store.location}; ContextMemory logs "
-            "each assemble (ctxbudget assemble and explain too); check --session, --user, "
-            "--namespace and --path"
+            "each assemble (ctxbudget assemble and explain with --log); check --session, "
+            "--user, --namespace and --path"
         )
     if plot is not None:
         plot = plot_budget_stats(figures, plot, title=f"{scope}: {figures.assemblies:,} assemblies")
@@ -242,59 +249,6 @@ def context_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- mcp --------------------------------------------------------------------------------------
-def mcp_server(args: argparse.Namespace) -> int:
-    """``ctxbudget mcp``: serve the store to MCP clients (stdio, or HTTP on 127.0.0.1).
-
-    Checked before the store is opened: the ``mcp`` extra, ``--host`` (127.0.0.1 only: the
-    server has no authentication), ``--port`` (HTTP only) and ``--user``. Serves until the
-    client goes (stdio) or Ctrl+C or SIGTERM; then the memory is closed, storing every
-    acknowledged message.
-    """
-    require("mcp.server.mcpserver", "mcp", "the MCP server (ctxbudget mcp)")
-    from ctxbudget.mcp.server import build_server
-    from ctxbudget.mcp.transports import DEFAULT_PORT, HOST, Shutdown, serve
-
-    if args.host is not None and args.host != HOST:
-        msg = (
-            f"--host {args.host}: ctxbudget mcp listens on {HOST} only: it has no "
-            "authentication, so anyone who reached it could read and delete every session; "
-            "to serve other machines, put an authenticating proxy on this one in front of it"
-        )
-        raise UsageError(msg)
-    if args.transport == "stdio" and args.port is not None:
-        msg = "--port is for --transport http (stdio serves over stdin and stdout)"
-        raise UsageError(msg)
-    if args.user is not None and not args.user:
-        msg = "--user needs a user id (or leave it out to let each call name its user)"
-        raise UsageError(msg)
-    # SIGTERM stops serving; then it waits until the memory is closed (entered first, left last).
-    shutdown = args.resources.enter_context(Shutdown())
-    memory = open_memory(args)
-    server = build_server(memory, user=args.user)
-
-    def announce(url: str) -> None:
-        print(
-            f"ctxbudget: MCP server at {url} (streamable HTTP; namespace {memory.namespace!r}, "
-            f"store {memory.store.location}); stop with Ctrl+C",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    if args.transport == "stdio" and sys.stdin is not None and sys.stdin.isatty():
-        # A person started it, not a client: say what it waits for.
-        print(
-            "ctxbudget: serving MCP over stdin and stdout, for an MCP client to start (see "
-            "docs/mcp.md, or --transport http); stop with Ctrl+D",
-            file=sys.stderr,
-            flush=True,
-        )
-    with shutdown.serving():
-        port = DEFAULT_PORT if args.port is None else args.port
-        serve(server, transport=args.transport, port=port, announce=announce)
-    return 0
-
-
 # -- eval -------------------------------------------------------------------------------------
 def eval_locomo(args: argparse.Namespace) -> int:
     """``ctxbudget eval locomo``: the LoCoMo evidence-recall evaluation."""
@@ -307,7 +261,7 @@ def eval_locomo(args: argparse.Namespace) -> int:
     budgets = int_list(args.budgets, "--budgets")
     for flag, value in (("--conversations", args.conversations), ("--questions", args.questions)):
         if value is not None and value <= 0:
-            msg = f"{flag} must be a positive number, got {value}"
+            msg = f"{flag} must be a positive number, got {shown(value)}"
             raise UsageError(msg)
     try:
         forms, entities = speaker_forms(args.speakers), entity_settings(args.entities)
@@ -349,13 +303,17 @@ def eval_locomo(args: argparse.Namespace) -> int:
 
 
 def int_list(text: str, flag: str) -> list[int]:
-    """Comma-separated positive ints of `flag`; anything else is a `UsageError`."""
+    """Comma-separated positive ints of `flag`, each checked by the core; else a `UsageError`."""
+    hint = "comma-separated token counts, e.g. 1024,2048"
+    what = flag.removeprefix("--")
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        msg = f"{flag} takes comma-separated whole numbers, e.g. 1024,2048; got {text!r}"
+        values = [
+            count(number_text(part), what, hint=hint) for part in text.split(",") if part.strip()
+        ]
+    except ConfigurationError as exc:
+        msg = f"{flag}: {exc}"
         raise UsageError(msg) from exc
-    if not values or any(v <= 0 for v in values):
+    if not values:
         msg = f"{flag} needs positive token counts, got {text!r}"
         raise UsageError(msg)
     return values

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.cli.options import UsageError, open_memory
+from ctxbudget.cli.options import UsageError, open_memory, whole_number
 from ctxbudget.cli.progress import ProgressEmbedder
 from ctxbudget.errors import CtxBudgetError
 
@@ -40,7 +40,7 @@ def ingest(args: argparse.Namespace) -> int:
         try:
             ids = memory.add_documents(
                 [{"id": stem, "text": text, "source": name}],
-                namespace=args.collection,
+                collection=args.collection,
                 progress=args.progress,
             )
         except CtxBudgetError as exc:
@@ -152,11 +152,20 @@ def _read_text(path: Path) -> str:
 
 
 def _json(text: str, where: str, *, lines: bool) -> Any:
+    # Whole numbers of any length are read (Python's own int() refuses over 4,300 digits with a
+    # ValueError), so that the core's checks judge them: a 5,000-digit timestamp is refused as
+    # the core refuses it, naming the message, not as unreadable JSON.
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=whole_number)
     except json.JSONDecodeError as exc:
         line = f":{exc.lineno}" if lines else ""
         msg = f"{where}{line}: not valid JSON ({exc.msg} at column {exc.colno})"
+        raise UsageError(msg) from exc
+    except UsageError as exc:  # a number of more digits than anyone writes
+        msg = f"{where}: {exc}"
+        raise UsageError(msg) from exc
+    except ValueError as exc:  # anything else Python's json cannot make a value of
+        msg = f"{where}: not readable as JSON ({exc}); nothing was stored"
         raise UsageError(msg) from exc
     except RecursionError as exc:
         msg = f"{where}: JSON nested too deeply for Python to read; flatten it"

@@ -12,13 +12,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ctxbudget.cli.output import warn
 from ctxbudget.cli.progress import ProgressEmbedder, progress_wanted
-from ctxbudget.errors import ConfigurationError, UnknownModelError
+from ctxbudget.core.numbers import count, shown
+from ctxbudget.errors import ConfigurationError, CtxBudgetError, UnknownModelError
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -26,8 +29,11 @@ __all__ = [
     "UsageError",
     "budget_of",
     "check_model",
+    "count_flag",
     "given_window",
+    "number_text",
     "open_memory",
+    "whole_number",
 ]
 
 #: The tokens ``assemble`` and ``explain`` may use when neither ``--budget`` nor ``--window``.
@@ -39,6 +45,76 @@ DEFAULT_PATH = "./.ctxbudget"
 
 class UsageError(ConfigurationError):
     """A mistake in the command line or an input file; the message says what to fix."""
+
+
+_INTEGER = re.compile(r"[+-]?\d+(?:_\d+)*")  # as int() reads them: 1_000 and other scripts' digits
+_CHUNK = 4000  # digits converted at a time: under Python's limit on int(str) (4,300 digits)
+
+#: The most digits a whole number written as text may have (a command line's argument holds at
+#: most 131,072 characters); beyond every bound of the core by far, and still cheap to read.
+MAX_DIGITS = 200_000
+
+
+def whole_number(text: str) -> int:
+    """The int ``text`` writes in decimal (``[+-]digits``, as `int` reads it), however long.
+
+    Python's ``int(text)`` refuses more than 4,300 digits (a ``ValueError``), which would turn
+    a number far too large into "not a number": read in chunks, the core's checks say "too
+    large" instead. Over `MAX_DIGITS` digits it is a `UsageError`.
+
+    >>> whole_number("-12")
+    -12
+    >>> len(str(whole_number("9" * 5000) // 10**4990))
+    10
+    """
+    body = text.strip().lstrip("+-").replace("_", "").lstrip("0") or "0"
+    if len(body) > MAX_DIGITS:
+        msg = f"a whole number of {len(body):,} digits; numbers may have {MAX_DIGITS:,} at most"
+        raise UsageError(msg)
+    value = 0
+    for start in range(0, len(body), _CHUNK):
+        chunk = body[start : start + _CHUNK]
+        value = value * 10 ** len(chunk) + int(chunk)
+    return -value if text.strip().startswith("-") else value
+
+
+def number_text(text: str) -> object:
+    """A number as a user typed it, for the core's checks to judge: an int, else a float.
+
+    Text that writes neither (``"abc"``) is given back as it is, so the core's check names it.
+
+    >>> number_text("200"), number_text("nan"), number_text("2.5"), number_text("abc")
+    (200, nan, 2.5, 'abc')
+    """
+    if _INTEGER.fullmatch(text.strip()):
+        return whole_number(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def count_flag(
+    flag: str, example: str, *, error: type[CtxBudgetError] = ConfigurationError
+) -> Callable[[str], int]:
+    """An argparse ``type`` for ``flag``: its text read by `number_text`, checked by the core.
+
+    The check is the core's count (`ctxbudget.core.numbers.count`, as `Budget.coerce` makes
+    of a budget: any whole number up to 10**100); each command then checks its own bounds
+    (a positive budget, a port) with messages that name the flag. A refusal is argparse's
+    one ``ctxbudget: error:`` line, exit status 2.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = number_text(text)
+            hint = f"e.g. {flag} {example}"
+            return count(value, flag.removeprefix("--"), least=None, error=error, hint=hint)
+        except CtxBudgetError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    parse.__name__ = "int"  # argparse names the type in its own messages
+    return parse
 
 
 def open_memory(
@@ -137,7 +213,7 @@ def budget_of(args: argparse.Namespace) -> Any:
     from ctxbudget.errors import InvalidBudgetError
 
     if args.reserve < 0:
-        msg = f"--reserve cannot be negative, got {args.reserve}; use 0 to keep nothing free"
+        msg = f"--reserve cannot be negative, got {shown(args.reserve)}; use 0 to keep nothing free"
         raise UsageError(msg)
     if args.window is not None and args.budget is not None:
         msg = (
@@ -151,7 +227,7 @@ def budget_of(args: argparse.Namespace) -> Any:
         budget = DEFAULT_BUDGET if args.budget is None else args.budget
         flag, given, window = "--budget", budget, budget + args.reserve
     if given <= 0:
-        msg = f"{flag} must be a positive number of tokens, got {given}"
+        msg = f"{flag} must be a positive number of tokens, got {shown(given)}"
         raise UsageError(msg)
     try:
         return Budget(window=window, reserve=args.reserve)

@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ctxbudget.cli import commands as run
-from ctxbudget.cli import epilogs
+from ctxbudget.cli import epilogs, serving
 from ctxbudget.cli.ingest import index_entities, ingest
+from ctxbudget.cli.options import count_flag
 from ctxbudget.cli.output import one_line, versions
+from ctxbudget.errors import InvalidBudgetError
 
 __all__ = ["GLOBAL_OPTIONS", "CliParser", "build_parser"]
 
@@ -101,7 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--budgets", default="400,1200,4000", help="comma-separated token budgets")
     demo.add_argument("--keep", action="store_true", help="keep the demo store (with --path)")
     demo.add_argument(
-        "--question", type=int, default=1, help="which bundled question to ask (0-5, default 1)"
+        "--question",
+        type=count_flag("--question", "1"),
+        default=1,
+        help="which bundled question to ask (0-5, default 1)",
     )
     demo.set_defaults(run=run.demo)
 
@@ -151,20 +156,36 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("query", help="the user's current message")
         sub.add_argument("--session", required=True, help="the session to assemble for")
         sub.add_argument(
-            "--budget", type=int, default=None, help="tokens the context may use (default 4096)"
+            "--budget",
+            type=count_flag("--budget", "4096", error=InvalidBudgetError),
+            default=None,
+            help="tokens the context may use (default 4096)",
         )
         sub.add_argument(
             "--window",
-            type=int,
+            type=count_flag("--window", "128000", error=InvalidBudgetError),
             default=None,
             help="the model's context window in tokens, instead of --budget: the context may "
             "use it less --reserve (with an unknown --model, either counts approximately)",
         )
-        sub.add_argument("--reserve", type=int, default=0, help="tokens kept for the reply")
+        sub.add_argument(
+            "--reserve",
+            type=count_flag("--reserve", "1024", error=InvalidBudgetError),
+            default=0,
+            help="tokens kept for the reply",
+        )
         sub.add_argument("--format", choices=("messages", "text", "compact"), default="messages")
         sub.add_argument("--system", default=None, help="system prompt")
         sub.add_argument("--user", default=None, help="user id (default: from the session)")
         sub.add_argument("--json", action="store_true", help="print one JSON document")
+        sub.add_argument(
+            "--log",
+            action=argparse.BooleanOptionalAction,
+            default=False,
+            help="add this assembly to the session's inclusion log, as an application's call "
+            "would be (default: not logged, so looking changes nothing; a session that holds "
+            "no records is never logged)",
+        )
         sub.set_defaults(run=run.assemble if name == "assemble" else run.explain)
 
     stats = command(
@@ -185,7 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     logged.add_argument("--session", help="one session's log (implies --contexts)")
     logged.add_argument("--user", help="the assemblies made for one user (implies --contexts)")
     logged.add_argument(
-        "--top", type=int, help="most-pruned items listed (default 10; implies --contexts)"
+        "--top",
+        type=count_flag("--top", "10"),
+        help="most-pruned items listed (default 10; implies --contexts)",
     )
     logged.add_argument(
         "--plot",
@@ -193,6 +216,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="also draw the analytics into this PNG (needs the eval extra; implies --contexts)",
     )
     stats.set_defaults(run=run.stats)
+
+    inspect = command(
+        "inspect",
+        "a read-only local web page of every logged assembly: kept, cut, and why",
+        description="Serve a web page on 127.0.0.1 (docs/inspect.md): the sessions of "
+        "--namespace by user, each session's logged assemblies (tokens by tier against the "
+        "budget, prune reasons), one assembly's items and one message's fate; each page also "
+        "as JSON (?format=json). It only reads: nothing is logged or written. Serves until "
+        "Ctrl+C or SIGTERM.",
+    )
+    inspect.add_argument(
+        "--port",
+        type=count_flag("--port", "8765"),
+        default=8765,
+        help="the port on 127.0.0.1 (default 8765; 0: any free)",
+    )
+    inspect.set_defaults(run=serving.inspect)
 
     _add_mcp(command)
     _add_eval(command)
@@ -208,8 +248,8 @@ def _add_mcp(command: Any) -> None:
         description="Serve the store as an MCP server (docs/mcp.md): tools to remember a "
         "message or a fact, recall, build a context for a question within a token budget, "
         "list and forget sessions, in --namespace. Over stdio (what desktop clients start), "
-        "or streamable HTTP on 127.0.0.1. Serves until the client goes (stdio) or Ctrl+C; "
-        "messages it acknowledged are stored before it exits.",
+        "or streamable HTTP on 127.0.0.1. Serves until the client goes (stdio), Ctrl+C or "
+        "SIGTERM; messages it acknowledged are stored before it exits.",
     )
     served.add_argument(
         "--transport",
@@ -218,7 +258,10 @@ def _add_mcp(command: Any) -> None:
         help="stdio (default) or http: streamable HTTP at http://127.0.0.1:PORT/mcp",
     )
     served.add_argument(
-        "--port", type=int, default=None, help="the HTTP port (default 8000; 0: any free port)"
+        "--port",
+        type=count_flag("--port", "8000"),
+        default=None,
+        help="the HTTP port (default 8000; 0: any free port)",
     )
     served.add_argument(
         "--host",
@@ -231,7 +274,7 @@ def _add_mcp(command: Any) -> None:
         help="serve this user only: every call is theirs, another user_id is refused "
         "(default: each call names its user)",
     )
-    served.set_defaults(run=run.mcp_server)
+    served.set_defaults(run=serving.mcp_server)
 
 
 def _add_eval(command: Any) -> None:
@@ -271,10 +314,16 @@ def _add_eval(command: Any) -> None:
         help="the rendering every method uses (default compact)",
     )
     locomo.add_argument(
-        "--conversations", type=int, default=None, help="only the first N conversations"
+        "--conversations",
+        type=count_flag("--conversations", "2"),
+        default=None,
+        help="only the first N conversations",
     )
     locomo.add_argument(
-        "--questions", type=int, default=None, help="only the first N questions of each"
+        "--questions",
+        type=count_flag("--questions", "20"),
+        default=None,
+        help="only the first N questions of each",
     )
     locomo.add_argument(
         "--speakers",

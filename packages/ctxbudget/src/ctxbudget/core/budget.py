@@ -210,11 +210,26 @@ class Budget:
         )
 
     @classmethod
-    def coerce(cls, budget: Budget | int) -> Budget:
-        """A `Budget` from a budget or a plain token count (the whole count is available)."""
+    def coerce(cls, budget: Budget | int, *, where: str | None = None) -> Budget:
+        """A `Budget` from a budget or a plain token count (the whole count is available).
+
+        The one ``budget=`` boundary of every door: ``where`` (the door and argument as its
+        caller wrote them, e.g. ``"CtxBudgetMemory(token_limit=)"``) starts a refusal's message.
+
+        Raises:
+            InvalidBudgetError: not a `Budget` nor a positive number of tokens.
+        """
         if isinstance(budget, Budget):
             return budget
         hint = (
             "a Budget or a number of tokens, e.g. budget=4096 or budget=Budget.for_model('gpt-4o')"
         )
-        return cls(window=count(budget, "budget", least=None, error=InvalidBudgetError, hint=hint))
+        try:
+            return cls(
+                window=count(budget, "budget", least=None, error=InvalidBudgetError, hint=hint)
+            )
+        except InvalidBudgetError as exc:
+            if where is None:
+                raise
+            msg = f"{where}: {exc}"
+            raise InvalidBudgetError(msg) from exc

@@ -47,6 +47,9 @@ class Duplicate:
     def detail(self) -> str:
         """What the report says: which other item this one repeats, and how.
 
+        A copy with the same id names the kept copy's tier and score (the id alone does not
+        tell two copies apart).
+
         >>> a = ContextItem("a", "Hi", tier=Tier.RETRIEVED)
         >>> Duplicate(ContextItem("b", "hi"), "a", "content", a).detail
         "same content as a [RETRIEVED]: 'Hi'"
@@ -57,9 +60,13 @@ class Duplicate:
         what = {"id": "same id as", "content": "same content as", "near": "nearly the same as"}
         preview = kept.text.replace("\n", " ")[:40]
         text = "" if self.how == "content" and not preview else f": {preview!r}"
-        if self.how == "id" and kept.text == self.item.text:
-            text = ", same content"
-        return f"{what.get(self.how, self.how)} {kept.label} [{tier_name(kept.tier)}]{text}"
+        tier = tier_name(kept.tier)
+        if self.how == "id":
+            # Both copies have one id: the kept one is told apart by its tier and score.
+            tier = f"{tier}, score {kept.score:g}"
+            if kept.text == self.item.text:
+                text = ", same content"
+        return f"{what.get(self.how, self.how)} {kept.label} [{tier}]{text}"
 
 
 def _rank(item: ContextItem, index: int) -> tuple[int, int, float, int]:

@@ -4,6 +4,9 @@ The one way every retriever, compressor and node postprocessor fits documents: t
 assembler in the text format, within ``tokens`` counted the way the documents are sent, layout
 included (the "Relevant context" block, each document's bullet and line end). What is returned
 therefore fits ``tokens`` as one block of text, and so does each document's own text.
+
+`included_positions` maps what the report includes back to what was offered, by position: an
+adapter returns exactly the documents the report lists, even when two offered share an id.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from ctxbudget.core.items import ContextItem
 from ctxbudget.core.report import AssembledContext, PrunedItem, PruneReason
 from ctxbudget.errors import BudgetExceededError, InvalidItemError
 
-__all__ = ["pack_documents"]
+__all__ = ["included_positions", "pack_documents"]
 
 
 def pack_documents(
@@ -72,3 +75,33 @@ def pack_documents(
     ]
     kept.extend_pruned(more)
     return kept
+
+
+def included_positions(offered: Sequence[ContextItem], context: AssembledContext) -> list[int]:
+    """The position in ``offered`` of each item ``context`` includes, in the report's order.
+
+    An included item is the offered object itself, or (cut to fit) a copy with its id; of
+    offered items that share an id, the one the report includes is the one not pruned (the core
+    keeps one of them and reports the others as duplicates of it). So an adapter that returns
+    ``[given[i] for i in included_positions(items, context)]`` returns what the report lists,
+    never another object that happens to carry the same id.
+
+    Raises:
+        InvalidItemError: an included item was not offered (``context`` is another call's).
+
+    >>> a, b = ContextItem("n", "Hi."), ContextItem("n", "Hi.", tier=20)
+    >>> ctx = ContextAssembler(model="gpt-4o").assemble([a, b], budget=100, format="text")
+    >>> included_positions([a, b], ctx)
+    [1]
+    """
+    at = {id(item): index for index, item in enumerate(offered)}
+    left = {id(entry.item) for entry in context.pruned}
+    by_id = {item.id: index for index, item in enumerate(offered) if id(item) not in left}
+    positions: list[int] = []
+    for item in context.included:
+        index = at.get(id(item), by_id.get(item.id))
+        if index is None:
+            msg = f"included item {item.id!r} was not offered; pass the items this context packed"
+            raise InvalidItemError(msg)
+        positions.append(index)
+    return positions

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ctxbudget.core.numbers import shown
 from ctxbudget.errors import InvalidItemError
 
 __all__ = [
@@ -130,7 +131,7 @@ def check_caller_id(item_id: str, where: str) -> str:
     """
     given: object = item_id
     if not isinstance(given, str) or not given:
-        msg = f"{where}: an id must be a non-empty str, got {given!r:.80}"
+        msg = f"{where}: an id must be a non-empty str, got {shown(given)}"
         raise InvalidItemError(msg)
     if is_internal(item_id):
         msg = (

@@ -26,7 +26,9 @@ a message that names the value, where it came from and what to pass instead.
 
 from __future__ import annotations
 
+import itertools
 import math
+import reprlib
 from decimal import Decimal
 from numbers import Integral, Real
 
@@ -34,7 +36,7 @@ import numpy as np
 
 from ctxbudget.errors import ConfigurationError, CtxBudgetError
 
-__all__ = ["MAX_COUNT", "count", "flag", "real"]
+__all__ = ["MAX_COUNT", "count", "flag", "real", "shown"]
 
 MAX_COUNT = 10**100
 """The largest count accepted anywhere (a googol): far above any window or budget, and small
@@ -42,9 +44,57 @@ enough that printing it in a message stays cheap (Python refuses to print ints o
 4,300 digits)."""
 
 
-def _shown(value: object) -> str:
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge int"
-    return text if len(text) <= 80 else f"{text[:77]}..."
+_SHOWN = 80  # characters of a value a message shows
+_DEPTH = 4  # levels of a nested value a message shows
+
+
+def _short_repr() -> reprlib.Repr:
+    short = reprlib.Repr()
+    short.maxlevel = _DEPTH  # deeper levels are shown as "...": no recursion past them
+    short.maxstring = short.maxother = short.maxlong = _SHOWN
+    return short
+
+
+_SHORT = _short_repr()
+
+
+def _depth(value: object, limit: int) -> int:
+    """How deep ``value``'s lists, tuples and dicts nest, counted up to ``limit`` (a loop)."""
+    level, layer = 0, [value]
+    while layer and level < limit:
+        nested: list[object] = []
+        for each in layer:
+            if isinstance(each, list | tuple):
+                nested.extend(each[:8])
+            elif isinstance(each, dict):
+                nested.extend(itertools.islice(each.values(), 8))
+        if not nested and not any(isinstance(e, list | tuple | dict) for e in layer):
+            break
+        level += 1
+        layer = nested
+    return level
+
+
+def shown(value: object) -> str:
+    """``value`` as an error message shows it: at most 80 characters, whatever it holds.
+
+    A huge int, a value nested thousands of levels deep or holding millions of items costs no
+    more to show than a small one (Python's ``repr`` would fail on the first two).
+
+    >>> shown([[[[[[1]]]]]])
+    'a list nested deeper than 4 levels'
+    >>> shown(10**5000)
+    'a huge int'
+    """
+    if isinstance(value, Integral) and not isinstance(value, bool) and abs(int(value)) >= 10**30:
+        return "a huge int"
+    if isinstance(value, list | tuple | dict) and _depth(value, _DEPTH + 1) > _DEPTH:
+        return f"a {type(value).__name__} nested deeper than {_DEPTH} levels"
+    try:
+        text = repr(value) if isinstance(value, str) else _SHORT.repr(value)
+    except (RecursionError, ValueError):  # an object whose own repr recurses or fails
+        text = f"a {type(value).__name__} that cannot be shown"
+    return text if len(text) <= _SHOWN else f"{text[: _SHOWN - 3]}..."
 
 
 def count(
@@ -76,18 +126,18 @@ def count(
     if isinstance(value, bool) or not isinstance(value, Integral):
         kind = type(value).__name__
         msg = (
-            f"{what} must be an int (any integral type, numpy's too), got {_shown(value)} "
+            f"{what} must be an int (any integral type, numpy's too), got {shown(value)} "
             f"({kind}){suffix}"
         )
         raise error(msg)
     number = int(value)
     if least is not None and number < least:
         bound = {0: "0 or more", 1: "positive"}.get(least, f"at least {least:,}")
-        msg = f"{what} must be {bound}, got {_shown(number)}{suffix}"
+        msg = f"{what} must be {bound}, got {shown(number)}{suffix}"
         raise error(msg)
     if most is not None and number > most:
         limit = "10**100" if most == MAX_COUNT else f"{most:,}"
-        msg = f"{what} must be at most {limit}, got {_shown(number)}{suffix}"
+        msg = f"{what} must be at most {limit}, got {shown(number)}{suffix}"
         raise error(msg)
     return number
 
@@ -122,15 +172,15 @@ def real(
     suffix = f"; {hint}" if hint else ""
     if isinstance(value, bool) or not isinstance(value, Real | Decimal):
         kind = type(value).__name__
-        msg = f"{what} must be a number, got {_shown(value)} ({kind}){suffix}"
+        msg = f"{what} must be a number, got {shown(value)} ({kind}){suffix}"
         raise error(msg)
     try:
         number = float(value)
     except (OverflowError, ValueError) as exc:  # a Decimal or int too large for a float
-        msg = f"{what} must be a finite number, got {_shown(value)}{suffix}"
+        msg = f"{what} must be a finite number, got {shown(value)}{suffix}"
         raise error(msg) from exc
     if not math.isfinite(number):
-        msg = f"{what} must be a finite number, got {_shown(value)}{suffix}"
+        msg = f"{what} must be a finite number, got {shown(value)}{suffix}"
         raise error(msg)
     if least is not None and number < least:
         msg = f"{what} must be at least {least:g}, got {number:g}{suffix}"
@@ -156,5 +206,5 @@ def flag(value: object, what: str, *, error: type[CtxBudgetError] = Configuratio
     """
     if isinstance(value, bool | np.bool_):
         return bool(value)
-    msg = f"{what} must be True or False, got {_shown(value)}"
+    msg = f"{what} must be True or False, got {shown(value)}"
     raise error(msg)

@@ -6,7 +6,9 @@ knowledge, recent history in chronological order, and the current query last.
 
 * ``messages``: provider chat messages. The stable prefix is one system message, files,
   summaries and knowledge a second one, each history item its own message, the query a user
-  message.
+  message. A layout made with ``one_system=True`` puts all of it in the first system message
+  (adapters that send everything before the caller's own messages as one system message,
+  `ctxbudget.core.split`): it is counted as it is sent, one message overhead less.
 * ``text``: one string with ``## Section`` headers; content lines are indented on continuation,
   so content can never start a line that looks like a header.
 * ``compact``: one string, one line per item (``who|text`` under ``@section`` headers) with
@@ -52,6 +54,7 @@ from ctxbudget.core.markup import (
     file_header,
     indent_block,
 )
+from ctxbudget.core.numbers import shown
 from ctxbudget.core.rows import label, row_content
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.counter import TokenCounter
@@ -63,14 +66,22 @@ FORMATS: tuple[Format, ...] = ("messages", "text", "compact")
 
 
 class Layout:
-    """The rendering rules of one format with one counter: sections, fragments and their costs."""
+    """The rendering rules of one format with one counter: sections, fragments and their costs.
 
-    def __init__(self, fmt: Format, counter: TokenCounter) -> None:
+    Args:
+        fmt: the format.
+        counter: what counts the tokens.
+        one_system: (``messages`` only) files, summaries and knowledge go into the system
+            message of the stable prefix instead of a second one.
+    """
+
+    def __init__(self, fmt: Format, counter: TokenCounter, *, one_system: bool = False) -> None:
         if fmt not in FORMATS:
-            msg = f"format must be one of {list(FORMATS)}, got {fmt!r}"
+            msg = f"format must be one of {list(FORMATS)}, got {shown(fmt)}"
             raise InvalidItemError(msg)  # a ValueError too
         self.format: Format = fmt
         self.counter = counter
+        self.one_system = one_system
         self._headers = COMPACT_HEADERS if fmt == "compact" else TEXT_HEADERS
         self._header_cost = {s: counter.count(h) for s, h in self._headers.items()}
         self._fragments: dict[tuple[Any, ...], str] = {}
@@ -91,7 +102,8 @@ class Layout:
     def group_of(self, section: str) -> str:
         """The message a section goes into; text formats are also sent as [system, user]."""
         if self.format == "messages":
-            return SECTION_GROUPS[section]
+            group = SECTION_GROUPS[section]
+            return "prefix" if self.one_system and group == "context" else group
         return "text-query" if section == "query" else "text"
 
     # -- costs ------------------------------------------------------------------------------

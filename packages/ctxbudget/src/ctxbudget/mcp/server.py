@@ -1,27 +1,35 @@
 """The MCP server of a `ContextMemory`: its tools, their arguments and their errors.
 
 `build_server` registers each `MemoryTools` method as a tool of the official SDK's `MCPServer`,
-with a JSON schema of its arguments and a description the model reads. Arguments the schema
-refuses, and every `CtxBudgetError` a tool raises (a bad session id, a text too long, a budget
-that nothing fits), come back to the client as a tool error (``isError``) with the message; the
-server keeps serving. Tools run on worker threads (`ContextMemory` is safe across threads).
+with a JSON schema of its arguments and a description the model reads. The SDK converts no
+value: each reaches the core's own checks as the client sent it (``budget: "200"`` is refused
+as `ContextMemory.assemble` refuses it, with the same message). An argument the tool does not
+have is refused by name, and every refusal (a bad session id, a text too long, a budget that
+nothing fits, a session of another user) comes back to the client as a tool error
+(``isError``) with the message; the server keeps serving. Tools run on worker threads
+(`ContextMemory` is safe across threads).
 
 Needs the ``mcp`` extra (``pip install 'ctxbudget[mcp]'``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping
+from functools import partial
 from importlib import metadata
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ctxbudget.errors import CtxBudgetError
-from ctxbudget.mcp.tools import DEFAULT_BUDGET, MAX_K, RECALL_KINDS, Format, MemoryTools, Role
+from ctxbudget.mcp.stdio import relayed, restore
+from ctxbudget.mcp.tools import DEFAULT_BUDGET, FORMATS, RECALL_KINDS, ROLES, MemoryTools
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -42,23 +50,36 @@ always fit the budget. `recall` searches what was stored; `sessions` lists conve
 _USERS = "Pass the user's user_id on every call, so that each user's memory stays their own."
 _ONE_USER = "This server serves one user ({user}): leave user_id out."
 
-SessionId = Annotated[
-    str, Field(description="the conversation: an id you choose and keep using for it")
-]
+
+def _arg(description: str, schema: dict[str, Any]) -> Any:
+    """An argument the client's value reaches unconverted (the core checks it), with a schema.
+
+    Typed ``Any`` for the SDK, so that pydantic converts nothing (``"200"`` stays a str, ``true``
+    a bool, for the core to refuse by its own rule); ``schema`` is what clients are shown.
+    """
+    return Field(description=description, json_schema_extra=schema)
+
+
+_TEXT: dict[str, Any] = {"type": "string"}
+_OPTIONAL_TEXT: dict[str, Any] = {"type": ["string", "null"]}
+
+SessionId = Annotated[Any, _arg("the conversation: an id you choose and keep using for it", _TEXT)]
 OptionalSession = Annotated[
-    str | None, Field(description="the conversation (see remember); leave out for none")
+    Any, _arg("the conversation (see remember); leave out for none", _OPTIONAL_TEXT)
 ]
 UserId = Annotated[
-    str | None,
-    Field(
-        description="the user the call is for; each user's memory is kept apart (a server "
-        "started with --user serves that user only: leave it out)"
+    Any,
+    _arg(
+        "the user the call is for; each user's memory is kept apart (a server started with "
+        "--user serves that user only: leave it out)",
+        _OPTIONAL_TEXT,
     ),
 ]
 RecordId = Annotated[
-    str | None,
-    Field(description="your own id for it, unique in its session or user (default: a new one)"),
+    Any,
+    _arg("your own id for it, unique in its session or user (default: a new one)", _OPTIONAL_TEXT),
 ]
+Text = Annotated[Any, _arg("the message text", _TEXT)]
 
 _READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -91,14 +112,17 @@ def build_server(
 
     def remember(
         session_id: SessionId,
-        role: Annotated[Role, Field(description="who said it")],
-        text: Annotated[str, Field(description="the message text")],
+        role: Annotated[Any, _arg("who said it", {"type": "string", "enum": list(ROLES)})],
+        text: Text,
         user_id: UserId = None,
-        name: Annotated[str | None, Field(description="the speaker's name, if any")] = None,
+        name: Annotated[Any, _arg("the speaker's name, if any", _OPTIONAL_TEXT)] = None,
         id: RecordId = None,  # noqa: A002 - the tool's argument name
         timestamp: Annotated[
-            str | float | None,
-            Field(description="when it was said: ISO-8601 text or seconds since 1970 (UTC)"),
+            Any,
+            _arg(
+                "when it was said: ISO-8601 text or seconds since 1970 (UTC)",
+                {"type": ["string", "number", "null"]},
+            ),
         ] = None,
     ) -> dict[str, Any]:
         """Store one message of a conversation, in order; returns its id."""
@@ -109,7 +133,7 @@ def build_server(
         )
 
     def remember_fact(
-        text: Annotated[str, Field(description="the fact, e.g. 'Maya is vegetarian'")],
+        text: Annotated[Any, _arg("the fact, e.g. 'Maya is vegetarian'", _TEXT)],
         session_id: OptionalSession = None,
         user_id: UserId = None,
         id: RecordId = None,  # noqa: A002 - the tool's argument name
@@ -124,13 +148,25 @@ def build_server(
         )
 
     def recall(
-        query: Annotated[str, Field(description="what to look for, in words")],
+        query: Annotated[Any, _arg("what to look for, in words", _TEXT)],
         session_id: OptionalSession = None,
         user_id: UserId = None,
-        k: Annotated[int, Field(description=f"how many hits at most (1-{MAX_K})")] = 10,
+        k: Annotated[
+            Any,
+            _arg(
+                "how many hits at most (default 10)",
+                {"type": "integer", "minimum": 0},
+            ),
+        ] = 10,
         kinds: Annotated[
-            list[Literal["message", "pinned", "summary"]] | None,
-            Field(description=f"kinds of record to search (default: {list(RECALL_KINDS)})"),
+            Any,
+            _arg(
+                f"kinds of record to search (default: {list(RECALL_KINDS)})",
+                {
+                    "type": ["array", "null"],
+                    "items": {"type": "string", "enum": list(RECALL_KINDS)},
+                },
+            ),
         ] = None,
     ) -> dict[str, Any]:
         """Search stored messages, pinned facts and summaries by meaning and words.
@@ -150,17 +186,24 @@ def build_server(
 
     def context(
         session_id: SessionId,
-        question: Annotated[str, Field(description="the user's current message")],
+        question: Annotated[Any, _arg("the user's current message", _TEXT)],
         budget: Annotated[
-            int, Field(description="tokens the context may use (counted with --model)")
+            Any,
+            _arg(
+                "tokens the context may use (counted with --model)",
+                {"type": "integer", "minimum": 1},
+            ),
         ] = DEFAULT_BUDGET,
         user_id: UserId = None,
         system: Annotated[
-            str | None, Field(description="a system prompt to include (never cut)")
+            Any, _arg("a system prompt to include (never cut)", _OPTIONAL_TEXT)
         ] = None,
         format: Annotated[  # noqa: A002 - the tool's argument name
-            Format,
-            Field(description="messages (chat messages), text or compact (one text)"),
+            Any,
+            _arg(
+                "messages (chat messages), text or compact (one text)",
+                {"type": "string", "enum": list(FORMATS)},
+            ),
         ] = "messages",
     ) -> dict[str, Any]:
         """Build the context for answering a question in a conversation, within a token budget.
@@ -188,7 +231,7 @@ def build_server(
         return _tool(lambda: tools.forget_session(session_id))
 
     def forget_fact(
-        id: Annotated[str, Field(description="the fact's id, as remember_fact returned it")],  # noqa: A002
+        id: Annotated[Any, _arg("the fact's id, as remember_fact returned it", _TEXT)],  # noqa: A002
         session_id: OptionalSession = None,
         user_id: UserId = None,
     ) -> dict[str, Any]:
@@ -206,15 +249,53 @@ def build_server(
     ]
     for function, hints in registered:
         server.add_tool(function, annotations=hints, structured_output=True)
+    arguments = {
+        function.__name__: frozenset(inspect.signature(function).parameters)
+        for function, _ in registered
+    }
+    server.middleware.append(partial(_check_call, arguments))
     return server
 
 
 def _tool(work: Callable[[], _T]) -> _T:
-    """Run a tool's work; ctxbudget's errors become tool errors with their message."""
+    """Run a tool's work; its refusals become tool errors with their message.
+
+    ctxbudget's errors, and the builtin ``TypeError``/``ValueError`` the core raises for a
+    value of the wrong kind: the client's values reach the core unconverted.
+    """
     try:
         return work()
-    except CtxBudgetError as exc:
+    except (CtxBudgetError, TypeError, ValueError) as exc:
         raise ToolError(str(exc)) from exc
+
+
+async def _check_call(
+    arguments: Mapping[str, frozenset[str]], ctx: Any, call_next: CallNext
+) -> HandlerResult:
+    """Before the SDK reads a tool call: unknown argument names refused, relayed values read.
+
+    A misspelled argument would otherwise be dropped without a word (``tiemstamp``); values
+    the stdio relay could not pass as JSON the SDK reads (`ctxbudget.mcp.stdio`) are turned
+    back into what the client sent, for the core to refuse with its own message.
+    """
+    params = ctx.params
+    if ctx.method != "tools/call" or not isinstance(params, Mapping):
+        return await call_next(ctx)
+    name, given = params.get("name"), params.get("arguments")
+    known = arguments.get(name) if isinstance(name, str) else None
+    if known is None or not isinstance(given, Mapping):
+        return await call_next(ctx)
+    unknown = sorted(str(key) for key in given if key not in known)
+    if unknown:
+        msg = (
+            f"{name} has no argument {', '.join(map(repr, unknown))}: its arguments are "
+            f"{sorted(known)}; check the spelling (nothing was done)"
+        )
+        return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
+    if relayed(given):
+        params = {**params, "arguments": restore(given)}
+        return await call_next(dataclasses.replace(ctx, params=params))
+    return await call_next(ctx)
 
 
 def _version() -> str:

@@ -5,10 +5,16 @@ their argument schemas): it keeps the server's scoping, calls `ContextMemory`'s 
 returns a JSON document. A mistake raises a `CtxBudgetError` (ours, or the memory's own) whose
 message says what was wrong and what to do; the server hands it to the client as a tool error.
 
+Arguments arrive as the client sent them (JSON values, unconverted) and pass the core's own
+checks: `ContextMemory` refuses a bad budget, timestamp, role, text or id with the message it
+gives any caller (``budget: "200"`` and ``k: true`` are refused, not converted).
+
 Scoping is `ContextMemory`'s: one namespace per server (``--namespace``), a session named by
 each call (``session_id``), and a user (``user_id``). A server started for one user
 (``ctxbudget mcp --user U``) uses U on every call and refuses another user id, so its client can
-neither write as nor search another user.
+neither write as nor search another user. A call with a user never continues a session another
+user started (`ctxbudget.memory.writing.owners`): a write claims a new session for its user
+first, so of two users starting one session id at once, one is refused.
 
 >>> tools = MemoryTools(ContextMemory(path=tmp_path), user="maya")  # doctest: +SKIP
 >>> tools.remember("s1", "user", "My cat is Miso.")["user_id"]  # doctest: +SKIP
@@ -22,26 +28,40 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxbudget.core.explain import context_document
+from ctxbudget.core.numbers import shown
 from ctxbudget.errors import ConfigurationError
+from ctxbudget.memory.writing.owners import check_owner, claim_session
 from ctxbudget.store.records import require_name, scope_of
+from ctxbudget.store.search import search_k
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
     from ctxbudget.memory.reading.search import ScoredHit
 
-__all__ = ["DEFAULT_BUDGET", "MAX_K", "RECALL_KINDS", "Format", "MemoryTools", "Role"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "FORMATS",
+    "RECALL_KINDS",
+    "ROLES",
+    "Format",
+    "MemoryTools",
+    "Role",
+]
 
 #: What ``context`` may use when the call names no budget (``ctxbudget assemble``'s default).
 DEFAULT_BUDGET = 4096
-
-#: The most hits one ``recall`` returns.
-MAX_K = 100
 
 #: The kinds of record ``recall`` searches: messages, pinned facts and stored summaries.
 RECALL_KINDS: tuple[str, ...] = ("message", "pinned", "summary")
 
 Role = Literal["user", "assistant", "system"]
 Format = Literal["messages", "text", "compact"]
+
+#: The roles ``remember`` offers (its schema's enum; the memory checks the value).
+ROLES: tuple[str, ...] = ("user", "assistant", "system")
+
+#: The formats ``context`` offers (its schema's enum; the memory checks the value).
+FORMATS: tuple[str, ...] = ("messages", "text", "compact")
 
 
 class MemoryTools:
@@ -72,7 +92,7 @@ class MemoryTools:
         """Store one message of a session; acknowledged at once, stored for all to see soon."""
         user = self._user(user_id)
         stored = self.memory.add_message(
-            self._session(session_id),
+            self._session(session_id, user, write=True),
             role,
             text,
             id=id,
@@ -103,7 +123,7 @@ class MemoryTools:
                 "fact about the user, offered in every session of theirs); pass one of them"
             )
             raise ConfigurationError(msg)
-        session = None if session_id is None else self._session(session_id)
+        session = None if session_id is None else self._session(session_id, user, write=True)
         stored = self.memory.pin(session, text, user_id=user, id=id)
         return {"id": stored, "scope": _scope(session_id, user), "namespace": self.memory.namespace}
 
@@ -125,21 +145,22 @@ class MemoryTools:
                 "everything of one user): without either it would search every user's memory"
             )
             raise ConfigurationError(msg)
-        if not isinstance(query, str) or not query.strip():
-            msg = f"recall needs a query to search for (a non-empty text), got {query!r:.80}"
+        if not isinstance(query, str) or not query.strip():  # a lone surrogate: the core's refusal
+            msg = f"recall needs a query to search for (a non-empty text), got {shown(query)}"
             raise ConfigurationError(msg)
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            msg = f"k must be a whole number from 1 to {MAX_K}, got {k!r}"
-            raise ConfigurationError(msg)
-        unknown = sorted(set(kinds) - set(RECALL_KINDS))
-        if unknown or not kinds:
-            msg = f"kinds must be some of {list(RECALL_KINDS)}, got {list(kinds)!r}"
+        k = search_k(k)  # the core's check of k (ContextMemory.search's), before any work
+        if (
+            not isinstance(kinds, list | tuple)
+            or not kinds
+            or not all(isinstance(kind, str) and kind in RECALL_KINDS for kind in kinds)
+        ):
+            msg = f"kinds must be some of {list(RECALL_KINDS)}, got {kinds!r:.200}"
             raise ConfigurationError(msg)
         hits = self.memory.search(
             query,
             k=k,
             kinds=tuple(kinds),
-            session_id=None if session_id is None else self._session(session_id),
+            session_id=None if session_id is None else self._session(session_id, user),
             user_id=user,
         )
         return {
@@ -166,12 +187,9 @@ class MemoryTools:
         above ``tokens_available``), and what was included and pruned, with the reasons.
         """
         user = self._user(user_id)
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            msg = f"budget must be a positive whole number of tokens, got {budget!r}"
-            raise ConfigurationError(msg)
         memory = self.memory
         ctx = memory.assemble(
-            self._session(session_id),
+            self._session(session_id, user),
             question,
             budget=budget,
             user_id=user,
@@ -205,7 +223,7 @@ class MemoryTools:
     # -- forgetting --------------------------------------------------------------------------
     def forget_session(self, session_id: str) -> dict[str, Any]:
         """Delete every record of a session: its messages, pinned facts and summaries."""
-        removed = self.memory.delete_session(self._session(session_id))
+        removed = self.memory.delete_session(self._session(session_id, self.user))
         return {"session_id": session_id, "removed": removed, "namespace": self.memory.namespace}
 
     def forget_fact(
@@ -218,7 +236,7 @@ class MemoryTools:
         """Remove a pinned fact of a session (``session_id``) or of a user (``user_id``)."""
         user = self._user(user_id)
         if session_id is not None:
-            removed = self.memory.unpin(id, session_id=self._session(session_id))
+            removed = self.memory.unpin(id, session_id=self._session(session_id, user))
         elif user is not None:
             removed = self.memory.unpin(id, user_id=user)
         else:
@@ -230,25 +248,33 @@ class MemoryTools:
         return {"id": id, "scope": _scope(session_id, user), "removed": removed}
 
     # -- scoping -----------------------------------------------------------------------------
-    # -- scoping -----------------------------------------------------------------------------
-    def _session(self, session_id: str) -> str:
-        """A session of a call: with ``--user``, one this user started (or a new one).
+    def _session(self, session_id: str, user: str | None, *, write: bool = False) -> str:
+        """A session of a call for ``user``: never one another user started.
 
-        A session id is the key to its records; a server that serves one user refuses a
-        session another user started, so its client never reads, writes or deletes it.
+        A write claims a new session for ``user`` first (`claim_session`: of two users writing
+        one new session id at once, one is refused); a read checks the owner the session's
+        stamp names. A session id is no key to another user's conversation.
         """
         require_name("session_id", session_id)
-        if self.user is not None:
-            memory = self.memory
+        if user is None:
+            return session_id
+        memory = self.memory
+        if write:
+            claim_session(memory, session_id, user_id=user, door=self._door)
+        else:
             stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session_id)
-            if stamp is not None and stamp.owner not in ("", self.user):
-                msg = (
-                    f"session {session_id!r} belongs to another user: this server serves "
-                    f"{self.user!r} only (ctxbudget mcp --user {self.user}); use one of its "
-                    "sessions (the sessions tool lists them) or a new session id"
-                )
-                raise ConfigurationError(msg)
+            check_owner(
+                stamp,
+                namespace=memory.namespace,
+                session_id=session_id,
+                user_id=user,
+                door=self._door,
+            )
         return session_id
+
+    @property
+    def _door(self) -> str:
+        return "ctxbudget mcp" if self.user is None else f"ctxbudget mcp --user {self.user}"
 
     def _user(self, given: str | None) -> str | None:
         """The user of a call: the server's own (``--user``), else the one the call names."""

@@ -10,18 +10,20 @@ starts, so a port in use is a `ConfigurationError` naming it, and port 0 takes a
 (`serve` announces the address it got). The SDK checks each request's ``Host`` and ``Origin``
 against the loopback names (DNS rebinding protection).
 
-Stopping: on stdio, when the client closes stdin (or sends SIGTERM); on HTTP, on Ctrl+C or
-SIGTERM. `Shutdown` makes SIGTERM end serving as Ctrl+C does, then ignores it while the caller
-closes the memory, which stores every message the tools acknowledged.
+Stopping: when the client closes stdin (stdio), or on SIGTERM or SIGINT (Ctrl+C) whatever
+stdin does. `Shutdown` turns either signal into a stop request: during start-up it ends the
+command at once; while serving, it ends serving as a client leaving does (stdio: the relay of
+`ctxbudget.mcp.stdio` ends the SDK's input; HTTP: uvicorn's own stop), so replies in flight are
+sent; then both signals are ignored while the caller closes the memory, which stores every
+message the tools acknowledged. The exit status is 0 after SIGTERM and 130 after SIGINT.
 """
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from types import FrameType
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from ctxbudget.errors import ConfigurationError
+from ctxbudget.mcp.stdio import relayed_stdin
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -54,24 +57,29 @@ def serve(
     transport: Transport = "stdio",
     port: int = DEFAULT_PORT,
     announce: Callable[[str], None] | None = None,
+    shutdown: Shutdown | None = None,
 ) -> None:
-    """Serve ``server`` until the client goes (stdio) or the process is told to stop (HTTP).
+    """Serve ``server`` until the client goes (stdio) or the process is told to stop.
 
     Args:
         server: the server (`ctxbudget.mcp.server.build_server`).
         transport: ``"stdio"`` or ``"http"`` (streamable HTTP on `HOST`).
         port: the HTTP port; 0 takes any free one.
         announce: called with the HTTP address once it accepts connections.
+        shutdown: the `Shutdown` whose stop request ends serving (SIGTERM, SIGINT).
 
     Raises:
         ConfigurationError: an unknown transport, or a port that cannot be listened on.
     """
-    if transport == "stdio":
-        anyio.run(_quiet_on_stop, server.run_stdio_async)
-        return
-    if transport != "http":
+    if transport not in ("stdio", "http"):
         msg = f"transport must be 'stdio' or 'http', got {transport!r}"
         raise ConfigurationError(msg)
+    if shutdown is not None and shutdown.requested is not None:
+        return  # told to stop before serving started
+    if transport == "stdio":
+        with relayed_stdin() as stop, _stops(shutdown, stop):
+            anyio.run(server.run_stdio_async)
+        return
     import uvicorn
 
     sock = listen(port)
@@ -80,33 +88,28 @@ def serve(
         config = uvicorn.Config(
             app, host=HOST, log_level="warning", log_config=None, access_log=False
         )
+        served = uvicorn.Server(config)
         if announce is not None:
             announce(f"http://{HOST}:{sock.getsockname()[1]}{PATH}")
-        anyio.run(partial(uvicorn.Server(config).serve, sockets=[sock]))
+        with _stops(shutdown, partial(setattr, served, "should_exit", True)):
+            anyio.run(partial(served.serve, sockets=[sock]))
     finally:
         sock.close()
 
 
-async def _quiet_on_stop(run: Callable[[], Awaitable[None]]) -> None:
-    """``run()``, with the loop quiet about the ``SystemExit(0)`` of a SIGTERM (`Shutdown`).
-
-    The exit may land in any task; asyncio would log it as an unhandled error of the tasks it
-    ends (with a traceback on stderr), though stopping on SIGTERM is a normal end.
-    """
-    loop = asyncio.get_running_loop()
-
-    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        if not _is_exit(context.get("exception")):
-            loop.default_exception_handler(context)
-
-    loop.set_exception_handler(handle)
-    await run()
-
-
-def _is_exit(error: object) -> bool:
-    if isinstance(error, BaseExceptionGroup):
-        return all(_is_exit(inner) for inner in error.exceptions)
-    return isinstance(error, SystemExit) and error.code in (0, None)
+@contextmanager
+def _stops(shutdown: Shutdown | None, stop: Callable[[], None]) -> Iterator[None]:
+    """``stop`` called on ``shutdown``'s stop request while inside (at once if already made)."""
+    if shutdown is None:
+        yield
+        return
+    shutdown.on_stop = stop
+    try:
+        if shutdown.requested is not None:
+            stop()
+        yield
+    finally:
+        shutdown.on_stop = None
 
 
 def listen(port: int) -> socket.socket:
@@ -135,40 +138,58 @@ def listen(port: int) -> socket.socket:
 
 
 class Shutdown:
-    """SIGTERM ends serving as Ctrl+C does, and is ignored once serving has ended.
+    """SIGTERM and SIGINT stop the server, whatever stdin does; ignored once serving has ended.
 
-    Enter it before opening the memory and leave it after closing it: inside `serving`, SIGTERM
-    raises ``SystemExit(0)`` (a client stopping its server is a normal end); after, while the
-    memory closes and stores what was acknowledged, SIGTERM is ignored; on exit the previous
-    handler is back. Outside the main thread (where Python cannot set handlers) it does nothing.
+    Enter it before opening the memory and leave it after closing it. During start-up, a
+    signal ends the command at once (``SystemExit(0)`` for SIGTERM, ``KeyboardInterrupt`` for
+    SIGINT: nothing was acknowledged yet). Inside `serving`, it is a stop request
+    (`requested`): `serve` ends serving as a client leaving does (`on_stop`), and the caller
+    then closes the memory, storing what was acknowledged; meanwhile both signals are ignored.
+    On exit the previous handlers are back. Outside the main thread (where Python cannot set
+    handlers) it does nothing.
     """
 
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
     def __init__(self) -> None:
-        self._serving = False
-        self._previous: Any = None
-        self._installed = False
+        self.requested: int | None = None
+        """The signal that asked to stop (None: none yet)."""
+        self.on_stop: Callable[[], None] | None = None
+        """What ends serving (set by `serve` while it serves)."""
+        self._phase = "starting"
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> Shutdown:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-            self._installed = True
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._installed = False
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous.clear()
 
     @contextmanager
     def serving(self) -> Iterator[None]:
-        """The stretch in which SIGTERM stops the server."""
-        self._serving = True
+        """The stretch in which a signal stops serving; after it, signals are ignored."""
+        self._phase = "serving"
         try:
             yield
         finally:
-            self._serving = False
+            self._phase = "closing"
+
+    def exit_status(self) -> int:
+        """0, or 130 when SIGINT stopped the server (Ctrl+C: the shell's convention)."""
+        return 130 if self.requested == signal.SIGINT else 0
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self._serving:
-            self._serving = False  # once: a second SIGTERM must not cut the stop short
+        if self.requested is not None or self._phase == "closing":
+            return  # once: a second signal must not cut the stop short
+        self.requested = signum
+        if self._phase == "starting":
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
             raise SystemExit(0)
+        if self.on_stop is not None:
+            self.on_stop()

@@ -16,6 +16,19 @@ loop waiting behind many busy threads lags (docs/benchmarks.md, "Async").
 Adapters run their whole sync path for a call the same way (`ContextMemory.arun`), so the
 LangChain middleware's and LlamaIndex memory's async methods do not use the loop's default
 executor, which other libraries share.
+
+Cancelled calls (the rule for every ``a``-method and `ContextMemory.arun`): **a cancelled call
+either has no effect or finishes before the same caller's next call starts.** A call still
+queued for a worker is dropped (it never runs); a call already running on a worker cannot be
+cut, so the cancelled coroutine waits for it to end (its result or error is dropped) before the
+cancellation reaches the caller. Cancelling ``adelete_session`` and then adding a message to the
+same session can therefore never lose that message. The price: a cancel (a timeout too) takes
+effect only when the running call ends, as a sync call would. (``task.cancel()`` only asks: a
+caller awaits the task before its next call, as ``asyncio.timeout``, ``wait_for`` and task
+groups do.)
+
+Closed: after ``close()``/``aclose()`` every ``a``-method raises `MemoryClosedError` when it is
+awaited, as its sync twin does (`ctxbudget.store.client.Closable`); ``aclose`` again does nothing.
 """
 
 from __future__ import annotations
@@ -43,7 +56,7 @@ class AsyncRunner:
     """A memory's worker threads for its async methods, created on first use.
 
     A forked child gets new threads (the parent's do not exist there); after `close`, the next
-    call starts them again, so an async call after ``close`` fails as the sync one does.
+    call starts them again (a closed memory raises before it gets here).
     """
 
     def __init__(self, workers: int | None = None) -> None:
@@ -60,11 +73,20 @@ class AsyncRunner:
             return self._pool
 
     async def run(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-        """``func(*args, **kwargs)`` on a worker thread, in a copy of the caller's context."""
-        loop = asyncio.get_running_loop()
+        """``func(*args, **kwargs)`` on a worker thread, in a copy of the caller's context.
+
+        Cancelled, it has no effect (not started yet) or returns once ``func`` ended.
+        """
         context = contextvars.copy_context()
         call = functools.partial(context.run, func, *args, **kwargs)
-        return await loop.run_in_executor(self._executor(), call)
+        started = self._executor().submit(call)
+        running = asyncio.wrap_future(started)
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            if not started.cancel():  # running already: it cannot be cut, so let it end first
+                await _until_done(running)
+            raise
 
     def close(self) -> None:
         """Let the threads end once their calls return (a call in flight is not cut)."""
@@ -74,18 +96,31 @@ class AsyncRunner:
             pool.shutdown(wait=False)
 
 
+async def _until_done(running: asyncio.Future[Any]) -> None:
+    # Cancelled again while waiting: wait on (the first cancellation is raised afterwards).
+    while not running.done():
+        try:
+            await asyncio.wait([running])
+        except asyncio.CancelledError:
+            continue
+    if not running.cancelled():
+        running.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
 def awaitable(
     method: Callable[Concatenate[S, P], R],
 ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
     """The async twin of a `ContextMemory` method: the same arguments, the same result.
 
-    The result runs ``method`` on the memory's worker threads (``self.arun``).
+    The result runs the memory's own ``method`` (as the instance has it: checked open) on the
+    memory's worker threads (``self.arun``), under the cancellation rule above.
     """
+    name = method.__name__
 
     @functools.wraps(method)
     async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         run: Callable[..., Coroutine[Any, Any, R]] = self.arun  # type: ignore[attr-defined]
-        return await run(method, self, *args, **kwargs)
+        return await run(getattr(self, name), *args, **kwargs)
 
     twin.__name__ = f"a{method.__name__}"
     twin.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.a{method.__name__}".lstrip(".")

@@ -21,6 +21,7 @@ scoring formulas, strategies and the plan of one call), `log` (every assembly's 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
@@ -28,6 +29,7 @@ from typing import Any, ParamSpec, TypeVar
 from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.items import ContextItem
+from ctxbudget.core.numbers import flag
 from ctxbudget.core.prefix import PreviousContexts
 from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import AssembledContext
@@ -47,6 +49,7 @@ from ctxbudget.memory.reading.candidates import (
     gather,
     offered,
 )
+from ctxbudget.memory.reading.rerank import RerankWarnings, rerank
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.search import ScoredHit, scored_search
 from ctxbudget.memory.reading.session_index import SessionIndexes
@@ -54,7 +57,9 @@ from ctxbudget.memory.upkeep.api import SessionUpkeep
 from ctxbudget.memory.writing.api import MemoryWrites
 from ctxbudget.memory.writing.opening import open_write_behind
 from ctxbudget.store.chroma_store import ChromaStore
+from ctxbudget.store.client import Closable
 from ctxbudget.store.records import Record
+from ctxbudget.store.search import search_k
 from ctxbudget.telemetry.operations import candidates_span, memory_assembly_span, search_span
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -64,7 +69,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
+class ContextMemory(Closable, MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
     """Memory for an LLM app: store everything, assemble what matters within a token budget.
 
     Args:
@@ -90,7 +95,8 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
             the built-in rules, no model; `ctxbudget.memory.entities`, docs/entities.md).
 
     Ids are unique within their scope (session, user, document collection); how ids, scopes
-    and tool calls are kept and shown is in docs/concepts.md ("Ids", "Tool calls").
+    and tool calls are kept and shown is in docs/concepts.md ("Ids", "Tool calls"). After
+    `close`, every method (sync and async) raises `MemoryClosedError` (`Closable`).
 
     >>> mem = ContextMemory(path=tmp_path)  # doctest: +SKIP
     >>> mem.add_message("s1", "user", "I moved to Lisbon in May", id="m1")  # doctest: +SKIP
@@ -114,6 +120,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         inclusion_log: bool | InclusionLogConfig = True,
         entity_extractor: EntityExtractor | None = None,
     ) -> None:
+        self._closing = threading.Lock()
         if store is None:
             chosen: Embedder | None = None if embedder is None else as_embedder(embedder)
             store = ChromaStore(path, url=chroma_url, client=client, embedder=chosen)
@@ -132,6 +139,7 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         self.previous_contexts = PreviousContexts()  # each session's last, for previous=
         self._log = self._open_log(inclusion_log)
         self._async = AsyncRunner()  # the threads of the async methods, on first use
+        self._rerank_warnings = RerankWarnings()  # each kind of reranker failure, logged once
 
     def counter_for(self, model: str | None) -> TokenCounter:
         """The (cached) token counter of ``model`` (the default model when None)."""
@@ -272,14 +280,15 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         added to be stored (a failure of earlier writes is still raised); ``strategy``: as in
         `assemble`.
         """
-        if wait:
+        if flag(wait, "wait"):
             self._settle()
         elif self._behind is not None:
             self._behind.check()
+        config = plan_for(self.config, self.strategy, strategy).config
         found = gather(
             self.store,
             self.namespace,
-            plan_for(self.config, self.strategy, strategy).config,
+            config,
             indexes=self._indexes,
             vectors=self._vectors,
             index_counter=self.counter.name,
@@ -296,6 +305,8 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
             search_recent=search_recent,
             entities=self._entities,
         )
+        if config.reranker is not None:  # the user's ranking of the best (reading.rerank)
+            found = rerank(found, query, config, self._rerank_warnings)
         return self._with_access(session_id, found)
 
     @search_span
@@ -320,13 +331,14 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         documents as in `assemble`; ``vector`` is the query's embedding when the caller has it;
         ``strategy`` (as in `assemble`) sets the scoring weights.
         """
+        hits = search_k(k)
         self._settle()
         return scored_search(
             self.store,
             self.namespace,
             plan_for(self.config, self.strategy, strategy).config,
             query,
-            k=k,
+            k=hits,
             kinds=kinds,
             session_id=session_id,
             user_id=user_id,
@@ -335,12 +347,24 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
         )
 
     def close(self) -> None:
-        """Store the acknowledged messages, then release the store's client."""
-        self._entities.close()
-        if self._behind is not None:
-            self._behind.close()
-        self.store.close()
-        self._async.close()
+        """Store the acknowledged messages, then release the store; closing again does nothing.
+
+        From the start of ``close``, every other call raises `MemoryClosedError`.
+        """
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._entities.close()
+            if self._behind is not None:
+                self._behind.close()
+            self.store.close()
+        finally:
+            self._async.close()
+
+    def _where(self) -> str:
+        return f"namespace {self.namespace!r} in {self.store.location}"
 
     # -- async (ctxbudget.memory.awaitable): the same calls, off the event loop ---------------
     async def arun(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -356,7 +380,6 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
     asearch = awaitable(search)
     ahistory = awaitable(history)
     aflush = awaitable(flush)
-    aclose = awaitable(close)
     aadd_message = awaitable(MemoryWrites.add_message)
     aadd_messages = awaitable(MemoryWrites.add_messages)
     apin = awaitable(MemoryWrites.pin)
@@ -364,6 +387,11 @@ class ContextMemory(MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
     aclear = awaitable(SessionUpkeep.clear)
     adelete_session = awaitable(SessionUpkeep.delete_session)
     adelete_user = awaitable(SessionUpkeep.delete_user)
+
+    async def aclose(self) -> None:
+        """Async `close` (on a closed memory, nothing to do)."""
+        if not self._closed:
+            await self._async.run(self.close)
 
     def __enter__(self) -> ContextMemory:
         return self

@@ -10,19 +10,26 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from decimal import Decimal
+from numbers import Integral, Real
 from typing import Any
 
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.core.items import ContextItem
+from ctxbudget.core.numbers import MAX_COUNT, shown
 from ctxbudget.core.toolcalls import normalize_tool_calls
 from ctxbudget.errors import InvalidItemError, StoreInputError
-from ctxbudget.store.records import MetadataValue, first_surrogate
+from ctxbudget.store.records import MetadataValue, first_surrogate, require_name
+from ctxbudget.tokens.backends import check_text
 
 __all__ = [
+    "check_batch_size",
     "check_message_id",
+    "check_query",
     "document_parts",
     "documents_arg",
     "extra_items",
+    "given_id",
     "message_calls",
     "to_timestamp",
     "user_metadata",
@@ -31,27 +38,51 @@ __all__ = [
 _UNWRITTEN = "; nothing was written"
 
 
+def check_query(query: object) -> str:
+    """``query`` if it can be searched for and sent to a model: a str of valid Unicode.
+
+    The check every door makes of a query (`ContextMemory.search`, the adapters' retrievers,
+    compressor and postprocessor), before it is embedded, logged or put in a span.
+
+    Raises:
+        InvalidItemError: not a str, or a lone surrogate (``"query: text has a lone surrogate
+            ..."``).
+    """
+    if not isinstance(query, str):
+        msg = f"query must be a str (the text to search for), got {shown(query)}"
+        raise InvalidItemError(msg)
+    try:
+        check_text(query)
+    except InvalidItemError as exc:
+        msg = f"query: {exc}"
+        raise InvalidItemError(msg) from exc
+    return query
+
+
 def to_timestamp(value: float | int | datetime | str | None) -> float | None:
-    """Seconds since the epoch from a number, a datetime (naive means UTC) or ISO-8601 text."""
+    """Seconds since the epoch from a number, a datetime (naive means UTC) or ISO-8601 text.
+
+    Any number but a bool is taken (numpy's too); one too large for a float is not a date.
+    """
     if value is None:
         return None
     if isinstance(value, bool):
         msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {value!r}"
         raise InvalidItemError(msg)
     try:
-        if isinstance(value, int | float):
+        if isinstance(value, Real | Decimal):
             return float(value)
         if isinstance(value, datetime):
             moment = value if value.tzinfo else value.replace(tzinfo=UTC)
             return moment.timestamp()
     except (OverflowError, ValueError, OSError) as exc:
-        msg = f"timestamp {value!r} is not a date ({exc}); pass seconds since 1970-01-01 UTC"
+        msg = f"timestamp {shown(value)} is not a date ({exc}); pass seconds since 1970-01-01 UTC"
         raise InvalidItemError(msg) from exc
     if isinstance(value, str):
         try:
             return to_timestamp(datetime.fromisoformat(value.replace("Z", "+00:00")))
         except ValueError as exc:
-            msg = f"timestamp {value!r} is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)"
+            msg = f"timestamp {shown(value)} is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)"
             raise InvalidItemError(msg) from exc
     msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {type(value).__name__}"
     raise InvalidItemError(msg)
@@ -59,15 +90,17 @@ def to_timestamp(value: float | int | datetime | str | None) -> float | None:
 
 def documents_arg(documents: object) -> bool | str | Sequence[str]:
     """``documents`` as `ContextMemory.assemble` takes it (an empty list: no documents)."""
-    if isinstance(documents, bool) or (isinstance(documents, str) and documents):
+    if isinstance(documents, bool):
+        return documents
+    if isinstance(documents, str) and documents and first_surrogate(documents) is None:
         return documents
     if isinstance(documents, Sequence) and not isinstance(documents, str):
         names = list(documents)
-        if all(isinstance(name, str) and name for name in names):
+        if all(isinstance(name, str) and name and first_surrogate(name) is None for name in names):
             return names if names else False
     msg = (
         "documents must be True (all collections), False (none), a collection name or a list "
-        f"of them, got {documents!r:.80}"
+        f"of them, got {shown(documents)}"
     )
     raise InvalidItemError(msg)
 
@@ -79,7 +112,7 @@ def document_parts(
     if isinstance(document, str):
         doc_id, text, source, metadata = None, document, None, {}
     elif isinstance(document, tuple) and len(document) == 2:
-        doc_id, text, source, metadata = str(document[0]), document[1], None, {}
+        doc_id, text, source, metadata = document[0], document[1], None, {}
     elif isinstance(document, Mapping):
         doc_id = document.get("id")
         text = document.get("text", document.get("page_content"))
@@ -99,7 +132,40 @@ def document_parts(
     if problem is not None:  # before it is cut into chunks: counting it would fail
         msg = f"document {index}: text {problem}"
         raise StoreInputError(msg)
-    return (str(doc_id) if doc_id else None), text, source, metadata
+    if source is not None and source != "":
+        source = require_name(f"document {index}: source", source)
+    source = source or None
+    return (
+        given_id(f"document {index}", doc_id, "None for one from its text"),
+        text,
+        source,
+        metadata,
+    )
+
+
+def check_batch_size(value: object) -> int:
+    """``batch_size`` of `ContextMemory.add_messages`: a positive int (numpy's too)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Integral)
+        or not 1 <= int(value) <= MAX_COUNT
+    ):
+        msg = f"batch_size must be a positive int, got {shown(value)}"
+        raise StoreInputError(msg)
+    return int(value)
+
+
+def given_id(what: str, given: object, otherwise: str) -> str | None:
+    """A caller's id of a message or document as a str (an int too); None when not given."""
+    if given is None or given == "":
+        return None
+    if isinstance(given, str) or (
+        isinstance(given, int) and not isinstance(given, bool) and abs(given) < 10**30
+    ):  # str() of a 4,300-digit int fails
+        check_message_id(str(given), what)
+        return str(given)
+    msg = f"{what}: id must be a str (or {otherwise}), got {shown(given)}"
+    raise StoreInputError(msg)
 
 
 def user_metadata(

@@ -6,15 +6,17 @@
 - `layout`: a collection per user (partitions) and the store's ``meta`` (`Collections`: the one
   place that names and opens collections); `migration`: opening an older layout.
 - `sessions`: session entries (home partition, counter, the generation copies in memory are
-  keyed by) and which partitions a read touches; `keys`: the selective keys reads filter on, so
-  a read costs what its session holds.
+  keyed by) and which partitions a read touches; `stamps`: the entries and stamps as stored;
+  `session_methods`: `ChromaStore`'s stamp, owner and view methods (one of its bases); `keys`:
+  the selective keys reads filter on, so a read costs what its session holds.
 - `sequences`: ``seq`` numbers per session, unique across processes; `vectors`: the embedder
   and the dimension a store holds.
 - `writes`, `search`, `reads`, `deletes`: adding, searching, reading and deleting records
   (`deletes` also holds `ChromaStore`'s deleting methods, as one of its bases).
 - beside the records: `context_log` (each session's log of assemblies) and `doc_entities` (which
   document chunks name which entity); `journal`: messages acknowledged, not yet stored, and
-  `journal_lines`: its line format, read back strictly (what it did not write is quarantined).
+  `journal_lines`: its line format, read back strictly (what it did not write is quarantined);
+  `first_write`: storing them when another writer stored an id first (the first write wins).
 - `records`: `Record` and the codec between records and Chroma rows; `validate`, `filters`.
 - `client`: importing Chroma, clients that cannot hang, classifying failed writes.
 - `retry`: `RetryPolicy`; `lock`: one writer per embedded folder.

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxbudget.embed.base import Embedder, as_embedder, default_embedder
 from ctxbudget.errors import StoreError, StoreInputError
-from ctxbudget.store.client import import_chromadb, valid_collection_name
+from ctxbudget.store.client import Closable, import_chromadb, valid_collection_name
 from ctxbudget.store.connection import Connection
 from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.deletes import DeleteMethods, Deleter
@@ -35,12 +35,12 @@ from ctxbudget.store.records import (
     MetadataValue,
     Record,
     StoreStats,
-    require_name,
 )
 from ctxbudget.store.retry import RetryPolicy
 from ctxbudget.store.search import search_many
 from ctxbudget.store.sequences import Sequences
-from ctxbudget.store.sessions import Sessions, Stamp
+from ctxbudget.store.session_methods import SessionMethods
+from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.vectors import Vectors
 from ctxbudget.store.writes import Writer, check_batch
 
@@ -63,7 +63,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class ChromaStore(DeleteMethods):
+class ChromaStore(Closable, SessionMethods, DeleteMethods):
     """Records and their vectors in Chroma: embedded (a local folder) or a Chroma server.
 
     Which Chroma: an explicit ``client``, else ``url`` (a server), else an embedded Chroma in
@@ -92,6 +92,8 @@ class ChromaStore(DeleteMethods):
     >>> ChromaStore("./memory").add([hi])[0].seq  # doctest: +SKIP
     0
     """
+
+    _open_again = "ChromaStore or ContextMemory"  # a memory closes its store with it
 
     def __init__(
         self,
@@ -126,7 +128,7 @@ class ChromaStore(DeleteMethods):
             self._deleter = Deleter(cols, self._sessions)
             self.on_close(self._deleter.logs.close)  # queued log records are written first
             if self.folder is not None:  # what a process that died acknowledged, stored first
-                replay(self.folder / JOURNAL_FOLDER / self._name, self.add)
+                replay(self.folder / JOURNAL_FOLDER / self._name, self.add, get=self.get)
         except StoreError:
             self.close()
             raise
@@ -166,11 +168,15 @@ class ChromaStore(DeleteMethods):
         self._on_close.append(callback)
 
     def close(self) -> None:
-        """Release the Chroma client if the store created it (idempotent)."""
+        """Release the Chroma client if the store created it (idempotent; then see `Closable`)."""
         callbacks, self._on_close = getattr(self, "_on_close", []), []
         for callback in callbacks:
             callback()
+        self._closed = True
         self._conn.close()
+
+    def _where(self) -> str:
+        return f"{self.location}, collection {self._name!r}"
 
     def __enter__(self) -> ChromaStore:
         return self
@@ -183,9 +189,10 @@ class ChromaStore(DeleteMethods):
         """Store records; messages get their ``seq``.
 
         Everything is checked before anything is written. Re-adding a record whose content is
-        already stored is a no-op; a stored id with different content is refused unless
-        ``replace=True`` (a replaced message keeps its seq). ``seq`` and ``tokens`` do not count
-        as content.
+        already stored is a no-op (a message that differs only by its timestamp too: the first
+        stays; `ctxbudget.store.validate.same_write`); a stored id with different content is
+        refused unless ``replace=True`` (a replaced message keeps its seq). ``seq`` and
+        ``tokens`` do not count as content.
 
         Returns:
             The stored records, in the order given, with ``seq`` set on messages.
@@ -231,39 +238,6 @@ class ChromaStore(DeleteMethods):
     ) -> list[tuple[Record, list[float]]]:
         """A session's messages (or those at ``seqs``) with their vectors, for a copy in memory."""
         return self._reader.message_vectors(namespace=namespace, session_id=session_id, seqs=seqs)
-
-    def session_stamp(self, *, namespace: str, session_id: str) -> Stamp | None:
-        """The session's `Stamp` (None: it has no records), in one read by id.
-
-        What a copy of anything read from the session, kept between calls, is checked against:
-        its ``generation`` changes with every delete or replace of the session's records and
-        when the session is deleted and started again.
-        """
-        entry = self._sessions.entry(
-            require_name("namespace", namespace), require_name("session_id", session_id)
-        )
-        return None if entry is None else entry.stamp()
-
-    def session_view(
-        self,
-        *,
-        namespace: str,
-        session_id: str,
-        recent: int,
-        user_id: str | None = None,
-        held: Stamp | None = None,
-    ) -> SessionView:
-        """What one call needs of a session, in one or two Chroma calls (`SessionView`).
-
-        The last ``recent`` messages (at least the newest), the session's pins and summaries,
-        and the user-wide pins of ``user_id`` (default: the user who started the session), with
-        a `Stamp` whose generation changes whenever a copy of the session kept in memory would
-        be stale. ``held``: the stamp of such a copy (its ``last``: the copy's newest seq); if
-        of the current generation, only newer messages are read.
-        """
-        return self._reader.view(
-            namespace=namespace, session_id=session_id, limit=recent, user_id=user_id, held=held
-        )
 
     def find(
         self,

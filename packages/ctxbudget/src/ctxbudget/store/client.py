@@ -3,23 +3,32 @@
 Helpers of `ctxbudget.store.chroma_store`. chromadb's behaviours worked around here (checked on
 chromadb 1.5.9): its HTTP client has no timeout; an error reply that is not Chroma's own (a
 proxy's 503) surfaces as a bare ``Exception``; a failed embedded open leaves a broken System
-cached for the folder; and a full disk shows as "Failed to apply logs to the metadata segment".
+cached for the folder; a full disk shows as "Failed to apply logs to the metadata segment"; and
+a closed embedded client fails every later call with ``AttributeError: 'RustBindingsAPI' object
+has no attribute 'bindings'``. So closed is one rule (`Closable`): once ``close()`` ran, every
+public method of a store or memory raises `MemoryClosedError` before it reaches Chroma.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.errors import StoreInputError
+from ctxbudget.errors import MemoryClosedError, StoreInputError
 from ctxbudget.extras import missing_extra
 from ctxbudget.store.retry import causes
 
 __all__ = [
+    "CLOSE_METHODS",
+    "Closable",
     "close_client",
+    "closed_message",
     "file_size_limit",
     "forget_failed_system",
     "http_client",
@@ -190,6 +199,71 @@ def write_problem(folder: Path) -> tuple[str, str] | None:
             )
             return problem, "raise the limit (ulimit -f)"
     return None
+
+
+CLOSE_METHODS = frozenset({"close", "aclose"})
+"""The public methods of a `Closable` that a closed object still answers (closing is a no-op)."""
+
+
+def closed_message(what: str, where: str, again: str | None = None) -> str:
+    """The `MemoryClosedError` message: what was closed, where its data is, what to open again."""
+    return (
+        f"this {what} ({where}) was closed and cannot be used any more (nothing was done); "
+        f"its data is still there: open a new {again or what} on it to go on"
+    )
+
+
+class Closable:
+    """A base whose public methods (its subclasses' and their other bases' too) check it is open.
+
+    Every public function found on a subclass, except `CLOSE_METHODS`, is wrapped once so that
+    ``self._check_open()`` runs first (an async method's check runs when it is awaited); a
+    method added later cannot escape the rule. Properties are left as they are: what they
+    return reaches Chroma only through the store, which checks too. A subclass sets
+    ``self._closed = True`` when it closes and says where its data is (``_where``).
+    """
+
+    _closed = False
+    _open_again: str | None = None  # what the message says to open instead (default: the class)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in dir(cls):
+            if name.startswith("_") or name in CLOSE_METHODS:
+                continue
+            method = inspect.getattr_static(cls, name)
+            if inspect.isfunction(method) and not getattr(method, "__ctxbudget_checks_open__", 0):
+                setattr(cls, name, _checked(method))
+
+    def _check_open(self) -> None:
+        """Raise `MemoryClosedError` if ``close()`` ran."""
+        if self._closed:
+            msg = closed_message(type(self).__name__, self._where(), self._open_again)
+            raise MemoryClosedError(msg)
+
+    def _where(self) -> str:
+        raise NotImplementedError  # pragma: no cover - each subclass says where its data is
+
+
+def _checked(method: Callable[..., Any]) -> Callable[..., Any]:
+    wrapper: Callable[..., Any]
+    if inspect.iscoroutinefunction(method):
+
+        async def checked_async(self: Closable, /, *args: Any, **kwargs: Any) -> Any:
+            self._check_open()
+            return await method(self, *args, **kwargs)
+
+        wrapper = checked_async
+    else:
+
+        def checked(self: Closable, /, *args: Any, **kwargs: Any) -> Any:
+            self._check_open()
+            return method(self, *args, **kwargs)
+
+        wrapper = checked
+    wrapper = functools.wraps(method)(wrapper)
+    wrapper.__ctxbudget_checks_open__ = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 def close_client(client: Any) -> None:

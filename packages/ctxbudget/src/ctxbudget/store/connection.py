@@ -26,9 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ctxbudget.errors import StoreError
+from ctxbudget.errors import MemoryClosedError, StoreError
 from ctxbudget.store.client import (
     close_client,
+    closed_message,
     forget_failed_system,
     http_client,
     is_server,
@@ -210,6 +211,7 @@ class Connection:
             )
 
         if self.shared:
+            self._check_open()
             return retry_call(
                 call,
                 policy=self.retry,
@@ -224,4 +226,13 @@ class Connection:
         # (measured with chromadb 1.5.9: about 1 in 40 runs of 4 writers and 3 readers). So
         # every call on an embedded store holds the store's lock; embedding stays outside it.
         with self.lock:
+            self._check_open()
             return retry_call(call, policy=_NO_RETRY, catch=self.io_errors, fail=fail)
+
+    def _check_open(self) -> None:
+        # A closed chromadb client fails with an AttributeError ('RustBindingsAPI' object has
+        # no attribute 'bindings'): whatever still holds the store's parts gets the clear error.
+        if self._closed:
+            where = f"{self.location}, collection {self.key[-1]!r}"
+            msg = closed_message("ChromaStore", where, "ChromaStore or ContextMemory")
+            raise MemoryClosedError(msg)

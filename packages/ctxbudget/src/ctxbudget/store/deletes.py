@@ -4,10 +4,11 @@ Deletes hold the store's lock like writes do, and read only the partitions that 
 they delete. Session entries survive a `delete` (their counter moved past the deleted messages
 first, so a seq is never given out twice in a session, and their version bumped so processes
 keeping the session in memory read it again); they go with the last records of their session
-(`delete_session`, `delete_user`), and a partition left empty by them is deleted. A session's
-context log (`ctxbudget.store.context_log`) goes with the session, and a user's records in
-other sessions' logs with the user; a deleted document chunk leaves the documents' entity index
-(`ctxbudget.store.doc_entities`).
+(`delete_session`, `delete_user`), and a partition left empty by them is deleted. Every delete
+draws new stamps for the users and documents whose records it removed, after removing them
+(`Sessions.removed`). A session's context log (`ctxbudget.store.context_log`) goes with the
+session, and a user's records in other sessions' logs with the user; a deleted document chunk
+leaves the documents' entity index (`ctxbudget.store.doc_entities`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class Deleter:
                 if kind == "collection" and rows:
                     chunks = [(name, str(json.loads(key)[-1])) for key, _, _ in rows]
                     self.entities.remove(namespace, chunks)
+                self._sessions.removed(rows)
         return deleted
 
     def delete_session(self, *, namespace: str, session_id: str) -> int:
@@ -87,10 +89,13 @@ class Deleter:
                 rows = cols.part_rows(
                     entry.home, where=where_keys(ns, sid, None, None, None), documents=False
                 )
-                keys = [key for key, _, meta in rows if matches(meta, ns, sid, None, None, None)]
+                rows = [row for row in rows if matches(row[2], ns, sid, None, None, None)]
+                keys = [key for key, _, _ in rows]
                 cols.delete_in(entry.home, keys)
                 if entry.home == session_partition(cols.name, ns, sid):
                     cols.drop(entry.home)
+                # Its users' other sessions; its own entry goes below.
+                self._sessions.removed(rows, sessions=False)
             cols.delete(cols.meta, _session_entries(cols, ns, sid))
             self.logs.delete_session(ns, sid)
         return len(keys)
@@ -138,6 +143,7 @@ class Deleter:
                     if entry is not None and entry.home != mine:
                         self._drop_if_empty(entry.home)
             self._drop_if_empty(mine)
+            self._sessions.removed([], users=[(ns, uid)])
             self.logs.delete_user(ns, uid, sessions=gone)
         return deleted
 

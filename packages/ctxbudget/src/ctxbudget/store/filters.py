@@ -80,7 +80,7 @@ def document_filter(collections: bool | str | Sequence[str]) -> dict[str, Any] |
     """The ``where`` that restricts a search to document collections (None: all of them).
 
     ``collections`` is what ``ContextMemory.assemble(documents=...)`` takes: True for every
-    collection, a name, or a list of names (`ContextMemory.add_documents` ``namespace=``).
+    collection, a name, or a list of names (`ContextMemory.add_documents` ``collection=``).
 
     >>> document_filter(["kb", "faq"])
     {'doc_namespace': {'$in': ['kb', 'faq']}}

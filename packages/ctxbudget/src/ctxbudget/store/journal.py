@@ -17,8 +17,10 @@ journal is what makes that acknowledgement hold when the process dies:
   stored with the same content is left as it is) and removes the file.
 - A line cut short by a crash has no newline and was never acknowledged: it is ignored. Lines
   the code did not write are moved aside to ``<uuid>.quarantined`` (a warning names it) and the
-  batches around them stored: a damaged file never blocks opening the store. A batch the store
-  refuses (an id stored meanwhile with other content) leaves its file as ``<uuid>.failed``.
+  batches around them stored: a damaged file never blocks opening the store. A record another
+  writer stored first under its id with other content is dropped with a warning (the first
+  write wins, `ctxbudget.store.first_write`); a batch the store refuses for another reason
+  leaves its file as ``<uuid>.failed``.
 - A lock is the open file's, and a forked process shares its parent's open files: a child
   outliving its parent would keep a dead writer's journal looking alive, and its batches would
   wait until the child ends, then be stored after messages written since. So a forked child
@@ -50,6 +52,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ctxbudget.errors import StoreError, StoreInputError
+from ctxbudget.store.first_write import Get, add_acknowledged
 from ctxbudget.store.journal_lines import (
     JournalBatch,
     JournalContent,
@@ -300,13 +303,19 @@ def read_batches(path: Path) -> list[JournalBatch]:
 
 
 def replay(
-    folder: Path, add: Callable[[Sequence[Record]], list[Record]], *, skip: Path | None = None
+    folder: Path,
+    add: Callable[[Sequence[Record]], list[Record]],
+    *,
+    skip: Path | None = None,
+    get: Get | None = None,
 ) -> int:
     """Store the batches of dead writers' journals in ``folder``; returns how many records.
 
     Lines the code did not write are moved aside first (`quarantine`); a file whose batches
     are all stored is removed, one with a batch the store refuses is kept as ``.failed``.
-    ``skip``: the caller's own journal.
+    ``skip``: the caller's own journal. ``get``: the store's ``get``; with it, a record another
+    writer stored first with other content is dropped with a warning and the rest of its batch
+    stored (`ctxbudget.store.first_write`: the first write wins).
 
     Raises:
         StoreError: the store failed; the journals stay for the next try.
@@ -315,14 +324,15 @@ def replay(
     for path, content in orphans(folder, skip=skip):
         aside = quarantine(path, content.bad)
         refused: list[JournalBatch] = []
+        reported: set[str] = set()
         for batch in content.batches:
             try:
-                add(batch.records)
+                dropped = add_acknowledged(add, get, batch.records, reported=reported)
             except StoreInputError as exc:
                 logger.error("journal %s: batch %s cannot be stored: %s", path, batch.id, exc)
                 refused.append(batch)
                 continue
-            stored += len(batch.records)
+            stored += len(batch.records) - len(dropped)
         try:
             if refused:
                 path.rename(path.with_suffix(".failed"))

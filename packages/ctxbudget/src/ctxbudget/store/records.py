@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from ctxbudget.core.ids import scoped_id
+from ctxbudget.core.numbers import shown
 from ctxbudget.core.speaker_prefix import without_speaker
+from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.keys import key_fields
 
@@ -335,7 +337,7 @@ def same_content(new: Record, stored: Record) -> bool:
 def require_name(name: str, value: object) -> str:
     """`value` if it is a non-empty str, else a `StoreInputError` naming `name`."""
     if not isinstance(value, str) or not value:
-        msg = f"{name} must be a non-empty str, got {value!r}"
+        msg = f"{name} must be a non-empty str, got {shown(value)}"
         raise StoreInputError(msg)
     problem = first_surrogate(value)
     if problem is not None:
@@ -347,15 +349,17 @@ def require_name(name: str, value: object) -> str:
 def require_count(name: str, value: object) -> int:
     """`value` if it is a non-negative int, else a `StoreInputError` naming `name`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        msg = f"{name} must be a non-negative int, got {value!r}"
+        msg = f"{name} must be a non-negative int, got {shown(value)}"
         raise StoreInputError(msg)
     return value
 
 
 def first_surrogate(text: str) -> str | None:
-    """What is wrong with ``text`` if it holds a lone surrogate (None: valid Unicode)."""
-    if text.isascii():
-        return None
+    """What is wrong with ``text`` if it holds a lone surrogate (None: valid Unicode).
+
+    The core's one wording (`ctxbudget.core.unicode.lone_surrogate`), to follow a field's name.
+    """
+    return lone_surrogate(text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from ctxbudget.core.numbers import count, shown
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.client import index_not_ready
 from ctxbudget.store.filters import user_where, where_filter
@@ -23,7 +24,25 @@ from ctxbudget.store.retry import is_transient
 from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.vectors import Vectors
 
-__all__ = ["search_many", "search_transient"]
+__all__ = ["MAX_HITS", "search_k", "search_many", "search_transient"]
+
+MAX_HITS = 2**31 - 1
+"""The largest ``k`` of one search: what Chroma takes as ``n_results`` (a 32-bit count)."""
+
+
+def search_k(value: object, what: str = "k") -> int:
+    """``value`` as the ``k`` of one search: a count from 0 to `MAX_HITS` (numpy ints taken).
+
+    The check `ContextMemory.search` makes of ``k``, and every door's ``k`` (``what``: where
+    it came from, ending in ``k``, e.g. ``"CtxBudgetRetriever: k"``).
+
+    Raises:
+        ConfigurationError: a bool, text, a float, a negative or too large number.
+
+    >>> search_k(4)
+    4
+    """
+    return count(value, what, least=0, most=MAX_HITS, hint="the most hits one search returns")
 
 
 def search_transient(exc: BaseException) -> bool:
@@ -57,7 +76,10 @@ def search_many(
         msg = f"k gives {len(ks)} numbers for {len(queries)} queries; give one per query"
         raise StoreInputError(msg)
     for each in ks:
-        require_count("k", each)
+        if require_count("k", each) > MAX_HITS:
+            most = f"{MAX_HITS:,} (the most hits one search returns)"
+            msg = f"k must be at most {most}, got {shown(each)}"
+            raise StoreInputError(msg)
     clauses = where_filter(namespace, session_id, user_id, exclude_session_id, kinds, where)
     if clauses is None or not queries or max(ks) == 0:
         return [[] for _ in queries]

@@ -1,16 +1,17 @@
 """Sessions and users in ``<collection>.meta``: where each session's records live, and its stamp.
 
-Each session has one entry (`SessionEntry`): its last ``seq`` (a starting point for numbering,
-rewritten every few messages), its **home** partition (`ctxbudget.store.layout`), its owner, a
-version bumped whenever one of its messages is deleted or replaced, and its **generation**: a
-random id drawn when the entry is created and drawn again by every delete or replace. Copies
-of a session kept in memory are keyed by it (`Stamp`): a counter restarts when a session is
-deleted and started again (by another user, maybe), a random generation never comes back. The
-entry is created with
-the session's first write, with Chroma's ``add`` (which keeps the first write of an id), so two
-processes starting one session on a server agree on its home. Alongside: one entry per
-(session, user) pair, and one per user with messages in a session of another user's partition
-(its ``elsewhere`` partitions).
+Each session has one entry (`SessionEntry`, with the `Stamp` copies of it are keyed by; both
+in `ctxbudget.store.stamps`). The entry is created with the session's first write, with
+Chroma's ``add`` (which keeps the first write of an id), so two processes starting one session
+on a server agree on its home. Alongside: one entry per (session, user) pair, and one per user
+with messages in a session of another user's partition (its ``elsewhere`` partitions).
+
+What a session's candidates draw from beyond the session has stamps of its own (`Stamps`): one
+generation per user (its user-wide pins and its messages in every session) and one per
+namespace's documents, drawn again after every removal or replacement of one of their records
+(`Sessions.removed`), never deleted (a user's is drawn again by `delete_user`), and named by
+the digest of the user's or documents' partition, so no user id is left behind. Additions
+change no stamp: a copy that lacks what was added since offers nothing that was removed.
 
 `Sessions.route` is the one rule of which partitions a read touches: a session's home, a user's
 partition and elsewhere ones, a namespace's documents, or (a read of a whole namespace) every
@@ -20,11 +21,10 @@ partition of it.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from ctxbudget.store.layout import (
     Collections,
@@ -33,12 +33,22 @@ from ctxbudget.store.layout import (
     user_partition,
 )
 from ctxbudget.store.records import Record, json_key
+from ctxbudget.store.stamps import (
+    SessionEntry,
+    Stamp,
+    Stamps,
+    entry_of,
+    new_generation,
+    session_key,
+    stamp_key,
+)
 
 __all__ = [
     "Session",
     "SessionEntry",
     "Sessions",
     "Stamp",
+    "Stamps",
     "new_generation",
     "partition_owner",
     "session_key",
@@ -47,77 +57,8 @@ __all__ = [
 Session = tuple[str, str]
 """A session: (namespace, session id)."""
 
-
-def session_key(namespace: str, session_id: str) -> str:
-    """The id of a session's entry in ``meta``."""
-    return json_key("session", namespace, session_id)
-
-
-def new_generation() -> str:
-    """A session generation: random, so no delete, clear or replace ever brings one back."""
-    return uuid.uuid4().hex
-
-
-class Stamp(NamedTuple):
-    """What a copy of a session kept in memory is keyed by: equal stamps, the same messages.
-
-    ``generation`` changes with every delete or replace of the session's records and when the
-    session is deleted and started again; ``last`` is its newest seq (a copy may be extended
-    past it); ``version`` counts deletes and replaces (kept for entries written before
-    generations, which have ``generation`` "" until their first delete or replace);
-    ``owner`` is the user who started the session ("" for none), never part of the key.
-    """
-
-    generation: str
-    last: int
-    version: int
-    owner: str = ""
-
-    def same_session(self, other: Stamp | None) -> bool:
-        """Whether ``other`` is a stamp of the same messages (up to its ``last``)."""
-        return (
-            other is not None
-            and other.generation == self.generation
-            and other.version == self.version
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SessionEntry:
-    """A session's entry: last seq (a hint), home, owner ("": none), version and generation."""
-
-    last: int
-    home: str
-    owner: str
-    version: int
-    generation: str = ""
-
-    def stamp(self) -> Stamp:
-        """What copies of the session are keyed by (`Stamp`), with its owner."""
-        return Stamp(self.generation, self.last, self.version, self.owner)
-
-    def metadata(self, namespace: str, session_id: str) -> dict[str, Any]:
-        """The entry as ``meta`` stores it."""
-        return {
-            "type": "session",
-            "ns": namespace,
-            "sid": session_id,
-            "last": self.last,
-            "home": self.home,
-            "owner": self.owner,
-            "ver": self.version,
-            "gen": self.generation,
-        }
-
-
-def _entry(meta: dict[str, Any]) -> SessionEntry:
-    return SessionEntry(
-        int(meta.get("last", -1)),
-        str(meta["home"]),
-        str(meta.get("owner", "")),
-        int(meta.get("ver", 0)),
-        str(meta.get("gen", "")),
-    )
+Row = tuple[str, Any, dict[str, Any]]
+"""A stored record as read back: (Chroma id, text, metadata)."""
 
 
 class Sessions:
@@ -132,11 +73,32 @@ class Sessions:
         cols = self._collections
         ids = [session_key(ns, sid) for ns, sid in dict.fromkeys(sessions)]
         rows = cols.rows(cols.meta, ids=ids, documents=False) if ids else []
-        return {(m["ns"], m["sid"]): _entry(m) for _, _, m in rows if "home" in m}
+        return {(m["ns"], m["sid"]): entry_of(m) for _, _, m in rows if "home" in m}
 
     def entry(self, namespace: str, session_id: str) -> SessionEntry | None:
         """The entry of one session (None: it has none: no record was ever written to it)."""
         return self.entries([(namespace, session_id)]).get((namespace, session_id))
+
+    def stamps(self, namespace: str, session_id: str, user_id: str | None) -> Stamps:
+        """The `Stamps` of a session's candidates for ``user_id`` (None: the session's owner).
+
+        One read by id; a second only when ``user_id`` is None and the session has an owner.
+        """
+        cols = self._collections
+        docs = stamp_key(docs_partition(cols.name, namespace))
+        ids = [session_key(namespace, session_id), docs]
+        if user_id is not None:
+            ids.append(stamp_key(user_partition(cols.name, namespace, user_id)))
+        found = {key: meta for key, _, meta in cols.rows(cols.meta, ids=ids, documents=False)}
+        meta = found.get(ids[0])
+        entry = entry_of(meta) if meta is not None and "home" in meta else None
+        if user_id is None and entry is not None and entry.owner:
+            user_id = entry.owner
+            ids.append(stamp_key(user_partition(cols.name, namespace, user_id)))
+            found.update((k, m) for k, _, m in cols.rows(cols.meta, ids=ids[-1:], documents=False))
+        user = str(found.get(ids[2], {}).get("gen", "")) if len(ids) > 2 else ""
+        stamp = None if entry is None else entry.stamp()
+        return Stamps(stamp, user, str(found.get(docs, {}).get("gen", "")), user_id)
 
     def elsewhere(self, namespace: str, user_id: str) -> list[str]:
         """The partitions of other owners that hold messages of this user."""
@@ -306,6 +268,47 @@ class Sessions:
             for s, e in entries.items()
         }
         self.save(changed, wrote=wrote, fields=("last", "ver", "gen"))
+
+    def removed(
+        self,
+        rows: Iterable[Row],
+        *,
+        users: Iterable[tuple[str, str]] = (),
+        sessions: bool = True,
+    ) -> None:
+        """After these rows were deleted or replaced: new stamps for what they were part of.
+
+        Their users' and documents' stamps, and (with ``sessions``) their sessions'
+        generations, drawn again after `touched` drew them before: a copy read in between (on a
+        server, by another worker) has a stamp that is no longer current either. ``users``:
+        (namespace, user) pairs drawn again too (`delete_user`, whatever rows it found).
+        """
+        name = self._collections.name
+        wrote = (
+            "; the records were removed, but copies kept in memory elsewhere may still offer "
+            "them: repeat the call"
+        )
+        scopes = {stamp_key(user_partition(name, ns, uid)): ns for ns, uid in users}
+        touched: set[Session] = set()
+        for _, _, meta in rows:
+            ns = str(meta["ns"])
+            if "sid" in meta:
+                touched.add((ns, str(meta["sid"])))
+            if "uid" in meta:
+                scopes[stamp_key(user_partition(name, ns, str(meta["uid"])))] = ns
+            elif "sid" not in meta:
+                scopes[stamp_key(docs_partition(name, ns))] = ns
+        if sessions and touched:
+            drawn = {
+                s: replace(e, generation=new_generation()) for s, e in self.entries(touched).items()
+            }
+            self.save(drawn, wrote=wrote, fields=("gen",))
+        if scopes:
+            entries = {
+                key: {"type": "stamp", "ns": ns, "gen": new_generation()}
+                for key, ns in scopes.items()
+            }
+            self._collections.upsert_meta(entries, wrote=wrote)
 
 
 def partition_owner(record: Record) -> dict[str, str]:

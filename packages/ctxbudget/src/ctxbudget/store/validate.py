@@ -1,13 +1,16 @@
-"""Checking what callers give the store: records, names and counts.
+"""Checking what callers give the store: records, names and counts, and what is new.
 
-A refused record raises `StoreInputError` and nothing is written.
+A refused record raises `StoreInputError` and nothing is written. `same_write` says when a
+record given for a stored id writes nothing new (a retry), rather than conflicting with it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ctxbudget.core.items import ROLES
+from ctxbudget.core.numbers import shown
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.records import (
     INT64_RANGE,
@@ -16,12 +19,36 @@ from ctxbudget.store.records import (
     Record,
     first_surrogate,
     may_be_empty,
+    same_content,
 )
 
 __all__ = [
     "bad_record",
     "check_record",
+    "same_write",
 ]
+
+
+def same_write(new: Record, stored: Record) -> bool:
+    """Whether writing ``new`` over ``stored`` (same scope and id) is the same write again.
+
+    The same content (`same_content`), or the same message with another timestamp: a message
+    sent again by a retry or by a framework that stamps it when it stores it (same role, text,
+    name, tool calls and metadata). The first stored timestamp stays; anything else that
+    differs is other content.
+
+    >>> from ctxbudget.store.records import Record
+    >>> first = Record("m1", "message", "Hi", "ns", session_id="s", role="user", timestamp=1.0)
+    >>> same_write(dataclasses.replace(first, timestamp=2.0), first)
+    True
+    >>> same_write(dataclasses.replace(first, text="Hello"), first)
+    False
+    """
+    if same_content(new, stored):
+        return True
+    if new.kind != "message" or stored.kind != "message" or new.timestamp == stored.timestamp:
+        return False
+    return same_content(dataclasses.replace(new, timestamp=stored.timestamp), stored)
 
 
 def bad_record(index: int, record: object, problem: str) -> StoreInputError:
@@ -38,7 +65,9 @@ def _check_unicode(index: int, record: object, name: str, value: object) -> None
 
 def _optional_str(index: int, record: object, name: str, value: object) -> None:
     if value is not None and (not isinstance(value, str) or not value):
-        raise bad_record(index, record, f"{name} must be a non-empty str or None, got {value!r}")
+        raise bad_record(
+            index, record, f"{name} must be a non-empty str or None, got {shown(value)}"
+        )
     _check_unicode(index, record, name, value)
 
 

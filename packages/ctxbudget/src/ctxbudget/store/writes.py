@@ -4,6 +4,10 @@ Everything is checked before anything is written, and a failure says what may ha
 written: re-adding a record whose content is stored is a no-op, so repeating a failed ``add`` is
 always safe. Embedding is the slow part: it runs before the store's lock is taken; under the
 lock the stored records are read again, and only what they now call for is embedded.
+
+Embedded Chroma's Rust bindings hold the interpreter lock for the whole of a write call, so every
+other thread of the process, an event loop's too, waits for it to end. `EMBEDDED_WRITE_BATCH`
+can cap the records of one call on an embedded store; measured, it does not pay (issue 40).
 """
 
 from __future__ import annotations
@@ -21,10 +25,18 @@ from ctxbudget.store.migration import LayoutVersion
 from ctxbudget.store.records import Record, encode_record, record_key, same_content, scope_of
 from ctxbudget.store.sequences import COUNTER_LAG, Sequences
 from ctxbudget.store.sessions import Session, SessionEntry, Sessions, partition_owner
-from ctxbudget.store.validate import bad_record, check_record
+from ctxbudget.store.validate import bad_record, check_record, same_write
 from ctxbudget.store.vectors import Vectors
 
-__all__ = ["Writer", "check_batch", "unwritten"]
+__all__ = ["EMBEDDED_WRITE_BATCH", "Writer", "check_batch", "unwritten"]
+
+EMBEDDED_WRITE_BATCH: int | None = None
+"""At most this many records per Chroma call of a write on an embedded store (None: Chroma's
+maximum, as on a server).
+
+Off: each call also holds the lock for a fixed part (its commit: 5 ms alone, 18 ms at load 5),
+so 16 records a call halved the longest stall of an ingest (360 to 180 ms) but stalled the loop
+1.5 to 2 times as long in all (docs/benchmarks.md, issue 40; ``bench_async.py --ingest``)."""
 
 
 def check_batch(records: Sequence[Record]) -> None:
@@ -74,6 +86,18 @@ class Writer:
         self._sessions = sessions
         self._sequences = sequences
         self._layout = layout
+
+    def claim(self, namespace: str, session_id: str, user_id: str) -> SessionEntry:
+        """The session's entry, created with ``user_id`` as owner if it has none (first wins).
+
+        See `ChromaStore.claim_session`: the entry is added as a write of a message would add
+        it (Chroma's ``add`` keeps an id's first write), then read back.
+        """
+        with self._collections.conn.lock, unwritten():
+            if self._layout.pending:
+                self._layout.record()
+            session = (namespace, session_id)
+            return self._sessions.open({session: user_id})[session]
 
     def add(self, batch: list[Record], *, replace: bool) -> list[Record]:
         """Store a checked, non-empty batch; see `ChromaStore.add`."""
@@ -153,8 +177,10 @@ class Writer:
                     seq = old.seq
                 else:
                     numbering.setdefault((record.namespace, record.session_id), []).append(key)
-            if old is not None and old.kind == "message" and old.session_id is not None:
-                replaced.append((key, "", {"ns": old.namespace, "sid": old.session_id}))
+            if old is not None:  # copies of its session, user or documents hold the old one
+                given = (("sid", old.session_id), ("uid", old.user_id))
+                scope = {k: v for k, v in given if v is not None}
+                replaced.append((key, "", {"ns": old.namespace, **scope}))
             results[key] = dataclasses.replace(record, seq=seq)
             partitions[key] = self._sessions.partition_of(record, entries)
             pending.append(key)
@@ -174,6 +200,7 @@ class Writer:
         if replaced:  # a process keeping the session in memory reads it again
             self._sessions.touched(replaced, wrote="; nothing was written")
         self._upsert_records(pending, results, vectors, partitions, stored)
+        self._sessions.removed(replaced)
         lasts: dict[Session, int] = {}
         for key in pending:
             record = results[key]
@@ -207,12 +234,14 @@ class Writer:
             k: _replacing(encode_record(results[k], name), stored.get(k), name) for k in pending
         }
         total = len(pending)
+        bound = None if cols.conn.shared else EMBEDDED_WRITE_BATCH
+        size = cols.batch if bound is None else max(1, min(cols.batch, bound))
         order = sorted(pending, key=lambda k: partitions[k])  # a partition's records together
         chunks = [
-            (partition, chunk[start : start + cols.batch])
+            (partition, chunk[start : start + size])
             for partition in dict.fromkeys(partitions[k] for k in order)
             for chunk in [[k for k in order if partitions[k] == partition]]
-            for start in range(0, len(chunk), cols.batch)
+            for start in range(0, len(chunk), size)
         ]
         written: list[str] = []
         for partition, chunk in chunks:
@@ -274,8 +303,8 @@ def _plan(
             if record.seq is not None:
                 raise bad_record(index, record, "seq is assigned by the store; pass seq=None")
             actions.append("new")
-        elif same_content(record, old):
-            actions.append("same")
+        elif same_content(record, old) or (not replace and same_write(record, old)):
+            actions.append("same")  # a message sent again keeps its first timestamp
         elif not replace:
             kind, name = scope_of(record)
             conflicts.append(f"{record.namespace}/{kind} {name}/{record.id}")

@@ -26,7 +26,7 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.telemetry.settings import TelemetrySettings, hashed_id
-from ctxbudget.telemetry.spans import Attributes, assembly_in_progress, traced
+from ctxbudget.telemetry.spans import Attributes, active, assembly_in_progress, traced
 
 if TYPE_CHECKING:
     from ctxbudget.core.report import AssembledContext
@@ -36,6 +36,7 @@ __all__ = [
     "candidates_span",
     "identity",
     "memory_assembly_span",
+    "note_on_span",
     "report_attributes",
     "search_span",
     "write_span",
@@ -101,6 +102,19 @@ def report_attributes(ctx: AssembledContext, settings: TelemetrySettings) -> Att
         out["ctxbudget.content.included_ids"] = ctx.included_ids
         out["ctxbudget.content.pruned_ids"] = [entry.item.id for entry in ctx.pruned]
     return out
+
+
+def note_on_span(attributes: Attributes) -> None:
+    """Add ``attributes`` to the span in progress (``ctxbudget.candidates`` for the reranker).
+
+    Nothing happens without tracing, or when that span does not record.
+    """
+    tracing = active()
+    if tracing is None or not tracing.live():
+        return
+    span = tracing.current_span()
+    if span.is_recording():
+        span.set_attributes(attributes)
 
 
 def _report(_: Mapping[str, Any], ctx: Any, settings: TelemetrySettings) -> Attributes:

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import tiktoken
 
+from ctxbudget.core.numbers import shown
+from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.errors import InvalidItemError, TokenizerUnavailableError
 from ctxbudget.extras import missing_extra
 
@@ -44,18 +46,12 @@ def check_text(text: object) -> str:
         InvalidItemError: ``text`` is not a str, or holds a lone surrogate (the message says where).
     """
     if not isinstance(text, str):
-        msg = f"token counting needs a str, got {type(text).__name__}: {text!r:.80}"
+        msg = f"token counting needs a str, got {type(text).__name__}: {shown(text)}"
         raise InvalidItemError(msg)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            msg = (
-                f"text has a lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start}: "
-                "it is not valid Unicode and cannot be sent to a model; repair the text where it "
-                "was decoded (e.g. text.encode('utf-8', 'replace').decode())"
-            )
-            raise InvalidItemError(msg) from exc
+    problem = lone_surrogate(text)
+    if problem is not None:
+        msg = f"text {problem}"  # the store's words too: one problem, one message
+        raise InvalidItemError(msg)
     return text
 
 

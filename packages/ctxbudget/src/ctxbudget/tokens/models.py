@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ctxbudget.core.numbers import shown
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError, UnknownModelError
 
 __all__ = ["ModelInfo", "known_models", "lookup_model", "register_model", "registered"]
@@ -373,7 +374,7 @@ def lookup_model(name: str) -> ModelInfo:
     'gpt-4o'
     """
     if not isinstance(name, str) or not name.strip():
-        msg = f"model name must be a non-empty string, got {name!r}"
+        msg = f"model name must be a non-empty string, got {shown(name)}"
         raise UnknownModelError(msg)
     candidates = _candidates(name)
     for key in candidates:

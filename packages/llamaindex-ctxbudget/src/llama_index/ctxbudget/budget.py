@@ -8,10 +8,37 @@ is exactly what its report counts.
 
 from __future__ import annotations
 
-from ctxbudget import TokenCounter
+from ctxbudget import Budget, TokenCounter
 from ctxbudget.errors import BudgetExceededError, InvalidBudgetError
 
-__all__ = ["call_budget"]
+__all__ = ["TOKEN_LIMIT", "call_budget", "token_limit_for", "token_limit_of"]
+
+TOKEN_LIMIT = "CtxBudgetMemory(token_limit=)"
+"""Where a refused ``token_limit`` came from, as its caller wrote it."""
+
+
+def token_limit_of(value: object, where: str) -> int:
+    """A token limit through the core's ``budget=`` boundary (`Budget.coerce`), as assemble's.
+
+    Any integral type (numpy's too), positive, at most ``10**100``; a bool, text or a float
+    (NaN, the infinities) is refused with the core's own message, prefixed with ``where`` (the
+    argument as its caller wrote it, e.g. ``"CtxBudgetMemory(token_limit=)"``). A `Budget`
+    gives what it has available.
+
+    Raises:
+        InvalidBudgetError: ``value`` is not a positive number of tokens.
+
+    >>> token_limit_of(4000, "CtxBudgetMemory(token_limit=)")
+    4000
+    """
+    return Budget.coerce(value, where=where).available  # type: ignore[arg-type]  # checked there
+
+
+def token_limit_for(value: object, model: str, base_url: str | None) -> int:
+    """``token_limit`` checked (`token_limit_of`), or what ``model`` has available when None."""
+    if value is None:
+        return Budget.for_model(model, base_url=base_url).available
+    return token_limit_of(value, TOKEN_LIMIT)
 
 
 def call_budget(

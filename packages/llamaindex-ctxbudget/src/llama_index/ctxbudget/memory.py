@@ -26,20 +26,27 @@ from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import BaseMemory
 
-from ctxbudget import AssembledContext, Budget, ContextItem, TokenCounter
-from ctxbudget.core.numbers import count
+from ctxbudget import AssembledContext, ContextItem, TokenCounter
 from ctxbudget.core.summaries import Summarizer
-from ctxbudget.errors import InvalidBudgetError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
-from ctxbudget.memory.policy.presets import StrategyLike, as_strategy
+from ctxbudget.memory.policy.presets import StrategyLike
+from ctxbudget.memory.writing.owners import check_owner, claim_session
 from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.async_calls import AsyncCalls
-from llama_index.ctxbudget.blocks import check_block_tiers, run_sync, session_blocks
+from llama_index.ctxbudget.blocks import run_sync, session_blocks
+from llama_index.ctxbudget.budget import token_limit_for
 from llama_index.ctxbudget.convert import from_provider, from_record, input_text
 from llama_index.ctxbudget.events import LastContext, report_assembly
 from llama_index.ctxbudget.long_term import LongTermMemory
-from llama_index.ctxbudget.opening import STORE_KEY, from_dict_parts, open_memory, store_dict
+from llama_index.ctxbudget.opening import (
+    STORE_KEY,
+    checked_settings,
+    from_dict_parts,
+    open_memory,
+    released_on_error,
+    store_dict,
+)
 from llama_index.ctxbudget.storing import SYSTEM_KEY as SYSTEM_KEY  # re-exported: its old home
 from llama_index.ctxbudget.storing import (
     clear_session,
@@ -52,6 +59,7 @@ __all__ = ["CtxBudgetMemory"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
+_DOOR = "CtxBudgetMemory"
 
 
 class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
@@ -79,7 +87,8 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             message overhead and reply priming).
         session_id: the conversation in the `ContextMemory`.
         model: the model whose tokenizer counts (a name `ctxbudget.lookup_model` knows).
-        user_id: the user, for user-wide pinned facts and the user's other sessions.
+        user_id: the user, for user-wide pinned facts and the user's other sessions. A session
+            another user started is refused (`SessionOwnerError`, docs/memory.md).
         memory_blocks: LlamaIndex memory blocks read on every `get` (see `block_tier`).
         block_tiers: tiers by block name, overriding `block_tier`'s default.
         strategy: a preset name (``"chat"``, ``"rag"``...) or a `ctxbudget.Strategy` as a dict,
@@ -110,18 +119,7 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
 
     def __init__(self, *, memory: ContextMemory, owns_memory: bool = False, **data: Any) -> None:
         """Wrap a `ContextMemory`; prefer `from_defaults`."""
-        data["token_limit"] = count(  # numpy ints too; True, "3" or 2.0 refused
-            data.get("token_limit"),
-            "CtxBudgetMemory: token_limit",
-            error=InvalidBudgetError,
-            hint="the most tokens get may return, e.g. token_limit=4000",
-        )
-        data["block_tiers"] = check_block_tiers(data.get("block_tiers") or {})
-        given = data.get("strategy")
-        if given is not None:  # checked now; kept JSON-ready for to_dict
-            chosen = as_strategy(given)
-            data["strategy"] = given if isinstance(given, str) else chosen.as_dict()
-        super().__init__(**data)
+        super().__init__(**checked_settings(data))  # the core's boundary for token_limit
         self._memory = memory
         self._owns_memory = owns_memory
         self._counter = memory.counter_for(self.model)
@@ -161,13 +159,9 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
                 what to pass), or ``data`` is another class's.
         """
         memory, owns, fields = from_dict_parts(data, kwargs, cls.class_name())
-        built: CtxBudgetMemory | None = None
-        try:
-            built = cls(memory=memory, owns_memory=owns, **fields)
-        finally:
-            if built is None and owns:  # invalid fields: release the store before the error
-                memory.close()
-        return built
+        return released_on_error(
+            lambda: cls(memory=memory, owns_memory=owns, **fields), memory, owns
+        )
 
     @classmethod
     def from_defaults(  # type: ignore[override]  # keyword options, like llama_index Memory
@@ -219,21 +213,15 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             UnknownModelError: ``model`` is not registered in ctxbudget.
             WindowDetectionError: the server at ``base_url`` cannot tell ``model``'s window.
         """
-        if token_limit is None:  # before opening a store that an error would leave open
-            token_limit = Budget.for_model(model, base_url=base_url).available
+        limit = token_limit_for(token_limit, model, base_url)  # before a store is opened
         memory, owns = open_memory(
             memory, path=path, model=model, embedder=embedder, config=config, summarizer=summarizer
         )
-        built = cls(
-            memory=memory,
-            owns_memory=owns,
-            token_limit=token_limit,
-            session_id=session_id or uuid.uuid4().hex,
-            model=model,
-            user_id=user_id,
-            memory_blocks=list(memory_blocks),
-            block_tiers=dict(block_tiers or {}),
-            strategy=strategy,
+        fields = {"token_limit": limit, "session_id": session_id or uuid.uuid4().hex}
+        fields.update(model=model, user_id=user_id, memory_blocks=list(memory_blocks))
+        fields.update(block_tiers=dict(block_tiers or {}), strategy=strategy)
+        built = released_on_error(
+            lambda: cls(memory=memory, owns_memory=owns, **fields), memory, owns
         )
         if chat_history is not None:
             built.set(list(chat_history))
@@ -306,6 +294,7 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
     def _get(
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
     ) -> AssembledContext:
+        self._owner(write=False)
         return assemble_get(
             self._memory,
             self.session_id,
@@ -364,11 +353,23 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             InvalidItemError: a malformed tool call; nothing was written.
         """
         systems, stored = split_messages(messages)
+        self._owner(write=True)
         store_messages(self._memory, self.session_id, systems, stored, user_id=self.user_id)
+
+    def _owner(self, *, write: bool) -> None:
+        """A session another user started is refused (`SessionOwnerError`); a write claims it."""
+        if write:
+            claim_session(self._memory, self.session_id, user_id=self.user_id, door=_DOOR)
+        elif self.user_id is not None:
+            memory, session = self._memory, self.session_id
+            stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
+            ns = memory.namespace
+            check_owner(stamp, namespace=ns, session_id=session, user_id=self.user_id, door=_DOOR)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the session's messages (pinned facts stay)."""
         systems, stored = split_messages(messages)
+        self._owner(write=True)
         clear_session(self._memory, self.session_id)
         store_messages(self._memory, self.session_id, systems, stored, user_id=self.user_id)
 
@@ -378,6 +379,7 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
 
     def clear(self, *, pins: bool = False) -> None:
         """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
+        self._owner(write=False)
         clear_session(self._memory, self.session_id, pins=pins)
 
     def close(self) -> None:

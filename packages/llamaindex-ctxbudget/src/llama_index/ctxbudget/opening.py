@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from llama_index.core.memory.memory import BaseMemoryBlock
@@ -27,16 +27,21 @@ from ctxbudget.embed.base import as_embedder
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.policy.presets import as_strategy
 from ctxbudget.store.chroma_store import ChromaStore
+from llama_index.ctxbudget.blocks import check_block_tiers
+from llama_index.ctxbudget.budget import TOKEN_LIMIT, token_limit_of
 from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
 
 __all__ = [
     "STORE_KEY",
+    "checked_settings",
     "dataclass_from",
     "from_dict_parts",
     "given_blocks",
     "open_memory",
     "open_store",
+    "released_on_error",
     "store_dict",
 ]
 
@@ -44,6 +49,34 @@ STORE_KEY = "store"
 """The key of `store_dict` in `CtxBudgetMemory.to_dict`."""
 
 _D = TypeVar("_D")
+
+
+def released_on_error(build: Callable[[], _D], memory: ContextMemory, owns: bool) -> _D:
+    """``build()``; when it raises (invalid settings), an ``owns``-ed ``memory`` is closed first."""
+    built = False
+    try:
+        result = build()
+        built = True
+    finally:
+        if not built and owns:
+            memory.close()
+    return result
+
+
+def checked_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """A `CtxBudgetMemory`'s settings as given, checked (before pydantic sees them).
+
+    ``token_limit`` passes the core's budget boundary (`token_limit_of`: numpy ints taken;
+    ``True``, ``"3"`` or ``2.0`` refused with the core's message), ``block_tiers`` are tiers,
+    and ``strategy`` is valid (kept JSON-ready for ``to_dict``: a preset's name, or a dict).
+    """
+    data["token_limit"] = token_limit_of(data.get("token_limit"), TOKEN_LIMIT)
+    data["block_tiers"] = check_block_tiers(data.get("block_tiers") or {})
+    given = data.get("strategy")
+    if given is not None:
+        chosen = as_strategy(given)
+        data["strategy"] = given if isinstance(given, str) else chosen.as_dict()
+    return data
 
 
 def open_memory(

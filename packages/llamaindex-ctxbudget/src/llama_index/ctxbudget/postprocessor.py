@@ -9,20 +9,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
 from typing import Any
 
-from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink
-from ctxbudget.compat import renamed
-from ctxbudget.core.documents import pack_documents
+from ctxbudget.compat import refuse_unknown, renamed
+from ctxbudget.core.documents import included_positions, pack_documents
 from ctxbudget.core.ids import check_caller_id, internal_id
 from ctxbudget.core.numbers import count
 from ctxbudget.errors import InvalidBudgetError
+from ctxbudget.memory.inputs import check_query
 from llama_index.ctxbudget.events import LastContext, report_assembly
 from llama_index.ctxbudget.node_tiers import TIER_KEY, hide_key, node_tier
 
@@ -33,15 +33,21 @@ dispatcher = get_dispatcher(__name__)
 
 
 def with_text(node: NodeWithScore, text: str, metadata_mode: MetadataMode) -> NodeWithScore:
-    """A copy of ``node`` whose content, as the LLM reads it, is ``text`` (a truncated version).
+    """A copy of ``node`` whose content, as ``metadata_mode`` reads it, is ``text`` (a cut one).
 
-    When ``text`` was cut from the content with its metadata header (``MetadataMode.LLM``), the
-    copy hides its metadata from the LLM so the header is not sent twice.
+    When ``text`` was cut from the content with its metadata header, the copy hides its
+    metadata from that mode's reader (the LLM's or the embedder's excluded keys; for
+    ``MetadataMode.ALL`` a template without the header), so the header is not read twice.
     """
     inner = node.node
     update: dict[str, Any] = {"text": text}
-    if metadata_mode == MetadataMode.LLM and inner.get_metadata_str(MetadataMode.LLM):
-        update["excluded_llm_metadata_keys"] = list(inner.metadata)
+    if metadata_mode != MetadataMode.NONE and inner.get_metadata_str(metadata_mode):
+        if metadata_mode == MetadataMode.LLM:
+            update["excluded_llm_metadata_keys"] = list(inner.metadata)
+        elif metadata_mode == MetadataMode.EMBED:
+            update["excluded_embed_metadata_keys"] = list(inner.metadata)
+        else:
+            update["text_template"] = "{content}"
     return NodeWithScore(node=inner.model_copy(update=update), score=node.score)
 
 
@@ -52,10 +58,13 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     duplicates dropped (same node id, same text, or near-same embedding when nodes carry
     embeddings), and the next node cut at a sentence boundary to use the room left. Two nodes
     with one id and different contents (two indexes that both hold a ``guide#0``) are two items,
-    each reported under its node id. A metadata
-    ``tier_key`` puts nodes in tiers (``"PINNED"``, ``"RETRIEVED"``, ``"ENTITY"``... or an int; a
-    lower tier is packed first; tag nodes with `set_tier`). Kept nodes come back in the order
-    given, with ``tier_key`` hidden from the LLM and the embedder (it is control metadata).
+    each reported under its node id; one id and one content is one node found twice (fusion
+    retrievers), and the copy returned is the one the report keeps (the higher tier, then the
+    higher score, then the earlier). A metadata ``tier_key`` puts nodes in tiers
+    (``"PINNED"``, ``"RETRIEVED"``, ``"ENTITY"``... or an int; a lower tier is packed first; tag
+    nodes with `set_tier`). Kept nodes come back tier by tier, in the order given within a tier:
+    the order the call's report lists them (what is returned is exactly its ``included``), with
+    ``tier_key`` hidden from the LLM and the embedder (it is control metadata).
 
     What is counted is each node's content as the response synthesizer sends it
     (``metadata_mode``, LlamaIndex's ``MetadataMode.LLM`` by default) with ``model``'s
@@ -79,6 +88,9 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     ...     CtxBudgetNodePostprocessor(budget=1500, model="gpt-4o")])
     """
 
+    # An unknown option (a misspelled ``budget``) is refused, naming it, not ignored.
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
     budget: int
     model: str = "gpt-4o"
     tier_key: str | None = TIER_KEY
@@ -91,7 +103,9 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
 
     def __init__(self, **data: Any) -> None:
         """Validate the budget and build the assembler (``model``'s tokenizer)."""
-        data = renamed(data, {"token_budget": "budget"}, "CtxBudgetNodePostprocessor")
+        where = "CtxBudgetNodePostprocessor"
+        refuse_unknown(data, {*type(self).model_fields, "token_budget"}, where)
+        data = renamed(data, {"token_budget": "budget"}, where)
         data["budget"] = count(  # numpy ints too; True, "3" or 2.0 refused
             data.get("budget"),
             "CtxBudgetNodePostprocessor: budget",
@@ -127,6 +141,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
         nodes: list[NodeWithScore],
         query_bundle: QueryBundle | None = None,
     ) -> list[NodeWithScore]:
+        _check(query_bundle)
         kept, context = self._pack(nodes)
         self._report(context, len(nodes))
         return kept
@@ -136,6 +151,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
         nodes: list[NodeWithScore],
         query_bundle: QueryBundle | None = None,
     ) -> list[NodeWithScore]:
+        _check(query_bundle)
         # Packed in a worker thread; reported here, in the caller's task.
         kept, context = await asyncio.to_thread(self._pack, nodes)
         self._report(context, len(nodes))
@@ -161,7 +177,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
             if first != content:
                 # One id, another content (two indexes' "guide#0"): another item, which names
                 # the node's id as the caller's own. One id and one content is one node
-                # found twice (fusion retrievers): one item, the best score kept.
+                # found twice (fusion retrievers): the core keeps one copy (`_kept`).
                 key = internal_id("node", json.dumps([node.node_id, index]))
             items.append(
                 ContextItem(
@@ -192,30 +208,28 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
         )
 
 
+def _check(query_bundle: QueryBundle | None) -> None:
+    """The core's query check (a lone surrogate refused): the query reaches events and logs."""
+    if query_bundle is not None:
+        check_query(query_bundle.query_str)
+
+
 def _kept(
     nodes: list[NodeWithScore],
     offered: list[ContextItem],
     context: AssembledContext,
     metadata_mode: MetadataMode,
 ) -> list[NodeWithScore]:
-    """The included nodes in input order, each once, truncated ones replaced by their copy.
+    """The nodes the report includes, in its order, truncated ones replaced by their copy.
 
-    ``offered[i]`` is the item of ``nodes[i]``; a node found twice (one item) comes back once,
-    with its higher score.
+    ``offered[i]`` is the item of ``nodes[i]``. Each included item is mapped back to the node
+    it was made from by position, never by node id: of a node found twice (one id, one item
+    id), the node returned is the one the core kept (higher tier, then score, then the earlier).
     """
-    included: Mapping[str, ContextItem] = {item.id: item for item in context.included}
-    truncated = set(context.truncated)
-    best: dict[str, NodeWithScore] = {}
-    for node, offer in zip(nodes, offered, strict=True):
-        known = best.get(offer.id)
-        if known is None or (node.score or 0.0) > (known.score or 0.0):
-            best[offer.id] = node
     out: list[NodeWithScore] = []
-    for node, offer in zip(nodes, offered, strict=True):
-        item = included.get(offer.id)
-        if item is None or best.get(offer.id) is not node:
-            continue
-        if offer.id in truncated:
+    for index, item in zip(included_positions(offered, context), context.included, strict=True):
+        node = nodes[index]
+        if item is not offered[index]:  # cut to fit: a copy with the text that was packed
             node = with_text(node, item.text, metadata_mode)
         out.append(node)
     return out

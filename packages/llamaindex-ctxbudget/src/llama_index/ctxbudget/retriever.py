@@ -17,14 +17,16 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ctxbudget import AssembledContext, ContextAssembler, Shrink
 from ctxbudget.compat import renamed
-from ctxbudget.core.documents import pack_documents
+from ctxbudget.core.documents import included_positions, pack_documents
 from ctxbudget.core.numbers import count
 from ctxbudget.errors import ConfigurationError, InvalidBudgetError
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.inputs import check_query
 from ctxbudget.memory.policy.presets import StrategyLike, as_strategy
 from ctxbudget.memory.reading.search import ScoredHit
 from ctxbudget.store.chroma_store import Record
 from ctxbudget.store.records import scope_of
+from ctxbudget.store.search import search_k
 from llama_index.ctxbudget.events import LastContext, report_assembly
 
 __all__ = ["CtxBudgetRetriever"]
@@ -78,7 +80,7 @@ class CtxBudgetRetriever(BaseRetriever):
             pruned ``over_limit``.
         fetch_k: hits per search, before packing.
         documents: search documents (True) or not (False).
-        collections: only these document collections (the ``namespace=`` given to
+        collections: only these document collections (the ``collection=`` given to
             `ContextMemory.add_documents`); default: all.
         session_id: also search this session's messages and summaries.
         user_id: also search this user's messages and summaries (every session).
@@ -123,7 +125,7 @@ class CtxBudgetRetriever(BaseRetriever):
             hint="the most tokens the nodes may take, e.g. budget=800",
         )
         # k=0 is no nodes, as in LangChain's retriever (every hit that fits is over_limit).
-        k = None if k is None else count(k, "CtxBudgetRetriever: k", least=0)
+        k = None if k is None else search_k(k, "CtxBudgetRetriever: k")  # as search's k
         fetch_k = count(fetch_k, "CtxBudgetRetriever: fetch_k")
         if not isinstance(documents, bool):  # collection names given as documents=
             collections = [documents] if isinstance(documents, str) else list(documents)
@@ -161,6 +163,7 @@ class CtxBudgetRetriever(BaseRetriever):
     def _hits(self, query: str) -> list[ScoredHit]:
         """Documents, the session's and the user's memories, scored as ContextMemory scores."""
         memory = self.memory
+        check_query(query)  # the core's check (as search's), before the query is embedded
         vector = memory.store.embedder.embed_query(query)  # one embedding for every search
         found: list[ScoredHit] = []
         k = self.fetch_k
@@ -201,14 +204,18 @@ class CtxBudgetRetriever(BaseRetriever):
         found = self._hits(query)
         # One item per record: ids qualified by scope, so two collections' "guide#0" are two.
         items = [s.item(session_id=self.session_id, shrink=Shrink.TRUNCATE) for s in found]
-        records = {item.id: s.hit.record for item, s in zip(items, found, strict=True)}
         context = pack_documents(items, self._assembler, self.budget, k=self.k)
         if context is None:
             return [], None, len(items)
-        kept = sorted(context.included, key=lambda item: (-item.score, item.id))
+        # Each included item back to the hit it was made from, by position (never by an id
+        # lookup that would take another hit with the same id), then best first.
+        kept = sorted(
+            zip(context.included, included_positions(items, context), strict=True),
+            key=lambda pair: (-pair[0].score, pair[0].id),
+        )
         nodes: list[NodeWithScore] = []
-        for item in kept:
-            metadata = _metadata(records[item.id])
+        for item, index in kept:
+            metadata = _metadata(found[index].hit.record)
             node = TextNode(
                 id_=item.id,
                 text=item.text,

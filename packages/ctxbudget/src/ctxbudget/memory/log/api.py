@@ -1,8 +1,9 @@
 """The inclusion log of `ContextMemory`: a stored record of every assembly, and what reads it.
 
 On by default (``ContextMemory(inclusion_log=True)``): each `ContextMemory.assemble` hands its
-result to `InclusionLog.log`, which takes what it needs of the result (ids, tiers, reasons,
-figures: never content) and queues the record for the store's background writer
+result to `InclusionLog.log`, which takes what it needs of the result (ids, tiers, scores,
+reasons and their details, figures: no content unless `InclusionLogConfig.keep_context`
+asks for the query and the context as sent) and queues the record for the store's background writer
 (`ctxbudget.store.context_log`). Building the record's document, counting the included items'
 tokens and writing happen there, off the call's critical path: the call itself pays a few
 tenths of a millisecond (docs/benchmarks.md, "Inclusion log"). An assembly that fails with a
@@ -19,18 +20,20 @@ dropped and logged (`ctxbudget.store.context_log`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.budget import Budget
+from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem
 from ctxbudget.core.render import Format
-from ctxbudget.core.report import AssembledContext
+from ctxbudget.core.report import AssembledContext, PrunedItem
 from ctxbudget.errors import BudgetExceededError, ConfigurationError, StoreError
 from ctxbudget.memory.log.access import AccessCounts, boosted
 from ctxbudget.memory.log.analytics import BudgetStats, access_counts, budget_stats
@@ -60,13 +63,21 @@ class InclusionLogConfig:
 
     Attributes:
         retain: the most records kept per session; the oldest are dropped as new ones come.
+        keep_context: also keep each assembly's query and rendered context as sent (content,
+            so off by default; docs/operations.md). Off, no prune detail quotes a text.
     """
 
     retain: int = 200
+    keep_context: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.retain, bool) or not isinstance(self.retain, int) or self.retain < 1:
             msg = f"InclusionLogConfig.retain must be a positive int, got {self.retain!r}"
+            raise ConfigurationError(msg)
+        if not isinstance(self.keep_context, bool):
+            msg = (
+                f"InclusionLogConfig.keep_context must be True or False, got {self.keep_context!r}"
+            )
             raise ConfigurationError(msg)
 
 
@@ -113,6 +124,8 @@ class InclusionLog:
         """
         key, now = _key()
         self.access.add(session_id, generation, ((it.id, int(it.tier)) for it in result.included))
+        keep = self.config.keep_context
+        query, sent = _content(result) if keep else (None, None)
         build = functools.partial(
             success_record,
             key=key,
@@ -124,9 +137,11 @@ class InclusionLog:
             budget=result.budget,
             tokens_used=result.tokens_used,
             included=tuple(result.included),
-            pruned=tuple(result.pruned),
+            pruned=tuple(result.pruned if keep else map(_without_text, result.pruned)),
             tiers=dict(result.tiers),
             counter=counter,
+            query=query,
+            context=sent,
         )
         self._queue(session_id, user_id, key, now, build, generation)
 
@@ -198,6 +213,24 @@ class InclusionLog:
     def access_counts(self, session_id: str) -> dict[str, int]:
         """How many of the session's retained assemblies included each item."""
         return access_counts(self.records(session_id))
+
+
+_QUERY = internal_id("query")
+
+
+def _content(result: AssembledContext) -> tuple[str | None, str | list[dict[str, Any]]]:
+    """The query's text and the context as sent (`InclusionLogConfig.keep_context`)."""
+    query = next((it.text for it in result.included if it.id == _QUERY), None)
+    return query, result.to_messages() if result.format == "messages" else result.render()
+
+
+def _without_text(pruned: PrunedItem) -> PrunedItem:
+    """``pruned`` with a detail that quotes no text (a duplicate's names the kept item only)."""
+    kept = pruned.duplicate_of
+    quoted = "" if kept is None else f": {kept.text.replace(chr(10), ' ')[:40]!r}"
+    if not quoted or not pruned.detail.endswith(quoted):  # what `Duplicate.detail` appends
+        return pruned
+    return dataclasses.replace(pruned, detail=pruned.detail[: -len(quoted)])
 
 
 def _key() -> tuple[str, float]:

@@ -1,9 +1,11 @@
 """What the inclusion log keeps of one assembly: `ContextRecord`, and how it is stored.
 
 A record names what an assembly offered and what became of it, by id, never by content: the
-items included (with their tier and tokens), the items pruned (with their tier and the
-`PruneReason`), each tier's figures with its floor and cap, the budget, the model and format,
-or the `BudgetExceededError` that stopped it. `ContextMemory.contexts` reads them back;
+items included (with their tier, tokens and score), the items pruned (with their tier, score,
+the `PruneReason` and its detail), each tier's figures with its floor and cap, the budget, the
+model and format, or the `BudgetExceededError` that stopped it. Only when asked
+(`InclusionLogConfig.keep_context`) does it also hold content: the query's text and the
+rendered context as sent. `ContextMemory.contexts` reads them back;
 `ctxbudget.memory.log.analytics` sums them up.
 
 The tokens of an included item are those of its text (the item's own ``tokens`` hint, or the
@@ -11,7 +13,9 @@ model's counter): the row it is rendered in adds a label, a date line or a messa
 which the tier's ``tokens`` (the figure the assembly reports) include.
 
 Stored as compact JSON (``"v": 1``); `decode_record` refuses anything else with a `StoreError`,
-so a reader can skip a record it cannot read instead of failing.
+so a reader can skip a record it cannot read instead of failing. Scores, details, query and
+context are keys of their own (``isc``, ``csc``, ``cdet``, ``q``, ``ctx``): an older record
+reads with None there ("not logged"), and an older reader ignores them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ctxbudget.errors import StoreError
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = [
+    "DETAIL_LIMIT",
     "LOG_VERSION",
     "ContextRecord",
     "IncludedEntry",
@@ -43,23 +48,33 @@ __all__ = [
 LOG_VERSION = 1
 """The version of the stored JSON document of a `ContextRecord`."""
 
+DETAIL_LIMIT = 200
+"""The most characters of a prune detail kept (a longer one is cut, ending with "...")."""
+
 
 @dataclass(frozen=True, slots=True)
 class IncludedEntry:
-    """An item an assembly included: its id, tier, and the tokens of its text."""
+    """An item an assembly included: its id, tier, tokens of its text, score (None: not logged)."""
 
     id: str
     tier: int
     tokens: int
+    score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PrunedEntry:
-    """An item an assembly left out: its id, tier and why (a `PruneReason` value)."""
+    """An item an assembly left out: its id, tier, why (a `PruneReason` value) and score.
+
+    ``detail``: the reason's detail, at most `DETAIL_LIMIT` characters. ``score`` and
+    ``detail`` are None in a record written before they were logged.
+    """
 
     id: str
     tier: int
     reason: str
+    score: float | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +118,10 @@ class ContextRecord:
         tiers: per-tier figures, by tier.
         error: the `BudgetExceededError` message when the assembly failed (None: it did not).
         required: for such an error, the tokens the never-pruned items needed.
+        query: the query's text, kept only with `InclusionLogConfig.keep_context`.
+        context: the rendered context as sent, kept only with
+            `InclusionLogConfig.keep_context`: the chat messages (``messages`` format, as
+            ``to_messages()`` gave them) or the text (``text``, ``compact``); None: not kept.
     """
 
     id: str
@@ -121,6 +140,8 @@ class ContextRecord:
     tiers: tuple[TierEntry, ...] = ()
     error: str | None = None
     required: int | None = None
+    query: str | None = None
+    context: str | tuple[dict[str, Any], ...] | None = None
 
     @property
     def included_ids(self) -> list[str]:
@@ -173,17 +194,31 @@ def success_record(
     pruned: Sequence[PrunedItem],
     tiers: Mapping[int, TierUsage],
     counter: TokenCounter,
+    query: str | None = None,
+    context: str | Sequence[Mapping[str, Any]] | None = None,
 ) -> ContextRecord:
-    """The record of an assembly that succeeded (what `AssembledContext` reported)."""
+    """The record of an assembly that succeeded (what `AssembledContext` reported).
+
+    ``query`` and ``context``: kept only when given (`InclusionLogConfig.keep_context`).
+    """
     counts = counter.count_many([item.text for item in included if item.tokens is None])
     texts = iter(counts)
     kept = tuple(
         IncludedEntry(
-            item.id, int(item.tier), item.tokens if item.tokens is not None else next(texts)
+            item.id,
+            int(item.tier),
+            item.tokens if item.tokens is not None else next(texts),
+            _score(item.score),
         )
         for item in included
     )
-    cut = tuple(PrunedEntry(p.item.id, int(p.item.tier), p.reason.value) for p in pruned)
+    cut = tuple(
+        PrunedEntry(
+            p.item.id, int(p.item.tier), p.reason.value, _score(p.item.score), _short(p.detail)
+        )
+        for p in pruned
+    )
+    sent = context if context is None or isinstance(context, str) else tuple(map(dict, context))
     return ContextRecord(
         id=key,
         session_id=session_id,
@@ -199,7 +234,19 @@ def success_record(
         included=kept,
         pruned=cut,
         tiers=tuple(_tier_entry(usage, budget) for _, usage in sorted(tiers.items())),
+        query=query,
+        context=sent,
     )
+
+
+def _score(score: float) -> float:
+    """A score as logged: 6 significant digits are plenty to rank by, and keep records short."""
+    return float(f"{float(score):.6g}")
+
+
+def _short(detail: str) -> str:
+    text = str(detail)
+    return text if len(text) <= DETAIL_LIMIT else text[: DETAIL_LIMIT - 3] + "..."
 
 
 def error_record(
@@ -247,29 +294,36 @@ def _tier_entry(usage: TierUsage, budget: Budget) -> TierEntry:
 
 def encode_record(record: ContextRecord) -> str:
     """The stored JSON document of ``record`` (compact; `decode_record` reads it back)."""
-    return json.dumps(
-        {
-            "v": LOG_VERSION,
-            "id": record.id,
-            "sid": record.session_id,
-            "uid": record.user_id,
-            "t": record.time,
-            "model": record.model,
-            "fmt": record.format,
-            "budget": [record.window, record.reserve, record.safety, record.tokens_available],
-            "used": record.tokens_used,
-            "inc": [[e.id, e.tier, e.tokens] for e in record.included],
-            "cut": [[e.id, e.tier, e.reason] for e in record.pruned],
-            "tiers": [
-                [t.tier, t.offered, t.kept, t.pruned, t.tokens, t.floor, t.cap]
-                for t in record.tiers
-            ],
-            "err": record.error,
-            "req": record.required,
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    document: dict[str, Any] = {
+        "v": LOG_VERSION,
+        "id": record.id,
+        "sid": record.session_id,
+        "uid": record.user_id,
+        "t": record.time,
+        "model": record.model,
+        "fmt": record.format,
+        "budget": [record.window, record.reserve, record.safety, record.tokens_available],
+        "used": record.tokens_used,
+        "inc": [[e.id, e.tier, e.tokens] for e in record.included],
+        "cut": [[e.id, e.tier, e.reason] for e in record.pruned],
+        "tiers": [
+            [t.tier, t.offered, t.kept, t.pruned, t.tokens, t.floor, t.cap] for t in record.tiers
+        ],
+        "err": record.error,
+        "req": record.required,
+    }
+    if any(e.score is not None for e in record.included):
+        document["isc"] = [e.score for e in record.included]
+    if any(e.score is not None or e.detail is not None for e in record.pruned):
+        document["csc"] = [e.score for e in record.pruned]
+        document["cdet"] = [e.detail for e in record.pruned]
+    if record.query is not None:
+        document["q"] = record.query
+    if record.context is not None:
+        document["ctx"] = (
+            record.context if isinstance(record.context, str) else list(record.context)
+        )
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
 
 def decode_record(document: str) -> ContextRecord:
@@ -285,6 +339,10 @@ def decode_record(document: str) -> ContextRecord:
             msg = f"not a context record of version {LOG_VERSION} (version {version!r})"
             raise StoreError(msg)
         window, reserve, safety, available = (int(v) for v in data["budget"])
+        inc, cut = data["inc"], data["cut"]
+        scores = _column(data, "isc", len(inc), float)
+        cut_scores = _column(data, "csc", len(cut), float)
+        details = _column(data, "cdet", len(cut), str)
         return ContextRecord(
             id=str(data["id"]),
             session_id=str(data["sid"]),
@@ -297,25 +355,46 @@ def decode_record(document: str) -> ContextRecord:
             safety=safety,
             tokens_available=available,
             tokens_used=int(data["used"]),
-            included=tuple(IncludedEntry(str(i), int(t), int(n)) for i, t, n in data["inc"]),
-            pruned=tuple(PrunedEntry(str(i), int(t), str(r)) for i, t, r in data["cut"]),
+            included=tuple(
+                IncludedEntry(str(i), int(t), int(n), s)
+                for (i, t, n), s in zip(inc, scores, strict=True)
+            ),
+            pruned=tuple(
+                PrunedEntry(str(i), int(t), str(r), s, d)
+                for (i, t, r), s, d in zip(cut, cut_scores, details, strict=True)
+            ),
             tiers=tuple(_decode_tier(row) for row in data["tiers"]),
             error=None if data["err"] is None else str(data["err"]),
             required=None if data["req"] is None else int(data["req"]),
+            query=None if data.get("q") is None else str(data["q"]),
+            context=_decode_context(data.get("ctx")),
         )
     except (KeyError, TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         msg = f"malformed context record ({exc!r}): {document[:80]!r}"
         raise StoreError(msg) from exc
 
 
+def _column(data: dict[str, Any], key: str, size: int, kind: type[Any]) -> list[Any]:
+    """A per-item column of a record (None for each item when the record predates it)."""
+    values = data.get(key)
+    if values is None:
+        return [None] * size
+    if not isinstance(values, list) or len(values) != size:
+        msg = f"malformed context record: {key!r} does not match its {size} items"
+        raise StoreError(msg)
+    return [None if v is None else kind(v) for v in values]
+
+
+def _decode_context(value: Any) -> str | tuple[dict[str, Any], ...] | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(m, dict) for m in value):
+        return tuple(value)
+    msg = f"malformed context record: its context is a {type(value).__name__}"
+    raise StoreError(msg)
+
+
 def _decode_tier(row: Sequence[Any]) -> TierEntry:
     tier, offered, kept, pruned, tokens, floor, cap = row
-    return TierEntry(
-        int(tier),
-        int(offered),
-        int(kept),
-        int(pruned),
-        int(tokens),
-        int(floor),
-        None if cap is None else int(cap),
-    )
+    cap = None if cap is None else int(cap)
+    return TierEntry(int(tier), int(offered), int(kept), int(pruned), int(tokens), int(floor), cap)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ctxbudget.core.numbers import count, flag, real
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.entities.names import check_entity_settings
+from ctxbudget.memory.policy.ranking import as_reranker
 from ctxbudget.memory.policy.scoring import Scoring
 
 __all__ = ["MemoryConfig"]
@@ -24,8 +26,15 @@ _COUNTS = (
     "entity_depth",
     "entity_cards",
     "entity_turns",
+    "reranker_top",
 )
-_REALS = ("query_turn_weight", "episode_gap", "retrieved_floor", "access_salience")
+_REALS = (
+    "query_turn_weight",
+    "episode_gap",
+    "retrieved_floor",
+    "access_salience",
+    "reranker_timeout",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +93,13 @@ class MemoryConfig:
             (`ctxbudget.memory.reading.excerpts`; docs/memory.md, "Excerpts"). Off by default:
             the model then reads parts of turns, and several excerpts of weaker matches can
             take the place of one whole turn.
+        reranker: a ranking to reorder the best retrieved candidates with before packing
+            (`ctxbudget.memory.reading.rerank`; docs/memory.md, "Rerankers"): a callable
+            ``(query, texts) -> scores`` (sync or async), a sentence-transformers
+            ``CrossEncoder``, or a LangChain compressor or LlamaIndex postprocessor wrapped by
+            its adapter. None (the default): no stage, no cost.
+        reranker_top: how many of the best retrieved candidates the reranker sees (one call).
+        reranker_timeout: seconds the reranker is waited for; a later answer is not used.
     """
 
     recent_messages: int = 40
@@ -107,6 +123,9 @@ class MemoryConfig:
     entity_types: tuple[str, ...] = ()
     access_salience: float = 0.0
     excerpts: bool = False
+    reranker: Any = None
+    reranker_top: int = 50
+    reranker_timeout: float = 2.0
 
     def __post_init__(self) -> None:
         # Numbers pass the one boundary (`ctxbudget.core.numbers`): numpy's are taken, a bool,
@@ -149,6 +168,14 @@ class MemoryConfig:
             raise ConfigurationError(msg)
         for name in ("other_sessions", "entities", "excerpts"):  # the on/off settings
             object.__setattr__(self, name, flag(getattr(self, name), f"MemoryConfig.{name}"))
+        if self.reranker is not None:
+            object.__setattr__(self, "reranker", as_reranker(self.reranker))
+        if self.reranker_top < 1 or self.reranker_timeout <= 0:
+            msg = (
+                "MemoryConfig.reranker_top must be positive and reranker_timeout more than 0 "
+                f"seconds, got {self.reranker_top} and {self.reranker_timeout:g}"
+            )
+            raise ConfigurationError(msg)
         limit = self.max_message_chars
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             msg = f"MemoryConfig.max_message_chars must be a positive int, got {limit!r}"

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ctxbudget.core.items import Tier
+from ctxbudget.core.numbers import shown
 from ctxbudget.errors import ConfigurationError, ConfigurationTypeError
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.strategy import STRATEGY_FIELDS, Strategy
@@ -176,6 +177,6 @@ def as_strategy(value: StrategyLike) -> Strategy:
         return Strategy(**{str(k): v for k, v in value.items()})
     msg = (
         f"strategy must be a preset name ({', '.join(sorted(_REGISTRY))}), a Strategy or a "
-        f"mapping of its fields, got {value!r}"
+        f"mapping of its fields, got {shown(value)}"
     )
     raise ConfigurationTypeError(msg)

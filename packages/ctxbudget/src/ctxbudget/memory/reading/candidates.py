@@ -30,6 +30,7 @@ from ctxbudget.core.assemble import ContextAssembler
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Tier
+from ctxbudget.core.numbers import flag
 from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import InvalidItemError
@@ -50,6 +51,7 @@ from ctxbudget.memory.reading.retrieval import QueryVectors, SearchScope, retrie
 from ctxbudget.memory.reading.session_index import SessionIndex, SessionIndexes
 from ctxbudget.memory.reading.session_state import read_session
 from ctxbudget.store.records import Record
+from ctxbudget.tokens.backends import check_text
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
@@ -212,6 +214,9 @@ def gather(
         msg = f"query: {exc}"
         raise InvalidItemError(msg) from exc
     documents = documents_arg(documents)
+    search_recent = flag(search_recent, "search_recent")
+    if other_sessions is not None:
+        other_sessions = flag(other_sessions, "other_sessions")
     budget = Budget.coerce(budget)
     shared = layouts_for(model) if layouts_for is not None else None
     layout = ContextAssembler(counter, min_exchanges=config.min_exchanges, layouts=shared).layout(
@@ -334,6 +339,11 @@ def offered(
     """What `ContextMemory.assemble` hands the core, in order; the query comes last."""
     items: list[ContextItem] = []
     if system:
+        try:
+            check_text(system)  # a lone surrogate is refused naming the system prompt
+        except InvalidItemError as exc:
+            msg = f"system: {exc}"
+            raise InvalidItemError(msg) from exc
         items.append(ContextItem(internal_id("system"), system, tier=Tier.SYSTEM, source="system"))
     items.extend(found.pinned)
     items.extend(tool_items(tools))

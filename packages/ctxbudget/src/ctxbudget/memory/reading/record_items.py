@@ -15,6 +15,7 @@ from typing import Any
 
 from ctxbudget.core.ids import internal_id, is_internal
 from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.numbers import shown
 from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls
 from ctxbudget.errors import InvalidItemError
@@ -134,7 +135,7 @@ def retrieved_item(record: Record, score: float, session_id: str | None) -> Cont
 def tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
     given: object = tools
     if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
-        msg = f"tools must be a list of tool schemas (dicts or JSON text), got {given!r:.80}"
+        msg = f"tools must be a list of tool schemas (dicts or JSON text), got {shown(given)}"
         raise InvalidItemError(msg)
     items: list[ContextItem] = []
     for index, tool in enumerate(tools):
@@ -142,7 +143,7 @@ def tool_items(tools: Sequence[Mapping[str, Any] | str]) -> list[ContextItem]:
             text, name = tool, internal_id("tool", index)
         else:
             if not isinstance(tool, Mapping):
-                msg = f"tool {index} must be a schema dict or JSON text, got {tool!r:.80}"
+                msg = f"tool {index} must be a schema dict or JSON text, got {shown(tool)}"
                 raise InvalidItemError(msg)
             try:
                 text = tool_schema_json(tool)

@@ -10,16 +10,20 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING
 
 from ctxbudget.core.items import ContextItem, Shrink, Tier
+from ctxbudget.core.numbers import shown
+from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.entities.stored import ENTITY_MARK
+from ctxbudget.memory.inputs import check_query
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.reading.lexical import hit_relevance, lexical_terms, record_score
 from ctxbudget.memory.reading.record_items import item_id
 from ctxbudget.memory.reading.session_index import span_of
 from ctxbudget.store.filters import document_filter
-from ctxbudget.store.records import Hit, scope_of
+from ctxbudget.store.records import Hit, first_surrogate, scope_of
 
 if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
@@ -54,6 +58,40 @@ class ScoredHit:
         )
 
 
+def _names(given: object) -> bool:
+    return (
+        isinstance(given, Sequence)
+        and not isinstance(given, str | bytes)
+        and all(isinstance(n, str) and n and first_surrogate(n) is None for n in given)
+    )
+
+
+def _check_scope(kinds: object, collections: object, vector: object) -> None:
+    """Refuse ``kinds``, ``collections`` or ``vector`` of `ContextMemory.search` it cannot use."""
+    if kinds is not None and not _names(kinds):
+        msg = f"kinds must be None (every kind) or a list of record kinds, got {shown(kinds)}"
+        raise InvalidItemError(msg)
+    if not (
+        collections is None
+        or isinstance(collections, bool)
+        or _names([collections] if isinstance(collections, str) else collections)
+    ):
+        msg = (
+            "collections must be None or True (every collection), a collection name or a list "
+            f"of them, got {shown(collections)}"
+        )
+        raise InvalidItemError(msg)
+    if vector is not None and (
+        isinstance(vector, str | bytes)
+        or not isinstance(vector, Sequence)
+        or not all(isinstance(x, Real) and not isinstance(x, bool) for x in vector)
+    ):
+        msg = (
+            f"vector must be None or the query's embedding (a list of floats), got {shown(vector)}"
+        )
+        raise InvalidItemError(msg)
+
+
 def scored_search(
     store: ChromaStore,
     namespace: str,
@@ -68,7 +106,9 @@ def scored_search(
     vector: Sequence[float] | None,
 ) -> list[ScoredHit]:
     """`ContextMemory.search` (see there): one store search, hits scored, best first."""
-    if not isinstance(query, str) or not query.strip():
+    check_query(query)  # a lone surrogate is refused here, as assemble refuses it
+    _check_scope(kinds, collections, vector)
+    if not query.strip():
         return []
     where = None if collections is None else document_filter(collections)
     hits = store.search(

@@ -10,6 +10,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ctxbudget.compat import renamed
+from ctxbudget.core.numbers import flag
+from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.writing.writer import Writer
 from ctxbudget.store.records import MetadataValue
@@ -21,6 +24,10 @@ if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
 
 __all__ = ["MemoryWrites"]
+
+
+def _progress(given: object) -> bool | None:
+    return None if given is None else flag(given, "progress", error=StoreInputError)
 
 
 class MemoryWrites:
@@ -92,6 +99,7 @@ class MemoryWrites:
         Everything is checked before anything is written; a bad message raises an error naming
         its index. A progress bar shows on long imports (``progress=None``: over 200 messages).
         """
+        progress = _progress(progress)
         return self.writes.messages(
             session_id, messages, user_id=user_id, progress=progress, batch_size=batch_size
         )
@@ -146,29 +154,46 @@ class MemoryWrites:
         self,
         documents: Iterable[str | Mapping[str, Any] | tuple[str, str]],
         *,
-        namespace: str = "kb",
+        collection: str | None = None,
         chunk_tokens: int = 200,
         overlap: int = 30,
         source: str | None = None,
         progress: bool | None = None,
+        namespace: str | None = None,
     ) -> list[str]:
         """Store documents, cut into chunks of ``chunk_tokens`` tokens with ``overlap``.
 
         Documents are strings, ``(id, text)`` pairs or dicts with ``text`` (and optional ``id``,
-        ``source``, ``metadata``). ``namespace`` names the collection of documents within this
-        memory's tenant (``assemble(documents=["kb"])`` restricts to it). Returns chunk ids
-        (``<document id>#<n>``). A document of any length is taken: chunking costs time in
-        proportion to its length.
+        ``source``, ``metadata``). ``collection`` (default ``"kb"``) names the collection of
+        documents within this memory's namespace (its tenant): ``assemble(documents=["kb"])``
+        and the retrievers' ``collections=`` restrict to it. Returns chunk ids
+        (``<document id>#<n>``). A document given without an id gets one from what it holds
+        (`ctxbudget.memory.writing.chunking.document_id`: the collection, the text, its source
+        and metadata and how it is cut), so adding the same documents again stores nothing new.
+        A document of any length is taken: chunking costs time in proportion to its length.
+
+        ``namespace=`` is the old name of ``collection=`` (a `DeprecationWarning`; it goes in
+        the next release): everywhere else a namespace is the tenant.
 
         Raises:
             StoreInputError: a malformed document, reserved or unstorable metadata, bad
                 chunking options, or a chunk id already stored with other text. Nothing was
                 written.
+            ConfigurationError: both ``collection=`` and its old name ``namespace=``.
+
+        >>> mem.add_documents(["Alfama has many small restaurants."], collection="kb")
+        ... # doctest: +SKIP
+        ['doc:5d0c...#0']
         """
+        given = {"collection": collection, "namespace": namespace}
+        options = {name: value for name, value in given.items() if value is not None}
+        where = "ContextMemory.add_documents"
+        named = renamed(options, {"namespace": "collection"}, where, stacklevel=0)
+        progress = _progress(progress)
         self._settle()
         return self.writes.documents(
             documents,
-            collection=namespace,
+            collection=named.get("collection", "kb"),
             chunk_tokens=chunk_tokens,
             overlap=overlap,
             source=source,

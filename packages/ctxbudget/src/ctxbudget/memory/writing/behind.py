@@ -25,8 +25,14 @@ What callers can rely on:
 - **Failures are reported, never dropped.** A write Chroma refuses for a moment (a server
   restarting) is retried, in order, until it succeeds; `settle` (hence the next read) raises a
   `StoreError` naming the error if it has not succeeded within ``timeout``. A batch the store
-  refuses for good (`StoreInputError`, e.g. an id another process stored meanwhile with other
-  content) stays in the journal and the next call of the memory raises the error, once.
+  refuses for good (`StoreInputError`, e.g. a vector of another dimension) stays in the journal
+  and the next call of the memory raises the error, once.
+- **Another writer's message under an acknowledged id: the first write wins.** If another
+  memory (on the same folder or server) stored a different message under the scope and id of
+  one acknowledged here before it was stored, that message is kept: the acknowledged one is
+  dropped from the journal with one warning naming its id and session, and the rest of its
+  batch is stored (`ctxbudget.store.first_write`), as a synchronous write or the journal's
+  replay would. Nothing else stays in the journal, and `settle` raises nothing for it.
 - **One store call for a burst.** The writer lingers ``linger`` seconds (50 ms) after a batch
   arrives, so the messages of one turn (the question, then the answer and tool results) are
   stored together, after the call that acknowledged them, rather than while it still reads
@@ -46,25 +52,20 @@ import time
 import uuid
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ctxbudget.errors import StoreError, StoreInputError
+from ctxbudget.store.first_write import Add, Get, add_acknowledged
 from ctxbudget.store.journal import JournalBatch, WriteJournal, replay
 from ctxbudget.store.records import Record, record_key, scope_of
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["WriteBehind"]
 
 logger = logging.getLogger(__name__)
 
 _MAX_WAIT = 2.0  # seconds between two tries of a failing write
-
-_Add = Callable[[Sequence[Record]], list[Record]]  # ChromaStore.add
 
 
 @dataclass(slots=True)
@@ -80,6 +81,8 @@ class WriteBehind:
     Args:
         add: the store's ``add`` (records in, stored records out).
         journal: where batches are recorded before they are acknowledged.
+        get: the store's ``get``, to tell which records of a refused batch another writer
+            stored first with other content (dropped; without it the batch is refused whole).
         batch: at most this many records per store call.
         max_pending: at most this many records wait at once; `submit` waits beyond.
         timeout: how long `settle` and a waiting `submit` wait for a failing store.
@@ -88,15 +91,17 @@ class WriteBehind:
 
     def __init__(
         self,
-        add: _Add,
+        add: Add,
         journal: WriteJournal,
         *,
+        get: Get | None = None,
         batch: int = 256,
         max_pending: int = 1024,
         timeout: float = 30.0,
         linger: float = 0.05,
     ) -> None:
         self._add = add
+        self._get = get
         self._journal = journal
         self._batch = batch
         self._max_pending = max_pending
@@ -110,6 +115,7 @@ class WriteBehind:
         self._waiting = 0
         self._retrying: StoreError | None = None
         self._failed: list[_Failure] = []
+        self._reported: set[str] = set()  # records dropped (first write wins) and warned about
         self._stopping = False
         self._cond = threading.Condition()
         # The thread runs while there is work and ends when the queue is empty, so an idle
@@ -252,7 +258,7 @@ class WriteBehind:
                 work = list(self._inflight)
             try:
                 # A writer of this folder that died meanwhile: its batches go first.
-                replay(self._journal.path.parent, self._add, skip=self._journal.path)
+                replay(self._journal.path.parent, self._add, skip=self._journal.path, get=self._get)
                 for group in _groups(work, self._batch):
                     self._store(group)
             except StoreError as exc:
@@ -284,7 +290,8 @@ class WriteBehind:
 
     def _store(self, group: list[JournalBatch]) -> None:
         try:
-            self._add([r for b in group for r in b.records])
+            records = [r for b in group for r in b.records]
+            add_acknowledged(self._add, self._get, records, reported=self._reported)
         except StoreInputError as exc:
             if len(group) == 1:
                 self._refused(group[0], exc)
@@ -300,6 +307,8 @@ class WriteBehind:
             for batch in group:
                 self._inflight.remove(batch)
                 self._forget(batch)
+            if not self._inflight:
+                self._reported.clear()
             self._retrying = None
             self._cond.notify_all()
 

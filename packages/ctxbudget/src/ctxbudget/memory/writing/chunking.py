@@ -1,18 +1,57 @@
-"""Cutting documents into chunks of a few hundred tokens, with overlap, at sentence ends."""
+"""Cutting documents into chunks of a few hundred tokens, with overlap, at sentence ends.
+
+`document_id` names a document given without an id by what it holds, so adding it again
+stores nothing new (its chunks are ``<document id>#<n>``, deterministic too).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
+from ctxbudget.core.numbers import shown
 from ctxbudget.errors import ConfigurationError
 
-__all__ = ["chunk_text"]
+__all__ = ["chunk_text", "document_id"]
 
 # A piece ends at a sentence end (followed by spaces) or at a line break; the separator it had
 # is kept, so a chunk of Markdown keeps its lines, headings and list items.
 _PIECE = re.compile(r".*?(?:[.!?。！？](?=\s)|(?=\n)|$)", re.DOTALL)
 _SEPARATOR = re.compile(r"\s*")
+
+
+def document_id(collection: str, text: str, how: Sequence[object] = ()) -> str:
+    """The id of a document given without one: ``doc:`` and a digest of what it holds.
+
+    The digest (SHA-256, 24 hex digits) covers the collection, the text and ``how`` it is
+    stored (source, metadata, chunking, tokenizer: whatever makes its chunks what they are), so
+    the same document added the same way again has the same id and chunk ids, and is stored
+    once; the same text in another collection is another document.
+
+    >>> document_id("kb", "Alfama has many small restaurants.") == document_id(
+    ...     "kb", "Alfama has many small restaurants.")
+    True
+    >>> document_id("kb", "x") == document_id("wiki", "x")
+    False
+    """
+    try:
+        # ensure_ascii: any str (a lone surrogate too) has one encoding; checked later.
+        key = json.dumps(_canonical([collection, text, *how]), default=repr)
+    except (TypeError, ValueError, RecursionError):  # odd metadata, refused by the store's check
+        key = repr([collection, text]) + shown(how)  # bounded: a huge or deep value too
+    return "doc:" + hashlib.sha256(key.encode("ascii", "backslashreplace")).hexdigest()[:24]
+
+
+def _canonical(value: object) -> object:
+    # Mappings as pairs sorted by key (keys of any type): equal metadata, one digest.
+    if isinstance(value, Mapping):
+        pairs = [[repr(key), _canonical(item)] for key, item in value.items()]
+        return sorted(pairs, key=lambda pair: str(pair[0]))
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    return value
 
 
 def _pieces(text: str) -> list[tuple[str, str]]:

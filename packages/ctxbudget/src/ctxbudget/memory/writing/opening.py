@@ -46,7 +46,7 @@ def open_write_behind(
     if isinstance(option, str | os.PathLike):
         where = hashlib.sha256(f"{store.location}\0{store.collection}".encode()).hexdigest()
         folder = Path(option) / f"{store.collection}-{where[:12]}"
-        replay(folder, store.add)
+        replay(folder, store.add, get=store.get)
         return _attach(store, folder)
     msg = f"write_behind must be True, False or a folder, got {type(option).__name__}"
     raise ConfigurationTypeError(msg)
@@ -59,6 +59,6 @@ def _attach(store: ChromaStore, folder: Path) -> WriteBehind | None:
         # A folder this process may only read: its writes fail on their own, clearly.
         logger.warning("%s; messages are written synchronously", exc)
         return None
-    writer = WriteBehind(store.add, journal)
+    writer = WriteBehind(store.add, journal, get=store.get)
     store.on_close(writer.close)  # closing the store first still stores the queue
     return writer

@@ -5,6 +5,10 @@ Every write goes the same way: the caller's input becomes records (`Writer.messa
 (`ChromaStore.check`, then `refuse_changes`: an id stored with other content), tokens are
 counted once and kept with the record, and the records are stored in batches (`Writer.write`,
 with a progress bar on long imports). A bad input names its index, and nothing is written.
+
+A record the store (or the write-behind queue) already holds is the same write again
+(`ctxbudget.store.validate.same_write`: the same content, or the same message with another
+timestamp): it is not written again, and its id is returned as if it had been.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.items import ROLES
+from ctxbudget.core.numbers import shown
 from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
 from ctxbudget.memory.entities.documents import chunk_entities
 from ctxbudget.memory.entities.names import EntityExtractor
 from ctxbudget.memory.inputs import (
+    check_batch_size,
     check_message_id,
-    document_parts,
+    given_id,
     message_calls,
     to_timestamp,
     user_metadata,
@@ -29,8 +35,9 @@ from ctxbudget.memory.inputs import (
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.reading.record_items import with_tokens
 from ctxbudget.memory.writing.behind import WriteBehind
-from ctxbudget.memory.writing.chunking import chunk_text
+from ctxbudget.memory.writing.documents import document_records
 from ctxbudget.store.records import MetadataValue, Record, require_name, same_content, scope_of
+from ctxbudget.store.validate import same_write
 from ctxbudget.telemetry.operations import write_span
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -71,9 +78,7 @@ class Writer:
                 f"{type(messages).__name__}; for one message use add_message"
             )
             raise StoreInputError(msg)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            msg = f"batch_size must be a positive int, got {batch_size!r}"
-            raise StoreInputError(msg)
+        batch_size = check_batch_size(batch_size)
         require_name("session_id", session_id)
         given = list(messages)
         records = [
@@ -91,6 +96,33 @@ class Writer:
             self.stored(records)
         return ids
 
+    def check_messages(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, user_id: str | None
+    ) -> None:
+        """Every check `messages` makes of each message, nothing written (for the doors).
+
+        A door that stores a call's messages in the background (the LangChain middleware)
+        refuses the call with the error `ContextMemory.add_messages` would raise (a message
+        over `MemoryConfig.max_message_chars`, a lone surrogate...), before the model is called.
+
+        Raises:
+            StoreInputError: the first message that cannot be stored, by its index.
+        """
+        records = [
+            self.message_record(session_id, index, message, user_id)
+            for index, message in enumerate(messages)
+        ]
+        self.check_records(records, "message")
+
+    def check_records(self, records: list[Record], noun: str) -> None:
+        """The store's checks of ``records`` (called ``noun`` in its message), none written."""
+        try:
+            self.store.check(records)
+        except StoreInputError as exc:
+            problem = str(exc).replace("record ", noun + " ", 1).removesuffix(_UNWRITTEN)
+            msg = problem.replace("in one add()", "in one call") + _UNWRITTEN
+            raise StoreInputError(msg) from exc
+
     @write_span
     def write(
         self,
@@ -102,33 +134,31 @@ class Writer:
         made: set[str] | frozenset[str] = frozenset(),
     ) -> list[str]:
         """Check every record, count tokens once, then store in batches with a progress bar."""
-        try:
-            self.store.check(records)  # all of them, before the first batch is written
-        except StoreInputError as exc:
-            problem = str(exc).replace("record ", noun + " ", 1).removesuffix(_UNWRITTEN)
-            msg = problem.replace("in one add()", "in one call") + _UNWRITTEN
-            raise StoreInputError(msg) from exc
+        self.check_records(records, noun)  # all of them, before the first batch is written
         behind = self.behind if noun == "message" else None
-        refuse_changes(
+        held = refuse_changes(
             self.store,
             self.namespace,
             [r for r in records if r.id not in made],
             noun,
             pending=None if self.behind is None else self.behind.pending,
         )
-        counts = self.counter.count_many([r.text for r in records])
-        for index, record in enumerate(records):
-            records[index] = with_tokens(record, {self.counter.name: counts[index]})
+        todo = [i for i, r in enumerate(records) if (scope_of(r), r.id) not in held]
+        counts = self.counter.count_many([records[i].text for i in todo])
+        for index, tokens in zip(todo, counts, strict=True):
+            records[index] = with_tokens(records[index], {self.counter.name: tokens})
         bar = _progress(len(records), f"storing {noun}s", progress)
         ids: list[str] = []
         for start in range(0, len(records), batch_size):
             chunk = records[start : start + batch_size]
+            # What is held already is not written again (a retry keeps the first timestamp).
+            new = [r for r in chunk if (scope_of(r), r.id) not in held]
             try:
-                if behind is None:
-                    ids.extend(r.id for r in self.store.add(chunk))
-                else:
-                    behind.submit(chunk)  # acknowledged: journaled, stored in the background
-                    ids.extend(r.id for r in chunk)
+                if new and behind is None:
+                    self.store.add(new)
+                elif new and behind is not None:
+                    behind.submit(new)  # acknowledged: journaled, stored in the background
+                ids.extend(r.id for r in chunk)
             except StoreError as exc:
                 if not ids:
                     raise
@@ -159,7 +189,7 @@ class Writer:
             raise StoreInputError(msg)
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
-            msg = f"message {index}: role must be one of {sorted(ROLES)}, got {role!r}"
+            msg = f"message {index}: role must be one of {sorted(ROLES)}, got {shown(role)}"
             raise StoreInputError(msg)
         text = message.get("text", message.get("content"))
         if not isinstance(text, str):
@@ -168,8 +198,9 @@ class Writer:
         self.check_length(f"message {index}", text)
         metadata = user_metadata(f"message {index}", message.get("metadata"))
         call_ids = message_calls(index, message.get("tool_calls"), metadata)
-        if message.get("name"):
-            metadata["_name"] = str(message["name"])
+        name = message.get("name")
+        if name is not None and name != "":  # None or "": a message without a speaker's name
+            metadata["_name"] = require_name(f"message {index}: name", name)
         if (
             not text.strip()
             and not call_ids
@@ -185,18 +216,9 @@ class Writer:
         except InvalidItemError as exc:
             msg = f"message {index}: {exc}"
             raise StoreInputError(msg) from exc
-        given = message.get("id")
-        if (
-            given is not None
-            and given != ""
-            and (isinstance(given, bool) or not isinstance(given, str | int))
-        ):
-            msg = f"message {index}: id must be a str (or None for a new one), got {given!r}"
-            raise StoreInputError(msg)
-        if given not in (None, ""):
-            check_message_id(str(given), f"message {index}")
+        given = given_id(f"message {index}", message.get("id"), "None for a new one")
         return Record(
-            id=str(given) if given not in (None, "") else f"{session_id}:{uuid.uuid4().hex[:16]}",
+            id=given or f"{session_id}:{uuid.uuid4().hex[:16]}",
             kind="message",
             # A turn that only calls tools has no text: no placeholder is stored or sent.
             text=text if text.strip() else "",
@@ -235,7 +257,7 @@ class Writer:
         if not isinstance(given, str) or not given.strip():
             msg = (
                 "pin needs the text of the fact as a non-empty str, e.g. "
-                f"mem.pin('s1', 'User is vegetarian'); got {given!r:.80}"
+                f"mem.pin('s1', 'User is vegetarian'); got {shown(given)}"
             )
             raise StoreInputError(msg)
         self.check_length("the pinned fact", given)
@@ -297,48 +319,19 @@ class Writer:
         progress: bool | None,
     ) -> list[str]:
         """`ContextMemory.add_documents`: cut documents into chunks, then store the chunks."""
-        if isinstance(documents, str | bytes | Mapping) or not isinstance(documents, Iterable):
-            msg = (
-                f"documents must be a list of documents, got a {type(documents).__name__}; "
-                "for one document pass [document]"
-            )
-            raise StoreInputError(msg)
-        if not isinstance(collection, str) or not collection:
-            msg = f"namespace (the document collection) must be a non-empty str, got {collection!r}"
-            raise StoreInputError(msg)
-        for name, value, least in (("chunk_tokens", chunk_tokens, 4), ("overlap", overlap, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                msg = f"{name} must be an int of at least {least}, got {value!r}"
-                if name == "chunk_tokens":
-                    msg += " (one character can take 4 tokens)"
-                raise StoreInputError(msg)
-        if overlap >= chunk_tokens:
-            msg = f"overlap ({overlap}) must be below chunk_tokens ({chunk_tokens})"
-            raise StoreInputError(msg)
-        records: list[Record] = []
-        for index, document in enumerate(documents):
-            doc_id, text, doc_source, metadata = document_parts(index, document)
-            if doc_id:
-                check_message_id(doc_id, f"document {index}")
-            doc_id = doc_id or f"doc:{uuid.uuid4().hex[:12]}"
-            chunks = chunk_text(
-                text, max_tokens=chunk_tokens, overlap=overlap, count=self.counter.count
-            )
-            for number, chunk in enumerate(chunks):
-                records.append(
-                    Record(
-                        id=f"{doc_id}#{number}",
-                        kind="document",
-                        text=chunk,
-                        namespace=self.namespace,
-                        source=doc_source or source,
-                        metadata={**metadata, "doc_namespace": collection, "doc_id": doc_id},
-                    )
-                )
+        records, ids = document_records(
+            documents,
+            namespace=self.namespace,
+            collection=collection,
+            chunk_tokens=chunk_tokens,
+            overlap=overlap,
+            source=source,
+            counter=self.counter,
+        )
         # Entities are read before anything is written: an extractor that fails writes nothing.
         extractor = self.extractor if self.config.entities else None
         found = chunk_entities(extractor, records) if extractor is not None else []
-        ids = self.write(records, "document chunk", progress)
+        self.write(records, "document chunk", progress)
         if found:
             self.store.doc_entities.add(self.namespace, found)
         return ids
@@ -351,12 +344,15 @@ def refuse_changes(
     noun: str,
     *,
     pending: Callable[[Record], Record | None] | None = None,
-) -> None:
+) -> set[tuple[tuple[str, str], str]]:
     """Refuse ids stored with other content before the first batch (not batch by batch).
 
     Only the records' own scopes are read: an id another session or user uses is not a
     conflict, and nothing about it is revealed. ``pending`` gives the acknowledged record not
     yet stored under a record's id (write-behind): it is what that id holds.
+
+    Returns:
+        The ``(scope, id)`` of the records held already (`same_write`): nothing to write.
     """
     by_scope: dict[tuple[str, str], list[str]] = {}
     stored: dict[tuple[tuple[str, str], str], Record] = {}
@@ -376,11 +372,16 @@ def refuse_changes(
             collection=name if kind == "collection" else None,
         )
         stored.update(((scope, r.id), r) for r in found)
-    changed = [
-        r.id
-        for r in records
-        if (old := stored.get((scope_of(r), r.id))) is not None and not same_content(r, old)
-    ]
+    held: set[tuple[tuple[str, str], str]] = set()
+    changed: list[str] = []
+    for record in records:
+        old = stored.get((scope_of(record), record.id))
+        if old is None:
+            continue
+        if same_write(record, old):
+            held.add((scope_of(record), record.id))
+        else:
+            changed.append(record.id)
     if changed:
         msg = (
             f"{len(changed)} {noun}(s) are already stored with different content: ids "
@@ -388,6 +389,7 @@ def refuse_changes(
             f"{_UNWRITTEN}"
         )
         raise StoreInputError(msg)
+    return held
 
 
 def _progress(total: int, label: str, progress: bool | None) -> Any:

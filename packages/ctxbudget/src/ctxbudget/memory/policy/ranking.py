@@ -1,0 +1,100 @@
+"""What a reranker is (`MemoryConfig.reranker`): the kinds `as_reranker` takes.
+
+A plain callable ``(query, texts) -> scores`` (sync or async), an object shaped like a
+sentence-transformers ``CrossEncoder`` (it has ``.predict(pairs)``; the module is never
+imported), or what an adapter registered a converter for (`register_converter`:
+``langchain_ctxbudget.rerank`` for LangChain document compressors, ``llama_index.ctxbudget.rerank``
+for LlamaIndex node postprocessors). The core imports no framework: the adapters teach it
+theirs. The stage that runs it is `ctxbudget.memory.reading.rerank`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ctxbudget.core.numbers import shown
+from ctxbudget.errors import ConfigurationError
+
+__all__ = ["CrossEncoderReranker", "Reranker", "as_reranker", "register_converter"]
+
+Converter = Callable[[object], "Reranker | None"]
+_CONVERTERS: list[Converter] = []
+_FRAMEWORKS = (
+    ("compress_documents", "langchain_ctxbudget.rerank.compressor_reranker"),
+    ("postprocess_nodes", "llama_index.ctxbudget.rerank.postprocessor_reranker"),
+)
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores texts for a query: higher is more relevant, one finite number per text.
+
+    >>> def overlap(query: str, texts: Sequence[str]) -> list[float]:
+    ...     return [float(len(set(query.split()) & set(t.split()))) for t in texts]
+    >>> as_reranker(overlap) is overlap
+    True
+    """
+
+    def __call__(self, query: str, texts: Sequence[str], /) -> Sequence[float]:
+        """One score per text (an async reranker returns an awaitable of them)."""
+        ...
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers ``CrossEncoder`` (any object with ``.predict(pairs)``).
+
+    It scores the ``(query, text)`` pairs in one ``predict`` call; the module is not imported.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __call__(self, query: str, texts: Sequence[str], /) -> Sequence[float]:
+        """``model.predict([(query, text), ...])``: one score per text."""
+        scores = self.model.predict([(query, text) for text in texts])
+        return list(scores)
+
+    def __repr__(self) -> str:
+        return f"CrossEncoderReranker({type(self.model).__name__})"
+
+
+def register_converter(converter: Converter) -> None:
+    """Teach `as_reranker` a kind of object: ``converter`` returns a `Reranker` or None.
+
+    The adapters register theirs when imported (LangChain compressors, LlamaIndex node
+    postprocessors); a converter registered twice is kept once.
+    """
+    if converter not in _CONVERTERS:
+        _CONVERTERS.append(converter)
+
+
+def as_reranker(obj: object) -> Reranker:
+    """``obj`` as a `Reranker` (see the module docstring), or a `ConfigurationError`.
+
+    Raises:
+        ConfigurationError: ``obj`` is none of the kinds a reranker can be.
+    """
+    if isinstance(obj, CrossEncoderReranker):
+        return obj
+    for converter in _CONVERTERS:
+        found = converter(obj)
+        if found is not None:
+            return found
+    if callable(getattr(obj, "predict", None)):
+        return CrossEncoderReranker(obj)
+    for method, wrapper in _FRAMEWORKS:
+        if callable(getattr(obj, method, None)):
+            msg = (
+                f"MemoryConfig.reranker got a {type(obj).__name__} (it has .{method}): wrap it "
+                f"with {wrapper}(...), which imports the framework the core does not"
+            )
+            raise ConfigurationError(msg)
+    if callable(obj):
+        return obj  # a (query, texts) -> scores callable
+    msg = (
+        "MemoryConfig.reranker must be a callable (query, texts) -> scores, a "
+        "sentence-transformers CrossEncoder (an object with .predict), or a framework reranker "
+        f"wrapped by its adapter; got {shown(obj)} ({type(obj).__name__})"
+    )
+    raise ConfigurationError(msg)

@@ -1,0 +1,193 @@
+"""The reranker stage: a ranking the user brings reorders the top of the retrieved candidates.
+
+`MemoryConfig.reranker` is anything `as_reranker` takes: a plain callable
+``(query, texts) -> scores`` (sync or async), an object shaped like a sentence-transformers
+``CrossEncoder`` (it has ``.predict(pairs)``), or what an adapter registered a converter for
+(`register_converter`: ``langchain_ctxbudget.rerank`` for LangChain document compressors,
+``llama_index.ctxbudget.rerank`` for LlamaIndex node postprocessors). The core imports no
+framework: the adapters teach it theirs.
+
+`rerank` runs in `ContextMemory.candidates` (so in `assemble`, the async twins and every
+adapter that gathers through it), once per call, after the candidates are scored:
+
+1. the best `MemoryConfig.reranker_top` retrieved candidates (turns, other sessions,
+   documents; best first by their score) are the ``N`` it sees, in one call, with their texts;
+2. its scores are min-max scaled to [0, 1] over the ``N`` (``r``) and replace their relevance:
+   ``score = top * r ** relevance_weight * recency ** recency_weight``, where ``top`` is the
+   best score the ``N`` had (so the pool keeps its range against the other tiers),
+   ``relevance_weight`` and ``recency`` are `Scoring`'s (age counted to the newest candidate);
+   candidates past the ``N`` keep their scores. Packing then picks by the new scores, within
+   the same tiers, floors and caps.
+
+It runs on a thread of its own and is waited for at most `MemoryConfig.reranker_timeout`
+seconds. A reranker that raises (``failed``), is late (``timeout``) or returns something
+other than one finite number per text (``invalid``) leaves the candidates as they were: the
+call never fails for it. Each kind of failure is logged once per memory (`RerankWarnings`);
+every call records ``ctxbudget.rerank.status`` (``ok``, ``failed``, ``timeout``, ``invalid``)
+on the ``ctxbudget.candidates`` span.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import inspect
+import logging
+import math
+import threading
+from collections.abc import Awaitable
+from decimal import Decimal
+from numbers import Real
+from typing import TYPE_CHECKING, Any
+
+from ctxbudget.core.numbers import shown
+from ctxbudget.memory.policy.ranking import (
+    CrossEncoderReranker,
+    Reranker,
+    as_reranker,
+    register_converter,
+)
+from ctxbudget.telemetry.operations import note_on_span
+
+if TYPE_CHECKING:
+    from ctxbudget.core.items import ContextItem
+    from ctxbudget.memory.policy.config import MemoryConfig
+    from ctxbudget.memory.reading.candidates import Candidates
+
+__all__ = [
+    "CrossEncoderReranker",
+    "Reranker",
+    "RerankWarnings",
+    "as_reranker",
+    "register_converter",
+    "rerank",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class RerankWarnings:
+    """The kinds of reranker failure a memory has logged: each is logged once, thread-safe."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def first(self, kind: str) -> bool:
+        """True the first time ``kind`` is seen (then it is logged), False afterwards."""
+        with self._lock:
+            if kind in self._seen:
+                return False
+            self._seen.add(kind)
+            return True
+
+
+def rerank(
+    found: Candidates, query: str, config: MemoryConfig, warnings: RerankWarnings
+) -> Candidates:
+    """``found`` with its best retrieved candidates reordered by ``config.reranker``.
+
+    Call it only when a reranker is set. Never raises for the reranker (see the module
+    docstring): on failure ``found`` is returned as it was.
+    """
+    reranker = config.reranker
+    retrieved = found.retrieved
+    if reranker is None or len(retrieved) < 2:
+        return found
+    top = list(retrieved[: config.reranker_top])
+    texts = [item.text for item in top]
+    status, scores, detail = _run(reranker, query, texts, config.reranker_timeout)
+    note_on_span({"ctxbudget.rerank.status": status, "ctxbudget.rerank.candidates": len(top)})
+    if scores is None:
+        if warnings.first(status):
+            logger.warning(
+                "the reranker %s %s; the candidates keep their own ranking (logged once per "
+                "memory for this kind of failure)",
+                type(reranker).__name__,
+                detail,
+            )
+        return found
+    rescored = _rescored(top, scores, config)
+    rest = retrieved[len(top) :]
+    ordered = sorted([*rescored, *rest], key=lambda it: (-it.score, it.id))
+    return dataclasses.replace(found, retrieved=tuple(ordered))
+
+
+def _rescored(top: list[ContextItem], scores: list[float], config: MemoryConfig) -> list[Any]:
+    low, high = min(scores), max(scores)
+    if high <= low:  # one score for all: no order to take
+        return top
+    best = max(item.score for item in top)
+    weights = config.scoring
+    stamps = [item.timestamp for item in top if item.timestamp is not None]
+    newest = max(stamps) if stamps else None
+    out = []
+    for item, score in zip(top, scores, strict=True):
+        relevance = (score - low) / (high - low)
+        age = 0.0 if newest is None or item.timestamp is None else newest - item.timestamp
+        recency = 0.5 ** (max(0.0, age) / (weights.half_life_days * 86_400.0))
+        value = best * relevance**weights.relevance_weight * recency**weights.recency_weight
+        out.append(dataclasses.replace(item, score=value))
+    return out
+
+
+def _run(
+    reranker: Reranker, query: str, texts: list[str], timeout: float
+) -> tuple[str, list[float] | None, str]:
+    """(status, scores or None, what went wrong) of one call on a thread of its own."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            out: Any = reranker(query, texts)
+            if inspect.isawaitable(out):  # an async reranker: this thread has no loop
+                out = asyncio.run(_awaited(out))
+            box["scores"] = out
+        except Exception as exc:  # noqa: BLE001 - whatever it raises, the call goes on
+            box["error"] = exc
+        finally:
+            done.set()
+
+    context = contextvars.copy_context()  # the caller's spans and callbacks
+    thread = threading.Thread(target=context.run, args=(work,), name="ctxbudget-rerank")
+    thread.daemon = True  # a hung reranker never keeps the process from exiting
+    thread.start()
+    if not done.wait(timeout):
+        return "timeout", None, f"took longer than reranker_timeout={timeout:g}s"
+    if "error" in box:
+        error = box["error"]
+        return "failed", None, f"raised {type(error).__name__}: {shown(str(error))}"
+    if "scores" not in box:
+        return "failed", None, "ended without a result"
+    scores = _valid(box["scores"], len(texts))
+    if scores is None:
+        expected = f"{len(texts)} finite numbers"
+        return "invalid", None, f"returned {shown(box['scores'])}, not {expected}"
+    return "ok", scores, ""
+
+
+async def _awaited(out: Awaitable[Any]) -> Any:
+    return await out
+
+
+def _valid(scores: object, size: int) -> list[float] | None:
+    """``scores`` as ``size`` finite floats (a list, tuple or numpy array), else None."""
+    if isinstance(scores, str | bytes) or not hasattr(scores, "__len__"):
+        return None
+    try:
+        values = list(scores)  # type: ignore[call-overload]
+    except TypeError:
+        return None
+    if len(values) != size:
+        return None
+    out: list[float] = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, Real | Decimal):
+            return None
+        number = float(value)
+        if not math.isfinite(number):
+            return None
+        out.append(number)
+    return out

@@ -1,0 +1,82 @@
+"""Sessions have one owner at the doors that serve users: who started a session, and the check.
+
+A session's entry in the store names its **owner**, the user of its first write (`Stamp.owner`,
+"" for a session started without a user). `ContextMemory.add_message` itself takes several
+users in one session (a group chat); the doors that serve one user per call (the MCP server,
+the LangChain middleware, the LlamaIndex memory) call these functions so that a session
+started by one user is never silently continued by another:
+
+- `check_owner`: refuse a call whose user is not the owner of a stamp the door already read
+  (no extra read).
+- `claim_session`: before a write, make the user the owner of a new session (the entry is
+  created with Chroma's ``add``, first write wins, and read back), then check. Of two users
+  writing a new session id at the same moment (two processes on one server), one owns it and
+  the other is refused: never both into one conversation.
+
+>>> claim_session(memory, "s1", user_id="maya", door="ctxbudget mcp")  # doctest: +SKIP
+Stamp(generation='...', last=-1, version=0, owner='maya')
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxbudget.errors import SessionOwnerError
+
+if TYPE_CHECKING:
+    from ctxbudget.memory.context import ContextMemory
+    from ctxbudget.store.sessions import Stamp
+
+__all__ = ["check_owner", "claim_session"]
+
+
+def check_owner(
+    stamp: Stamp | None, *, namespace: str, session_id: str, user_id: str | None, door: str
+) -> None:
+    """Refuse ``user_id`` if the session of ``stamp`` was started by another user.
+
+    Args:
+        stamp: the session's stamp as the door read it (None: no entry, a new session).
+        namespace: the session's namespace (named in the message).
+        session_id: the session.
+        user_id: the call's user (None: no user, nothing to check).
+        door: what the caller used, named in the message (``"CtxBudgetMiddleware"``).
+
+    Raises:
+        SessionOwnerError: the session has an owner and it is not ``user_id``.
+    """
+    if stamp is None or user_id is None or not stamp.owner or stamp.owner == user_id:
+        return
+    msg = (
+        f"session {session_id!r} belongs to another user: it was started by user "
+        f"{stamp.owner!r} (namespace {namespace!r}), and {door} does not continue one user's "
+        f"session for another (user {user_id!r}), so nothing was read or written; give each "
+        "user their own session id (with LangChain, their own thread_id)"
+    )
+    raise SessionOwnerError(msg, session_id=session_id, owner=stamp.owner, user_id=user_id)
+
+
+def claim_session(
+    memory: ContextMemory, session_id: str, *, user_id: str | None, door: str
+) -> Stamp | None:
+    """Claim a new session for ``user_id`` (or check an existing one's owner) before a write.
+
+    One read by id for a session that exists; for a new one, its entry is created with
+    ``user_id`` as owner (Chroma's ``add``: the first of two concurrent writers wins) and read
+    back. Without a user, nothing is read, claimed or checked.
+
+    Returns:
+        The session's stamp after the claim (None: no user, nothing read).
+
+    Raises:
+        SessionOwnerError: the session was started (or, at the same moment, claimed) by
+            another user; nothing was written.
+    """
+    if user_id is None:
+        return None
+    store, namespace = memory.store, memory.namespace
+    stamp = store.session_stamp(namespace=namespace, session_id=session_id)
+    if stamp is None and user_id is not None:
+        stamp = store.claim_session(namespace=namespace, session_id=session_id, user_id=user_id)
+    check_owner(stamp, namespace=namespace, session_id=session_id, user_id=user_id, door=door)
+    return stamp

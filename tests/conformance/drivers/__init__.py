@@ -1,0 +1,27 @@
+"""One driver per door of the product (see `base`); `DRIVERS` names each one's module.
+
+A driver module defines ``make(place: Place) -> Driver``. The suite's ``driver`` fixture
+(tests/conformance/conftest.py) is parametrized over `DRIVERS`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DRIVERS"]
+
+DRIVERS: dict[str, str] = {
+    # name: module under tests.conformance.drivers (added as each driver lands)
+    "memory_sync": "memory_sync",
+    "memory_async": "memory_async",
+    "cli": "cli",
+    "mcp_stdio": "mcp_stdio",
+    "lc_middleware": "lc_middleware",
+    "lc_middleware_async": "lc_middleware_async",
+    "lc_budget_messages": "lc_budget_messages",
+    "lc_retriever": "lc_retriever",
+    "lc_chat_history": "lc_chat_history",
+    "lc_compressor": "lc_compressor",
+    "li_memory": "li_memory",
+    "li_retriever": "li_retriever",
+    "li_postprocessor": "li_postprocessor",
+    "inspect_page": "inspect_page",
+}

@@ -1,0 +1,74 @@
+"""Closed means one clear error; a cancelled call has no effect or ends before the next starts.
+
+- After ``close``, every call of the door raises one `CtxBudgetError` that says it is closed
+  (not an ``AttributeError`` from deep inside a client).
+- An async door's cancelled call either has no effect, or finishes before the same caller's
+  next call starts: a session delete cancelled right after it started, then a turn added to
+  that session, leaves the session either as it was plus the turn, or holding only the turn;
+  never without the turn the caller added (and was acknowledged) after the cancellation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _suite import eventually, fresh, needs, tagged
+from drivers.base import Place, Turn
+
+from ctxbudget.errors import CtxBudgetError
+
+ROUNDS = 6
+
+
+def _clear(error: BaseException | None) -> bool:
+    return isinstance(error, CtxBudgetError) and "close" in str(error).lower()
+
+
+def test_a_call_after_close_raises_one_clear_error(driver: Any) -> None:
+    needs(driver, "close")
+    driver.close()
+    error = driver.after_close()
+    assert _clear(error), f"{driver.name} after close: {error!r}"
+
+
+def test_every_call_after_close_raises_the_same_clear_error(driver: Any) -> None:
+    needs(driver, "close_each")
+    driver.close()
+    raised = driver.after_close_each()
+    unclear = {name: repr(error) for name, error in raised.items() if not _clear(error)}
+    assert not unclear, f"{driver.name} after close: {unclear}"
+    assert len({type(error) for error in raised.values()}) == 1, raised
+
+
+def test_a_cancelled_call_has_no_effect_or_ends_before_the_next(driver: Any, place: Place) -> None:
+    needs(driver, "cancel")
+    needs(driver, "add")
+    user = fresh("u")
+    rounds: dict[str, tuple[list[str], str]] = {}
+    for _ in range(ROUNDS):
+        session = fresh("s")
+        before = [
+            Turn(
+                "user" if i % 2 == 0 else "assistant", tagged(["lisbon", "trip"]), f"{session}-{i}"
+            )
+            for i in range(4)
+        ]
+        driver.add(session, user, before)
+        driver.cancel_delete(session)
+        after = Turn("user", tagged(["added", "after", "cancelling"]), f"{session}-after")
+        driver.add(session, user, [after])
+        rounds[session] = ([t.text for t in before], after.text)
+    memory = place.open_memory()
+    try:
+        for session, (before_texts, after_text) in rounds.items():
+            allowed = ([*before_texts, after_text], [after_text])
+            stored = eventually(
+                lambda session=session: [r.text for r in memory.history(session)],
+                lambda texts, allowed=allowed: texts in allowed,
+            )
+            assert stored in allowed, (
+                f"{driver.name}: after a cancelled delete and an add, the session holds "
+                f"{stored}; expected all of {before_texts} and the new turn, or the new turn only"
+            )
+    finally:
+        memory.close()
