@@ -286,8 +286,8 @@ def test_eval_help_lists_locomo(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["--budgets", "1024,lots"], "--budgets takes comma-separated whole numbers"),
-        (["--budgets", "0"], "--budgets needs positive token counts"),
+        (["--budgets", "1024,lots"], "--budgets: budgets must be an int"),
+        (["--budgets", "0"], "--budgets: budgets must be positive, got 0"),
         (["--conversations", "0"], "--conversations must be a positive number"),
         (["--questions", "-3"], "--questions must be a positive number"),
         (["--model", "no-such-model"], "no-such-model"),

@@ -94,6 +94,20 @@ def machine_class(  # noqa: C901 - one rule per operation
         def owner(self, session: str, user: str) -> str:
             return self.model.sessions[session].owner or user
 
+        @staticmethod
+        def refused_as_not_owner(got: dict[str, Any], user: str | None) -> bool:
+            """Whether the LlamaIndex door refused ``user`` a session another user started.
+
+            The store keeps a session's first user as its owner (its entry outlives the
+            messages deleted one by one), which the model does not follow: such a refusal is
+            taken when it names another owner, and changes nothing.
+            """
+            if "owner_refused" not in got:
+                return False
+            assert got["door"] == "llamaindex", got
+            assert user is not None and got["owner_refused"] != user, got
+            return True
+
         # -- writes ----------------------------------------------------------------------------
         @rule(
             who=actor,
@@ -133,6 +147,8 @@ def machine_class(  # noqa: C901 - one rule per operation
             refused = model.conflicts(session, messages)
             command = {"op": "add", "session": session, "user": user, "messages": messages}
             got = self.act(who, {**command, "via": via})
+            if self.refused_as_not_owner(got, user):
+                return
             assert ("error" in got) == refused, f"refused={refused}, got {got}"
             if refused:
                 return
@@ -252,6 +268,8 @@ def machine_class(  # noqa: C901 - one rule per operation
             got = self.act(
                 who, {"op": "assemble", **command, "other_sessions": other_sessions, "via": via}
             )
+            if self.refused_as_not_owner(got, user):
+                return
             for_user = model.user_for(session, user)
             allowed = model.offerable(
                 session,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxbudget.core.report import AssembledContext
-from ctxbudget.errors import StoreInputError
+from ctxbudget.errors import SessionOwnerError, StoreInputError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.records import Record
 
@@ -55,6 +55,8 @@ class Runner:
             observed = handler(**args)
         except StoreInputError as exc:
             return {"error": type(exc).__name__, "message": str(exc)}
+        except SessionOwnerError as exc:  # the LlamaIndex door keeps a session to its owner
+            return {"owner_refused": exc.owner, "door": args.get("via")}
         return json.loads(json.dumps(observed))  # the same data a worker process sends
 
     # -- writes ------------------------------------------------------------------------------
