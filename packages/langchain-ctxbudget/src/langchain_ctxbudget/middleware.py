@@ -44,8 +44,8 @@ from langchain_ctxbudget.observe import (
     acall_with_metadata,
     call_with_metadata,
 )
-from langchain_ctxbudget.recall import Recalled, gathered_generation, recall
-from langchain_ctxbudget.storing import StoredKeys, store_messages
+from langchain_ctxbudget.recall import Recalled, recall
+from langchain_ctxbudget.storing import StoredKeys, store_messages, store_run
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -394,10 +394,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         ids: tuple[str, str | None] | None,
         thread: str | None,
     ) -> None:
-        if self.memory is None or ids is None:
-            return
-        keys = message_keys(messages, ids[0], thread)
-        generation = gathered_generation(self.memory, self._recalled, messages, keys, ids[0])
-        store_messages(self.memory, self._stored, messages, keys, ids, generation)
-        if self.summarizer is not None:
-            self.memory.summarize(ids[0], self.summarizer)
+        if self.memory is not None and ids is not None:
+            store_run(self.memory, self._stored, self._recalled, messages, ids, thread)
+            if self.summarizer is not None:
+                self.memory.summarize(ids[0], self.summarizer)

@@ -19,12 +19,13 @@ from langchain_core.messages import BaseMessage
 
 from ctxbudget import StoreInputError
 from langchain_ctxbudget.convert import to_record_payload
-from langchain_ctxbudget.identity import claim_owner
+from langchain_ctxbudget.identity import claim_owner, message_keys
+from langchain_ctxbudget.recall import Recalled, gathered_generation
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
 
-__all__ = ["SESSIONS_REMEMBERED", "StoredKeys", "add_payloads", "store_messages"]
+__all__ = ["SESSIONS_REMEMBERED", "StoredKeys", "add_payloads", "store_messages", "store_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -122,3 +123,17 @@ def add_payloads(
                 session,
                 exc,
             )
+
+
+def store_run(
+    memory: ContextMemory,
+    known: StoredKeys,
+    recalled: Recalled,
+    messages: Sequence[BaseMessage],
+    ids: tuple[str, str | None],
+    thread: str | None,
+) -> None:
+    """Store a finished run's messages under the generation its question was gathered in."""
+    keys = message_keys(messages, ids[0], thread)
+    generation = gathered_generation(memory, recalled, messages, keys, ids[0])
+    store_messages(memory, known, messages, keys, ids, generation)
