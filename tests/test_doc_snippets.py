@@ -226,6 +226,8 @@ def test_the_pages_show_what_their_blocks_print() -> None:
         "docs/files.md",
         "docs/inspect.md",
         "docs/langchain.md",
+        "docs/langchain.md",
+        "docs/langchain.md",
         "docs/llamaindex.md",
         "docs/memory.md",
         "docs/memory.md",

@@ -45,7 +45,7 @@ def test_docs_pages_are_in_the_nav() -> None:
 CONFORMANCE = ROOT / "tests" / "conformance"
 
 
-def _cells(can: frozenset[str]) -> list[str]:
+def _cells(can: frozenset[str], takes: frozenset[str] | None = None) -> list[str]:
     """The row the table must show for a driver's ``can`` (the suite's `needs` per column)."""
 
     def yes(*needed: str, extra: str = "") -> str:
@@ -55,10 +55,11 @@ def _cells(can: frozenset[str]) -> list[str]:
     removed = yes("removal", "add", "send")
     if removed == "y" and "signals" in can:  # a server process holds an embedded folder alone
         removed = "server only"
+    fits = yes("send") if takes is None or "budget" in takes else "-"  # no budget, no fits
     return [
-        yes("send"),
+        fits,
         counts,
-        yes("send", "report"),
+        yes("send", "chosen" if "chosen" in can else "report"),
         removed,
         yes("bad", extra=", class" if "kinds" in can else ""),
         yes("close", extra=", every call" if "close_each" in can else ""),
@@ -91,7 +92,7 @@ def test_the_conformance_table_shows_what_each_driver_can(
     for name, module_name in DRIVERS.items():
         module = importlib.import_module(f"drivers.{module_name}")
         door = getattr(module, str(inspect.signature(module.make).return_annotation))
-        want = _cells(door.can)
+        want = _cells(door.can, getattr(door, "takes", None))
         # A cell may qualify its "y" in words (how bad values are given to the door).
         got = [
             cell if cell in ("-", want[n]) else cell.split(" (", 1)[0]

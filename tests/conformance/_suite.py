@@ -23,6 +23,7 @@ __all__ = [
     "conversations",
     "eventually",
     "fresh",
+    "kept",
     "needs",
     "tagged",
     "turns_of",
@@ -50,6 +51,16 @@ def needs(driver: Any, capability: str) -> None:
     """Skip, saying why, when ``driver`` cannot do ``capability``."""
     if capability not in driver.can:
         pytest.skip(f"{driver.name} has no {capability!r} (its driver says so)")
+
+
+def kept(driver: Any, memory: Any, session: str, user: str) -> list[str]:
+    """The texts ``memory`` (another object) reads of what the door stored for ``session``.
+
+    The session's history, or the door's own reading (``kept``) where it stores turns elsewhere.
+    """
+    if "kept" in driver.can:
+        return list(driver.kept(memory, session, user))
+    return [r.text for r in memory.history(session)]
 
 
 def fresh(prefix: str) -> str:

@@ -12,6 +12,8 @@ refused, naming it. After each case the door still answers a good call (servers 
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,11 +23,12 @@ from typing import Any
 import numpy as np
 import pytest
 from _suite import fresh, needs
-from drivers import memory_sync
+from drivers import DRIVERS, memory_sync
 from drivers.base import Inexpressible, Place, Refusal, Turn
 from nested_values import nested
 
 from ctxbudget.embed.onnx import OnnxEmbedder
+from ctxbudget.errors import CtxBudgetError
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,21 @@ def reference(
     core = memory_sync.make(place)
     yield core
     core.close()
+
+
+@pytest.fixture(scope="module", params=sorted(DRIVERS), ids=sorted(DRIVERS))
+def driver(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder
+) -> Iterator[Any]:
+    """One door for every case of this module (the suite's is one per test): each case is
+    followed by a good call, so one door that took every bad value in turn still answers.
+    A server door starts its process once here, not once per case."""
+    folder = tmp_path_factory.mktemp("bad-values") / "chroma"
+    place = Place(str(folder), None, "ctxbudget", f"bad-{uuid.uuid4().hex[:8]}", embedder)
+    door = importlib.import_module(f"drivers.{DRIVERS[request.param]}").make(place)
+    yield door
+    with contextlib.suppress(CtxBudgetError):
+        door.close()
 
 
 def still_answers(driver: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _suite import eventually, fresh, needs, tagged
+from _suite import eventually, fresh, kept, needs, tagged
 from drivers.base import Place, Turn
 
 from ctxbudget.errors import CtxBudgetError
@@ -63,7 +63,7 @@ def test_a_cancelled_call_has_no_effect_or_ends_before_the_next(driver: Any, pla
         for session, (before_texts, after_text) in rounds.items():
             allowed = ([*before_texts, after_text], [after_text])
             stored = eventually(
-                lambda session=session: [r.text for r in memory.history(session)],
+                lambda session=session: kept(driver, memory, session, user),
                 lambda texts, allowed=allowed: texts in allowed,
             )
             assert stored in allowed, (

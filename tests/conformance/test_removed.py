@@ -7,6 +7,11 @@ the admin (another `ContextMemory` on the same place) deletes a session, replace
 admin call returned (and ``admin.flush()``), no ``send`` of the door offers anything removed;
 at the end, a fresh memory's history of each session is exactly what the model kept.
 
+A door that keeps turns as a user's values (a LangGraph store: ``removed_user_only``) is
+concerned only by ``delete_user``: there the machine neither deletes sessions, replaces
+messages nor pins and unpins (none of them is a value), and reads what is kept with the
+driver's ``kept``.
+
 Runs on an embedded folder and on a Chroma server (``integration``).
 """
 
@@ -15,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _suite import WORDS, eventually, fresh, needs, tagged
+from _suite import WORDS, eventually, fresh, kept, needs, tagged
 from drivers.base import Place, Turn
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -35,6 +40,11 @@ MACHINE = settings(
 )
 BUDGET = 3000
 words = st.lists(st.sampled_from(WORDS), min_size=2, max_size=8)
+
+
+def _whole(machine: Removal) -> bool:
+    """Whether every removal of the admin concerns the door (not only ``delete_user``)."""
+    return "removed_user_only" not in machine.driver.can
 
 
 class Removal(RuleBasedStateMachine):
@@ -68,6 +78,7 @@ class Removal(RuleBasedStateMachine):
             self.turns[name].append(new[-1])
         self.driver.add(name, self.owner[name], new)
 
+    @precondition(_whole)
     @rule(session=st.sampled_from([0, 1, 2]), on_user=st.booleans(), said=words)
     def pin(self, session: int, on_user: bool, said: list[str]) -> None:
         name = list(self.owner)[session]
@@ -91,6 +102,7 @@ class Removal(RuleBasedStateMachine):
         self._check(list(self.owner)[session], pick)
 
     # -- behind its back ------------------------------------------------------------------
+    @precondition(_whole)
     @rule(session=st.sampled_from([0, 1, 2]))
     def delete_session(self, session: int) -> None:
         name = list(self.owner)[session]
@@ -99,7 +111,7 @@ class Removal(RuleBasedStateMachine):
         self._gone(name)
         self._after(self.owner[name])
 
-    @precondition(lambda self: any(self.turns.values()))
+    @precondition(lambda self: _whole(self) and any(self.turns.values()))
     @rule(pick=st.integers(0, 50), said=words)
     def replace(self, pick: int, said: list[str]) -> None:
         sessions = [s for s, turns in self.turns.items() if turns]
@@ -114,7 +126,7 @@ class Removal(RuleBasedStateMachine):
         self.turns[name] = [t for t in self.turns[name] if t.id != old.id] + [new]
         self._after(self.owner[name])
 
-    @precondition(lambda self: bool(self.pins))
+    @precondition(lambda self: _whole(self) and bool(self.pins))
     @rule(pick=st.integers(0, 50))
     def unpin(self, pick: int) -> None:
         pin_id = sorted(self.pins)[pick % len(self.pins)]
@@ -141,7 +153,7 @@ class Removal(RuleBasedStateMachine):
 
     # -- what must hold -------------------------------------------------------------------
     def _stored(self) -> dict[str, list[str]]:
-        return {name: [r.text for r in self.admin.history(name)] for name in self.turns}
+        return {name: kept(self.driver, self.admin, name, self.owner[name]) for name in self.turns}
 
     def _settled(self) -> None:
         """Before an admin call: what the door acknowledged is stored (it may write behind).
@@ -186,7 +198,7 @@ class Removal(RuleBasedStateMachine):
             for name, turns in self.turns.items():
                 want = [t.text for t in turns]
                 stored = eventually(
-                    lambda name=name: [r.text for r in fresh_memory.history(name)],
+                    lambda name=name: kept(self.driver, fresh_memory, name, self.owner[name]),
                     lambda texts, want=want: texts == want,
                 )
                 assert stored == want, f"session {name}: stored {stored}, acknowledged {want}"

@@ -19,6 +19,7 @@ def test_public_names_are_pinned() -> None:
             "CtxBudgetCompressor",
             "CtxBudgetMiddleware",
             "CtxBudgetRetriever",
+            "CtxBudgetStore",
             "LLMEntityExtractor",
             "budget_messages",
         ]

@@ -330,11 +330,11 @@ def machine_class(  # noqa: C901 - one rule per operation
 
 
 def steps_wanted() -> int:
-    """Steps of one run: ``CTXBUDGET_STATEFUL_STEPS``, else 2,000 in CI (``CI=true``), else 300."""
+    """Steps of one run: ``CTXBUDGET_STATEFUL_STEPS``, else 1,000 in CI (``CI=true``), else 300."""
     given = os.environ.get("CTXBUDGET_STATEFUL_STEPS")
     if given:
         return int(given)
-    return 2000 if os.environ.get("CI") == "true" else 300
+    return 1000 if os.environ.get("CI") == "true" else 300
 
 
 def run_steps(machine: type[RuleBasedStateMachine], total: int) -> int:

@@ -57,6 +57,11 @@ VALUES: dict[str, Any] = {
     "k": 3,
     "recent": 5,
     "callback": lambda: None,
+    "key": "k1",
+    "value": {"text": "Ana lives in Lisbon."},
+    "puts": [],
+    "gets": [],
+    "prefix": ("memories",),
 }
 
 

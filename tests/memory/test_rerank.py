@@ -114,9 +114,13 @@ def test_a_reranker_brings_the_evidence_into_a_small_context(store: ChromaStore)
     assert EVIDENCE not in [it.text for it in before.included]
     assert EVIDENCE in kept
     assert after.tokens_used <= 130
-    # And the candidates say so: the evidence is the best retrieved one.
+    # And the candidates say so: the evidence is among the best retrieved (at the default
+    # reranker_weight 0.5 the reranker's favourite ties at worst with the pipeline's: the
+    # newer then comes first), and the best once the reranker's scores alone decide.
     found = reranked.candidates(session, QUERY, budget=130)
-    assert found.retrieved[0].text == EVIDENCE
+    assert EVIDENCE in [it.text for it in found.retrieved[:2]]
+    alone = memory(store, reranker=favouring(EVIDENCE), reranker_weight=1.0)
+    assert alone.candidates(session, QUERY, budget=130).retrieved[0].text == EVIDENCE
 
 
 sessions = st.lists(
@@ -267,7 +271,7 @@ async def test_async_paths_and_an_async_reranker(store: ChromaStore) -> None:
     ctx = await mem.aassemble(session, QUERY, budget=130)
     found = await mem.acandidates(session, QUERY, budget=130)
     assert EVIDENCE in [it.text for it in ctx.included]
-    assert found.retrieved[0].text == EVIDENCE
+    assert EVIDENCE in [it.text for it in found.retrieved[:2]]  # see the first test
     assert calls == [QUERY, QUERY]
 
 
@@ -301,7 +305,8 @@ def test_the_packaged_model_as_a_cross_encoder(store: ChromaStore) -> None:
     plain = memory(store)
     session = evidence_session(plain)
     before = plain.candidates(session, QUERY, budget=130).retrieved
-    mem = memory(store, reranker=model, reranker_timeout=60.0)
+    # reranker_weight=1: the model's scores alone order the candidates, so the wiring shows.
+    mem = memory(store, reranker=model, reranker_timeout=60.0, reranker_weight=1.0)
     after = mem.candidates(session, QUERY, budget=130).retrieved
     top = list(before[:50])
     scores = model.predict([(QUERY, it.text) for it in top])

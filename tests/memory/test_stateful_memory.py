@@ -8,7 +8,7 @@ off for another) through random interleavings of every write and read, and check
 against the reference model: nothing deleted, nothing of another user or session, nothing
 missing that was flushed.
 
-Steps: ``CTXBUDGET_STATEFUL_STEPS`` when set, else 2,000 in CI (``CI=true``) and 300 otherwise.
+Steps: ``CTXBUDGET_STATEFUL_STEPS`` when set, else 1,000 in CI (``CI=true``) and 300 otherwise.
 
 The regression tests below pin the cases found this way: a session deleted (or its user) and
 started again by another user, seen from an object that had assembled it before (its messages,

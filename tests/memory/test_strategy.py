@@ -49,7 +49,7 @@ SLOW = settings(
 
 # -- generated strategies ----------------------------------------------------------------------
 
-tiers = st.sampled_from([Tier.RECENT, Tier.RETRIEVED, Tier.ENTITY, Tier.SUMMARY, 45])
+tiers = st.sampled_from([Tier.RECENT, Tier.RETRIEVED, Tier.ENTITY, Tier.SUMMARY, 55])
 fractions = st.floats(0.01, 1.0, allow_nan=False)
 shares = st.one_of(fractions, st.integers(0, 3000))
 share_maps = st.dictionaries(tiers, shares, max_size=3)
@@ -149,7 +149,7 @@ def test_floors_add_up_to_at_most_the_budget_or_a_clear_error(raw: dict[str, Any
             assert "add up to" in text
             for tier, share in floors.items():
                 if isinstance(share, float):
-                    assert (Tier(tier).name if tier != 45 else "tier 45") in text
+                    assert (Tier(tier).name if tier != 55 else "tier 55") in text
         else:
             assert "larger than cap" in text
         return

@@ -7,7 +7,7 @@ every check stay here. Workers share no lock and no cache: only what the server 
 stamps in it, keep their copies of a session, its access counts and its entities true. Each
 example works in a fresh namespace of one collection.
 
-Steps: as the embedded test (``CTXBUDGET_STATEFUL_STEPS``, 2,000 in CI, else 300).
+Steps: as the embedded test (``CTXBUDGET_STATEFUL_STEPS``, 1,000 in CI, else 300).
 """
 
 from __future__ import annotations

@@ -24,4 +24,5 @@ DRIVERS: dict[str, str] = {
     "li_retriever": "li_retriever",
     "li_postprocessor": "li_postprocessor",
     "inspect_page": "inspect_page",
+    "lg_store": "lg_store",
 }

@@ -27,6 +27,10 @@ Optional verbs, each behind its capability (the suite calls one only when ``can`
   exception each raised (None: it succeeded).
 - ``cancel_delete(session)`` ("cancel"): start the door's async call that deletes or clears
   ``session``, cancel it at once, and return without waiting for it.
+- ``kept(memory, session, user)`` ("kept"): the texts of what the door stored for ``session``
+  (of ``user``), oldest first, as ``memory`` (another `ContextMemory` on the same place) reads
+  them, for a door that keeps turns elsewhere than a session's history (a LangGraph store keeps
+  them as values); without it the suite reads ``memory.history(session)``.
 - ``stop(signum, timeout)`` ("signals"): send ``signum`` to the server process (stdin left
   open), wait up to ``timeout`` seconds, and return its exit status (None: still running, then
   it is killed); and ``catching(signum, timeout) -> bool``: wait until the process handles
@@ -42,7 +46,13 @@ cannot write the value at all (a command line has no bool, JSON has no NaN) rais
 with the reason, and the suite skips that case for that door, visibly.
 
 The suite holds a second `ContextMemory` on the same folder or server (``admin``) to delete,
-replace and unpin behind the door's back, as another object, process or worker would.
+replace and unpin behind the door's back, as another object, process or worker would. Of those
+removals, a door that keeps what it stores as a user's values (a LangGraph store) is concerned
+only by ``delete_user``, which removes them: a session, a message or a pin of the conversation
+is not a value. Its ``removed_user_only`` leaves the others out of the removal machine.
+
+A door without a report whose choice can still be read back for a call (a store: the core's
+search answer) says ``chosen``: the chosen promise runs on it as on a door with a report.
 """
 
 from __future__ import annotations
@@ -66,6 +76,7 @@ CAPABILITIES = frozenset(
         "add",  # stores turns through the door
         "send",  # answers a query with what fits (a context, documents, nodes, messages)
         "report",  # the call's AssembledContext (or the report document) can be read back
+        "chosen",  # no report, but what the door chose for the call can be read back
         "span",  # the call makes an OpenTelemetry span with its token count
         "removal",  # reads stored state, so what another object removes must not come back
         "bad",  # takes arguments from its caller that the core's boundary must check
@@ -75,6 +86,8 @@ CAPABILITIES = frozenset(
         "pin",  # pins facts through the door (else the suite pins through its admin)
         "kinds",  # a Refusal's kind is the class of the error the caller got (else not shown)
         "close_each",  # after_close_each(): every call of a closed door, not only one
+        "kept",  # kept(memory, session, user): it stores turns elsewhere than the history
+        "removed_user_only",  # of the admin's removals, only delete_user concerns what it keeps
     }
 )
 

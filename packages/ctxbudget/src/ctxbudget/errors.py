@@ -9,6 +9,7 @@ One root, specific leaves; each leaf also subclasses the builtin a caller would 
     │       └── WindowDetectionError    (ConnectionError) a model server could not tell its window
     ├── BudgetExceededError             (ValueError)   never-pruned items alone do not fit
     ├── InvalidItemError                (ValueError)   a malformed ContextItem or message
+    ├── InvalidValueError               (ValueError)   a keyed value, namespace or query refused
     ├── UnknownModelError               (KeyError)     a model the registry does not know
     ├── TokenizerUnavailableError       (RuntimeError) an encoding or tokenizer cannot be loaded
     ├── MissingDependencyError          (ImportError)  an optional extra is not installed
@@ -32,6 +33,7 @@ __all__ = [
     "CtxBudgetError",
     "InvalidBudgetError",
     "InvalidItemError",
+    "InvalidValueError",
     "MemoryClosedError",
     "MissingDependencyError",
     "SessionOwnerError",
@@ -63,6 +65,13 @@ class BudgetExceededError(CtxBudgetError, ValueError):
 
 class InvalidItemError(CtxBudgetError, ValueError):
     """A context item or chat message that cannot be used as given."""
+
+
+class InvalidValueError(CtxBudgetError, ValueError):
+    """A keyed value (`ContextMemory.put_value`), its namespace, key or search that is refused.
+
+    Nothing was written. The message names the namespace, key and path at fault and what to do.
+    """
 
 
 class UnknownModelError(CtxBudgetError, KeyError):

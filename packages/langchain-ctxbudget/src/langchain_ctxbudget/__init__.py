@@ -5,6 +5,8 @@
 * `budget_messages`: a drop-in for ``trim_messages`` (also a Runnable for LCEL).
 * `CtxBudgetRetriever`, `CtxBudgetCompressor`: retrieved context packed into a token budget.
 * `CtxBudgetChatMessageHistory`: chat history stored in a ``ContextMemory``.
+* `CtxBudgetStore`: LangGraph's long-term memory store (``BaseStore``) kept in a
+  ``ContextMemory`` (needs the ``agents`` extra, for ``langgraph``).
 * `ChatModelSummarizer`: a ``ctxbudget.Summarizer`` backed by any chat model.
 * `LLMEntityExtractor`: entity memory's extractor backed by any chat model.
 
@@ -28,6 +30,7 @@ from langchain_ctxbudget.summarizers import DEFAULT_SUMMARY_PROMPT, ChatModelSum
 
 if TYPE_CHECKING:
     from langchain_ctxbudget.middleware import CtxBudgetMiddleware
+    from langchain_ctxbudget.store import CtxBudgetStore
 
 __all__ = [
     "DEFAULT_ENTITY_PROMPT",
@@ -38,6 +41,7 @@ __all__ = [
     "CtxBudgetCompressor",
     "CtxBudgetMiddleware",
     "CtxBudgetRetriever",
+    "CtxBudgetStore",
     "LLMEntityExtractor",
     "budget_messages",
 ]
@@ -52,5 +56,9 @@ def __getattr__(name: str) -> Any:
         from langchain_ctxbudget.middleware import CtxBudgetMiddleware
 
         return CtxBudgetMiddleware
+    if name == "CtxBudgetStore":  # needs `langgraph` too (the `agents` extra)
+        from langchain_ctxbudget.store import CtxBudgetStore
+
+        return CtxBudgetStore
     msg = f"module {__name__!r} has no attribute {name!r}"
     raise AttributeError(msg)

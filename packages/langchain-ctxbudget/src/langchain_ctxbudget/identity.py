@@ -5,6 +5,10 @@ config (`run_identity`). A session belongs to the user who started it: a run for
 is refused (`session_owner`, `claim_owner`: `SessionOwnerError`), whether the session came
 from a shared ``thread_id`` or from the middleware's own ``session_id=``.
 
+With ``values=``, the middleware offers the run's user's saved values (`CtxBudgetStore`): the
+namespace template the app names is filled with the run's user (`values_template`,
+`values_scope`), as LangMem fills its tools' namespaces.
+
 LangChain messages often have no ids; the middleware keys them by session, thread, position and
 content, so a turn is stored once however many calls see it.
 """
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage
 
 from ctxbudget.core.ids import check_caller_id
-from ctxbudget.errors import StoreInputError
+from ctxbudget.errors import ConfigurationError, StoreInputError
 from ctxbudget.memory.writing.owners import check_owner, claim_session
 
 if TYPE_CHECKING:
@@ -37,7 +41,12 @@ __all__ = [
     "run_thread",
     "session_owner",
     "text_value",
+    "values_scope",
+    "values_template",
 ]
+
+#: The placeholders a ``values=`` template may hold, each naming the run's user (LangMem's own).
+USER_PLACEHOLDERS = ("{user_id}", "{langgraph_user_id}")
 
 
 def run_identity(
@@ -47,7 +56,8 @@ def run_identity(
 
     The session: ``session_id`` when given, else ``session_id`` of the runtime context, else
     ``session_id`` or ``thread_id`` of the run's config, else the thread of the runtime. The
-    user: ``user_id`` when given, else ``user_id`` of the runtime context or of the config.
+    user: ``user_id`` when given, else ``user_id`` of the runtime context or of the config,
+    else the config's ``langgraph_user_id`` (LangMem's name for it).
 
     Raises:
         StoreInputError: no session id anywhere.
@@ -69,7 +79,12 @@ def run_identity(
             "session_id in the runtime context, or run the agent with a thread_id"
         )
         raise StoreInputError(msg)
-    user = user_id or context_field(context, "user_id") or text_value(configurable.get("user_id"))
+    user = (
+        user_id
+        or context_field(context, "user_id")
+        or text_value(configurable.get("user_id"))
+        or text_value(configurable.get("langgraph_user_id"))
+    )
     return session, user
 
 
@@ -177,3 +192,71 @@ def context_field(context: object, name: str) -> str | None:
 def text_value(value: object) -> str | None:
     """`value` if it is a non-empty str, else None."""
     return value if isinstance(value, str) and value else None
+
+
+def values_template(values: object) -> tuple[str, ...] | None:
+    """The middleware's ``values=``, checked: a namespace template, or None.
+
+    A tuple of labels (LangGraph's rules: non-empty, no period), of which at most one is a
+    placeholder for the run's user, ``"{user_id}"`` or ``"{langgraph_user_id}"``.
+
+    Raises:
+        ConfigurationError: not a tuple or list of such labels.
+    """
+    if values is None:
+        return None
+    example = "values=('memories', '{user_id}')"
+    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+        msg = f"values= is a namespace of the agent's store, like {example}; got {values!r:.80}"
+        raise ConfigurationError(msg)
+    template = tuple(values)
+    for label in template:
+        if not isinstance(label, str) or not label or "." in label:
+            msg = (
+                f"values={template!r:.120}: each label must be a non-empty str without '.' "
+                f"(LangGraph's namespace rule), like {example}"
+            )
+            raise ConfigurationError(msg)
+        if label.startswith("{") and label not in USER_PLACEHOLDERS:
+            msg = (
+                f"values={template!r:.120}: {label!r} is not a placeholder the middleware "
+                f"fills; use one of {', '.join(USER_PLACEHOLDERS)} (the run's user)"
+            )
+            raise ConfigurationError(msg)
+    if sum(label in USER_PLACEHOLDERS for label in template) > 1:
+        msg = f"values={template!r:.120}: name the run's user once (one placeholder)"
+        raise ConfigurationError(msg)
+    return template
+
+
+def values_scope(template: tuple[str, ...], user: str | None) -> tuple[tuple[str, ...], str | None]:
+    """The namespace ``template`` names for a run of ``user``, and the user it belongs to.
+
+    Either placeholder is the run's user (`run_identity`). A template without one names shared
+    values (user None), like a `CtxBudgetStore` namespace shorter than its ``user_at``.
+
+    Raises:
+        StoreInputError: the template names the user and the run has none, or LangMem's
+            placeholder is used and the config's ``langgraph_user_id`` (the namespace LangMem's
+            tools write to) is another user than the run's.
+    """
+    position = next((i for i, label in enumerate(template) if label in USER_PLACEHOLDERS), None)
+    if position is None:
+        return template, None
+    owner = user
+    langmem = text_value(run_config().get("langgraph_user_id"))
+    if template[position] == "{langgraph_user_id}" and langmem not in (None, owner):
+        msg = (
+            f"CtxBudgetMiddleware(values={template!r}): the run's user is {owner!r} but the "
+            f"config's langgraph_user_id is {langmem!r}; give one user per run (the same in "
+            "both), so no run is offered another user's values"
+        )
+        raise StoreInputError(msg)
+    if owner is None:
+        msg = (
+            f"CtxBudgetMiddleware(values={template!r}) names the run's user, but this run has "
+            "none: put user_id in the runtime context or the config's configurable (LangMem's "
+            "langgraph_user_id), or pass user_id= to the middleware"
+        )
+        raise StoreInputError(msg)
+    return (*template[:position], owner, *template[position + 1 :]), owner

@@ -22,16 +22,18 @@ from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.memory.policy.plan import plan_for
 from ctxbudget.memory.policy.presets import StrategyLike
 from ctxbudget.memory.reading.candidates import room_left
+from ctxbudget.memory.values import ValueQuery
 from langchain_ctxbudget.assembly import CallAssembler
-from langchain_ctxbudget.budget import (
-    budget_tokens,
-    call_budget,
-    model_name,
-    model_window,
-    window_budget,
+from langchain_ctxbudget.budget import budget_tokens, model_name
+from langchain_ctxbudget.call_budgets import CallBudgets
+from langchain_ctxbudget.convert import check_storable, resolve_counter
+from langchain_ctxbudget.identity import (
+    message_keys,
+    run_identity,
+    run_thread,
+    values_scope,
+    values_template,
 )
-from langchain_ctxbudget.convert import check_storable, counter_for, resolve_counter
-from langchain_ctxbudget.identity import message_keys, run_identity, run_thread
 from langchain_ctxbudget.model_request import (
     conversation_items,
     fixed_items,
@@ -66,7 +68,7 @@ if TYPE_CHECKING:
 __all__ = ["CtxBudgetMiddleware"]
 
 
-class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any]):
     """Agent middleware that assembles each model call's context within the model's window.
 
     Before every model call, the request's system prompt, the ``pinned`` facts, long-term
@@ -76,7 +78,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     state keeps every message. What the model receives:
 
     * one system message: the system prompt, then pinned facts, then (with ``memory``) stored
-      summaries and retrieved memories and documents;
+      summaries, the agent's saved values (``values=``), retrieved memories and documents;
     * the newest whole exchanges of the conversation (a user message and everything that
       answers it), the very message objects of the state. History never starts with a tool
       result and a tool call is never sent without its results.
@@ -129,8 +131,13 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             long-term memories from.
         session_id: the memory session; default: ``session_id`` of the runtime context, else
             ``configurable["session_id"]`` or the ``thread_id`` of the run's config.
-        user_id: the memory user; default: ``user_id`` of the runtime context or config.
+        user_id: the memory user; default: ``user_id`` of the runtime context or config
+            (else the config's ``langgraph_user_id``, as LangMem names it).
         documents: which document collections of ``memory`` to search (True: all; False: none).
+        values: a namespace of the agent's store (`CtxBudgetStore` over ``memory``), e.g.
+            ``("memories", "{user_id}")``: those that match the question are offered on each
+            call (tier ``SAVED``); a put or delete counts on the next call. ``"{user_id}"`` (or
+            LangMem's ``"{langgraph_user_id}"``) is the run's user, at the store's ``user_at``.
         summarizer: folds old stretches of the session into summaries after each run (e.g.
             `ChatModelSummarizer`); only with ``memory``.
         min_exchanges: newest exchanges kept before pinned facts and memories are packed
@@ -173,6 +180,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         session_id: str | None = None,
         user_id: str | None = None,
         documents: bool | str | Sequence[str] = True,
+        values: Sequence[str] | None = None,
         summarizer: Summarizer | None = None,
         min_exchanges: int | None = None,
         strategy: StrategyLike | None = None,
@@ -201,9 +209,10 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if isinstance(pinned, str):
             msg = "pinned must be a list of facts, not one string; pass [fact]"
             raise ConfigurationError(msg)
-        if summarizer is not None and memory is None:
-            msg = "summarizer= folds stored messages into summaries: it needs memory= too"
-            raise ConfigurationError(msg)
+        for name, option in (("summarizer", summarizer), ("values", values)):
+            if option is not None and memory is None:
+                msg = f"{name}= reads and writes the memory: it needs memory= too"
+                raise ConfigurationError(msg)
         self._base_url = base_url
         declared = None if model is None or isinstance(model, str) else self._window(model)
         if model is not None and not isinstance(model, str):
@@ -213,6 +222,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.session_id = session_id
         self.user_id = user_id
         self.documents = documents
+        self.values = values_template(values)
         self.summarizer = summarizer
         self.pinned = tuple(pinned)
         self.extra = tuple(side_items(extra, where="extra"))
@@ -331,6 +341,7 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 room_left(budget, layout, items),
                 self.documents,
                 self.strategy,
+                self._values_query(ids[1]),
             )
             items.extend(added.extras)
             # Stored after the gathering, which does not need them (they are in the state):
@@ -355,38 +366,19 @@ class CtxBudgetMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         # Prefix and memories in one system message (see `ctxbudget.core.split`).
         return sent_request(request, ctx, originals, system), ctx, generation
 
-    def _make_budget(self, model: str | None, declared: int | None = None) -> Budget:
-        return window_budget(
-            model,
-            window=self._max_tokens if self._max_tokens is not None else declared,
-            reserve=self._reserve,
-            safety=self._safety,
-            base_url=self._base_url,
-            floors=self._plan.floors,
-            caps=self._plan.caps,
-        )
-
-    def _call_budget(self, counter: TokenCounter, model: object, tools: Sequence[object]) -> Budget:
-        budget = self._budget or self._make_budget(self._model_name(model), self._window(model))
-        return call_budget(budget, counter, tools)
-
-    def _counter_of(self, model: object) -> TokenCounter:
-        # With a window (given, or the chat model's), an unknown model counts approximately.
-        known = self._max_tokens is not None or self._window(model) is not None
-        return counter_for(self._model_name(model), "approximate" if known else "raise")
-
-    def _window(self, model: object) -> int | None:
-        return model_window(model, base_url=self._base_url)
-
-    def _model_name(self, model: object) -> str:
-        return self.model if self.model is not None else model_name(model)
-
     # -- memory -----------------------------------------------------------------------------
     def _identity(self, runtime: Runtime[Any] | None) -> tuple[str, str | None] | None:
         """The memory (session, user) of this run, or None without memory."""
         if self.memory is None:
             return None
         return run_identity(runtime, session_id=self.session_id, user_id=self.user_id)
+
+    def _values_query(self, user: str | None) -> ValueQuery | None:
+        """The saved values offered to a run of ``user`` (``values=``), or None."""
+        if self.values is None:
+            return None
+        namespace, owner = values_scope(self.values, user)
+        return ValueQuery(namespace=namespace, user_id=owner)
 
     def _finish(
         self,

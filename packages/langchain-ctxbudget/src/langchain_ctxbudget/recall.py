@@ -9,11 +9,20 @@ while nothing they draw from changed: the `Stamps` of the session, the user (use
 messages in the user's other sessions) and the namespace's documents, read by id in one read
 before they were gathered and again on every call. A delete, clear, unpin or replace of any of
 those, by anyone, draws a new stamp, and the question is gathered again.
+
+Saved values (the middleware's ``values=``: LangGraph's store over the same memory) come with
+the candidates (`ContextMemory.candidates`' ``values``, tier ``SAVED``). Every put or delete of
+a user's values draws that user's stamp anew, and of a shared value (no user) the stamp of the
+namespace's shared values (`ctxbudget.store.values`), read here in the same read when the
+values asked for are shared: candidates kept are never served after anyone saved, changed or
+deleted a value they drew from. Values of another user than the run's (whose stamp is not read
+here) are never kept: those questions are gathered on every call.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
@@ -28,6 +37,7 @@ from langchain_ctxbudget.identity import session_owner
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
     from ctxbudget.memory.policy.presets import StrategyLike
+    from ctxbudget.memory.values import ValueQuery
 
 __all__ = ["QUESTIONS_REMEMBERED", "Recalled", "gathered_generation", "recall"]
 
@@ -68,6 +78,7 @@ def recall(
     budget: Budget | int,
     documents: bool | str | Sequence[str],
     strategy: StrategyLike | None = None,
+    values: ValueQuery | None = None,
 ) -> tuple[Additions, str]:
     """What the memory adds for the state's last user message (`Candidates.added_to`).
 
@@ -79,7 +90,9 @@ def recall(
     own ids are ``ctxbudget:memory:<key>``). ``strategy`` is the middleware's (merged over the
     memory's). Returned with the session's generation they were gathered in. Gathered again
     unless the session, the user and the documents have the stamps they had before the
-    question's candidates were gathered (one read by id per call).
+    question's candidates were gathered (one read by id per call). With ``values``, the
+    values that match the question are extras too (tier ``SAVED``); kept when they are the
+    run's user's or shared (whose stamps their writes draw), else gathered on every call.
     """
     position = _question(messages)
     session, user = ids
@@ -93,9 +106,13 @@ def recall(
     # Read before gathering: whatever is removed after this read draws a stamp it does not have.
     # Without a user, the user the kept candidates drew from (one read: its stamp by id).
     reader = user if user is not None or kept is None else kept[1].user_id
-    stamps = memory.store.stamps(namespace=memory.namespace, session_id=session, user_id=reader)
+    shared = values is not None and values.user_id is None
+    stamps = memory.store.stamps(
+        namespace=memory.namespace, session_id=session, user_id=reader, shared_values=shared
+    )
     session_owner(memory, stamps.session, session, user)  # the owner is in the same read
-    found = kept[0] if kept is not None and _current(kept, stamps) else None
+    covered = values is None or shared or values.user_id == stamps.user_id
+    found = kept[0] if kept is not None and covered and _current(kept, stamps) else None
     if found is None:
         # The candidates ContextMemory would offer, bounded by this call's budget; the newest
         # stored turns are searched too (here the state is the history). The messages just
@@ -109,6 +126,7 @@ def recall(
             search_recent=True,
             wait=False,
             strategy=strategy,
+            values=values,
         )
         if found.user_id is not None and found.user_id != stamps.user_id:
             # Drawn from a user (the session's newest writer) whose stamp was not read before:
@@ -143,10 +161,14 @@ def _current(kept: tuple[Candidates, Stamps], stamps: Stamps) -> bool:
     """Whether nothing the kept candidates drew from was removed or replaced since.
 
     Their stamps (read before they were gathered) are ``stamps`` (read now), and so is the
-    generation they read the session in; "" (no records yet) is no generation: never current.
+    generation they read the session in; "" (no records yet) is no generation: never current;
+    nor once a saved value among them expired.
     """
     found, before = kept
     session = stamps.session
+    ends = found.true_until
+    if ends is not None and time.time() >= ends:
+        return False  # a saved value expired: gone, though its expiry drew no stamp
     return stamps.same(before) and session is not None and found.generation == session.generation
 
 

@@ -31,10 +31,11 @@ ROLES = frozenset({"system", "user", "assistant", "tool"})
 class Tier(IntEnum):
     """Priority tiers, highest first: a lower number is more important.
 
-    Any integer is a valid tier too (``tier=45`` sits between ``RECENT`` and ``RETRIEVED``).
+    Any integer is a valid tier too (``tier=55`` sits between ``RETRIEVED`` and ``ENTITY``).
     ``SYSTEM`` and ``QUERY`` are never pruned. ``FILES`` holds the files and folder trees a
     user put in front of the assistant (`ctxbudget.sources`): just below the query, above
-    pinned facts, rendered in a section of their own under each file's path.
+    pinned facts, rendered in a section of their own under each file's path. ``SAVED`` holds
+    the keyed values an app or agent saved (`ContextMemory.put_value`) offered for the query.
 
     >>> Tier.PINNED < Tier.RETRIEVED
     True
@@ -46,6 +47,7 @@ class Tier(IntEnum):
     PINNED = 20
     TOOLS = 30
     RECENT = 40
+    SAVED = 45
     RETRIEVED = 50
     ENTITY = 60
     SUMMARY = 70
@@ -56,7 +58,7 @@ NEVER_PRUNED_TIERS = frozenset({int(Tier.SYSTEM), int(Tier.QUERY)})
 
 
 def tier_name(tier: int) -> str:
-    """A tier's display name: ``"RECENT"`` for 40, ``"tier 45"`` for a custom one."""
+    """A tier's display name: ``"RECENT"`` for 40, ``"tier 55"`` for a custom one."""
     try:
         return Tier(tier).name
     except ValueError:
@@ -126,6 +128,9 @@ class ContextItem:
             ``("user", id)`` or ``("collection", name)``. Record ids are unique per scope
             only, so an item built from another scope's record has an ``id`` of its own (see
             `ctxbudget.core.ids`); ``ref`` gives the caller's id and scope together.
+        newer: ids of later items that restate what this one says (a fact that changed): when
+            this item is included, they are too, or it is left out (`ctxbudget.core.newer`);
+            its row is marked ``[earlier; see newer]``.
 
     >>> ContextItem(id="m1", text="I moved to Lisbon", tier=Tier.RECENT, role="user").tier.name
     'RECENT'
@@ -150,6 +155,7 @@ class ContextItem:
     parts: tuple[Any, ...] | None = field(default=None, repr=False)
     record_id: str | None = None
     scope: tuple[str, str] | None = None
+    newer: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if _plain(self):  # the usual case (every item retrieval builds), at a tenth of the cost
@@ -266,6 +272,8 @@ def _plain(item: ContextItem) -> bool:
         and type(item.name) in _OPTIONAL_STR
         and type(item.summary_of) is tuple
         and type(item.tool_calls) is tuple
+        and type(item.newer) is tuple
+        and (not item.newer or all(type(v) is str for v in item.newer))
         and (not item.summary_of or all(type(v) is str for v in item.summary_of))
         and (not item.tool_calls or all(type(v) is str for v in item.tool_calls))
         and (
@@ -289,7 +297,7 @@ def _check_fields(item: ContextItem) -> None:
             msg = f"ContextItem {item.id!r}: {name} must be a str or None, got {value!r:.80}"
             raise InvalidItemError(msg)
     _check_scope(item)
-    for name in ("summary_of", "tool_calls"):
+    for name in ("summary_of", "tool_calls", "newer"):
         value = getattr(item, name)
         if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
             msg = f"ContextItem {item.id!r}: {name} must be a list of str ids, got {value!r:.80}"

@@ -17,6 +17,8 @@ __all__ = [
     "BACKSLASH",
     "COMPACT_HEADERS",
     "DATED",
+    "EARLIER",
+    "EARLIER_PATTERN",
     "ESCAPE_LEAD",
     "SECTIONS",
     "SECTION_GROUPS",
@@ -91,6 +93,12 @@ DATED = {
 }
 
 
+# After the label of an item a newer one restates (`ContextItem.newer`), in the knowledge and
+# summary sections: ``user (Ana) [earlier; see newer]|I live in Lisbon``.
+EARLIER = " [earlier; see newer]"
+EARLIER_PATTERN = re.escape(EARLIER)
+
+
 # Characters a model (or a tokenizer) may read as a line break.
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
@@ -114,7 +122,7 @@ _SPACE = r"[^\S\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*"
 _EOL = rf"{_SPACE}(?={_BREAK}|\Z)"
 
 
-_ROLE_LABEL = rf"(?i:user|assistant|system|tool|-)(?: \({NAME_PATTERN}\))?"
+_ROLE_LABEL = rf"(?i:user|assistant|system|tool|-)(?: \({NAME_PATTERN}\))?(?:{EARLIER_PATTERN})?"
 
 
 _TEXT_STRUCTURE = (

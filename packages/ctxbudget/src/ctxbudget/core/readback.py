@@ -15,6 +15,7 @@ from typing import Literal
 from ctxbudget.core.markup import (
     COMPACT_HEADERS,
     DATED,
+    EARLIER_PATTERN,
     SECTIONS,
     TEXT_HEADERS,
     UNESCAPE_LEAD,
@@ -36,8 +37,9 @@ class ParsedRow:
     ``knowledge``, ``history``, ``query``; the whole system prompt is one row. ``role`` and
     ``name`` are the label of a turn or a knowledge entry (``role`` None: none given), and
     ``name`` a file's path; ``date`` the date line it sits under; ``tool_calls`` the calls an
-    assistant turn makes and ``tool_call_id`` the call a tool result answers. Each query is a
-    row of its own.
+    assistant turn makes and ``tool_call_id`` the call a tool result answers; ``earlier``
+    that a newer row restates it (marked ``[earlier; see newer]`` after its label,
+    `ctxbudget.core.newer`). Each query is a row of its own.
     """
 
     section: str
@@ -47,10 +49,11 @@ class ParsedRow:
     date: str | None = None
     tool_calls: tuple[RowCall, ...] = ()
     tool_call_id: str | None = None
+    earlier: bool = False
 
 
-_TEXT_ROW = re.compile(rf"({LABEL_PATTERN}): (.*)", re.DOTALL)
-_COMPACT_ROW = re.compile(rf"({LABEL_PATTERN})\|(.*)", re.DOTALL)
+_TEXT_ROW = re.compile(rf"({LABEL_PATTERN})({EARLIER_PATTERN})?: (.*)", re.DOTALL)
+_COMPACT_ROW = re.compile(rf"({LABEL_PATTERN})({EARLIER_PATTERN})?\|(.*)", re.DOTALL)
 _DATE_ROW = re.compile(r"\[([0-9]{4}-[0-9]{2}-[0-9]{2})\]")
 
 
@@ -128,6 +131,7 @@ def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> No
     first, date, rest = body[0], body[1] or None, body[2:]
     role: str | None = None
     name: str | None = None
+    earlier = False
     if section == "files":
         name, text = _file_row(first, rest, fmt)
     elif fmt == "compact":
@@ -138,7 +142,8 @@ def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> No
             if match is None:
                 raise _not_rendered(section, first)
             role, name = _label(match.group(1))
-            text = match.group(2)
+            earlier = match.group(2) is not None
+            text = match.group(3)
         text = unescape_compact(text)
     else:
         if section != "history":
@@ -146,14 +151,15 @@ def _flush(rows: list[ParsedRow], section: str, body: list[str], fmt: str) -> No
         match = _TEXT_ROW.fullmatch(first) if section in _LABELLED else None
         if match is not None:
             role, name = _label(match.group(1))
-            first = match.group(2)
+            earlier = match.group(2) is not None
+            first = match.group(3)
         elif section == "history":
             raise _not_rendered(section, first)
         elif section in ("knowledge", "summaries"):
             first = UNESCAPE_LEAD.sub("", first)
         text = "\n".join([first, *rest])
     text, calls, answers = split_row(text)
-    rows.append(ParsedRow(section, text, role, name, date, calls, answers))
+    rows.append(ParsedRow(section, text, role, name, date, calls, answers, earlier))
 
 
 _FILES = "files"

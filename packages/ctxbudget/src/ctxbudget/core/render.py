@@ -17,6 +17,8 @@ knowledge, recent history in chronological order, and the current query last.
 Each row shows who said it, what it says and the tool calls it carries (`ctxbudget.core.rows`:
 ``assistant (Ben): Looking. [calls search({"q": "x"}) id=c1]``); a file's row opens with its
 path instead (``### src/app.py``, then its lines indented; compact: ``### src/app.py|text``).
+A knowledge or summary row of an item a newer one restates (`ContextItem.newer`) has
+``[earlier; see newer]`` after its label (``user (Ana) [earlier; see newer]|I live in Lisbon``).
 The system prompt and the query are not indented or escaped (they stay as written), except
 that a line of theirs that would read as structure (a section header, a date line, a
 ``role:`` / ``role|`` turn) gets a backslash in front; so does a line of a knowledge entry
@@ -43,6 +45,7 @@ from ctxbudget.core.markup import (
     BACKSLASH,
     COMPACT_HEADERS,
     DATED,
+    EARLIER,
     ESCAPE_LEAD,
     SECTION_GROUPS,
     SECTION_OF_TIER,
@@ -156,6 +159,7 @@ class Layout:
             item.timestamp,
             item.images,
             item.tool_call_id,
+            bool(item.newer),
         )
         cached = self._fragments.get(key)
         if cached is not None:
@@ -182,17 +186,19 @@ class Layout:
                 return f"{header}|{escape_compact(row_content(item))}\n"
             body = indent_block(row_content(item))
             return f"{header}\n  {body}\n" if body else f"{header}\n"
+        # An item a newer one restates is marked after its label (`ctxbudget.core.newer`).
+        mark = EARLIER if item.newer and section in _MARKED else ""
         if self.format == "compact":
             text = escape_compact(row_content(item))
             if section in ("pinned", "tools"):
                 return f"- {text}\n"
-            return f"{label(item)}|{text}\n"  # a label holds no "|", backslash or line break
+            return f"{label(item)}{mark}|{text}\n"  # a label holds no "|", backslash or break
         body = indent_block(row_content(item))
         if section == "history":
             return f"{label(item)}: {body}\n"
-        if section in ("knowledge", "summaries"):
-            if item.role:
-                return f"- {label(item)}: {body}\n"
+        if section in _MARKED:
+            if item.role or mark:
+                return f"- {label(item)}{mark}: {body}\n"
             return f"- {ESCAPE_LEAD.sub(BACKSLASH, body)}\n"
         return f"- {body}\n"
 
@@ -243,7 +249,15 @@ class Layout:
         """Tokens ``item`` adds when included (its message overhead for the messages format)."""
         if item.tool_calls or item.parts is not None:  # depends on more than the key: not cached
             return self._cost(item, section)
-        key = (section, item.text, item.role, item.name, item.timestamp, item.tool_call_id)
+        key = (
+            section,
+            item.text,
+            item.role,
+            item.name,
+            item.timestamp,
+            item.tool_call_id,
+            bool(item.newer),
+        )
         tokens = self._costs.get(key)
         if tokens is None:
             tokens = self._cost(item, section)
@@ -378,6 +392,9 @@ def message_of(item: ContextItem, role: str, content: str) -> dict[str, Any]:
     if raw_calls is not None:
         message["tool_calls"] = raw_calls
     return message
+
+
+_MARKED = frozenset({"knowledge", "summaries"})  # where an earlier item's row is marked
 
 
 @dataclass(frozen=True, slots=True)

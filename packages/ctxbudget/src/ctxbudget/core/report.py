@@ -56,6 +56,9 @@ class PruneReason(StrEnum):
     """History before the first user turn that is sent: a conversation starts with a user."""
     OVER_LIMIT = "over_limit"
     """It fit, but as many items as asked for (a retriever's ``k``) scored higher."""
+    SUPERSEDED = "superseded"
+    """A newer item restates it (`ContextItem.newer`) and both did not fit: it is never sent
+    without the newer one."""
 
 
 @dataclass(frozen=True, slots=True)

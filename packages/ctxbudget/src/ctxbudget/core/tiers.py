@@ -18,6 +18,7 @@ from ctxbudget.core.accounting import PackState
 from ctxbudget.core.budget import Budget
 from ctxbudget.core.history import HistoryPacker, RemainingHistory, Unsendable, iter_exchanges
 from ctxbudget.core.items import NEVER_PRUNED_TIERS, ContextItem, Shrink, Tier, tier_name
+from ctxbudget.core.newer import keep_newer, link
 from ctxbudget.core.packing import solve
 from ctxbudget.core.render import Layout
 from ctxbudget.core.report import PrunedItem, PruneReason, unsendable_reasons
@@ -64,6 +65,7 @@ def pack_tiers(
     Raises:
         BudgetExceededError: the never-pruned items alone do not fit.
     """
+    link(groups)  # before any cost is known: an earlier item's row is marked
     state = PackState(layout=layout, budget=budget)
     promoted = {s.id: s for s in replaced.values()}
     state.originals = {it.id: it for it in groups.get(int(Tier.SUMMARY), []) if it.id in promoted}
@@ -171,6 +173,8 @@ def pack_tiers(
         reserved.pop(tier, None)
     if budget.floors:
         _fill(by_tier, state, budget, promoted)
+    # Whatever was packed, an earlier statement never goes without the newer ones (`newer`).
+    keep_newer(state, by_tier, partial(_section, promoted=promoted))
 
     state.history = packer.chronological()
     if packer.cut:

@@ -15,6 +15,8 @@ path, from ``add_message`` to the prompt:
 - `log`: the inclusion log of every assembly (`log.entries`: `ContextRecord`; `log.api`),
   budget analytics over it (`log.analytics`) and access salience (`log.access`).
 - `upkeep`: summaries, the task stack, forgetting (`upkeep.api` holds the methods).
+- `values`: keyed JSON values beside the messages (LangGraph's store model: `StoredValue`,
+  `ValuePut`, `ValueQuery`; `values.api` holds the methods).
 - `entities`: entity memory (`MemoryConfig.entities`): the `EntityExtractor` seam and the
   built-in `RuleExtractor`, a session's `Entity` s, relations and `Pattern` s.
 
@@ -41,6 +43,9 @@ __all__ = [
     "RuleExtractor",
     "Scoring",
     "Strategy",
+    "StoredValue",
+    "ValuePut",
+    "ValueQuery",
     "budget_stats",
     "preset",
     "register_preset",
@@ -65,6 +70,9 @@ _LAZY = {
     "budget_stats": "ctxbudget.memory.log.analytics",
     "ContextRecord": "ctxbudget.memory.log.entries",
     "InclusionLogConfig": "ctxbudget.memory.log.api",
+    "StoredValue": "ctxbudget.memory.values.model",
+    "ValuePut": "ctxbudget.memory.values.model",
+    "ValueQuery": "ctxbudget.memory.values.model",
 }
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

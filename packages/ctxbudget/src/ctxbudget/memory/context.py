@@ -2,20 +2,17 @@
 
 One object most users touch. It writes to a `ChromaStore` (embedded by default, a Chroma server
 with ``chroma_url=`` or ``CTXBUDGET_CHROMA_URL``), gathers candidates for a question from every
-source, scores them (see `ctxbudget.memory.policy.scoring`), and hands them to the core
-`ContextAssembler`.
+source, scores them (`ctxbudget.memory.policy.scoring`), and hands them to `ContextAssembler`.
 
-The session's messages are found two ways at once: by meaning (the store's vectors) and by
-words (a BM25 index of the session kept in this object, built on first use and extended as
-messages arrive). Recent history is not privileged by default: it gets the share of the budget
-that the query's own best matches point to (see `MemoryConfig.recent_share`).
+Messages are found by meaning (the store's vectors) and by words (a BM25 index of the session
+kept in this object, built on first use and extended as messages arrive). Recent history gets
+the share of the budget the query's own best matches point to (`MemoryConfig.recent_share`).
 
-The work is done beside it, in the sub-packages of `ctxbudget.memory`, along a message's path:
-`writing` (how a message, pin or document is checked, journaled and stored), `reading` (what a
-call reads of a session, which records are candidates, with what score), `policy` (settings,
-scoring formulas, strategies and the plan of one call), `log` (every assembly's record),
-`upkeep` (summaries, tasks, forgetting) and `entities` (entity cards, relations, patterns);
-`awaitable` holds the async methods (``a``-prefixed: `aassemble`, `aadd_message`...).
+The work is done in the sub-packages of `ctxbudget.memory`: `writing` (a message, pin or
+document checked, journaled, stored), `reading` (what a call reads, which records are
+candidates, with what score), `policy` (settings, scoring, strategies, one call's plan), `log`
+(every assembly's record), `upkeep` (summaries, tasks, forgetting), `entities` and `values`
+(keyed JSON values, LangGraph's store model); `awaitable`: the ``a``-methods (`aassemble`...).
 """
 
 from __future__ import annotations
@@ -44,16 +41,13 @@ from ctxbudget.memory.log.api import ContextLogging, InclusionLogConfig
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.plan import memory_strategy, plan_for
 from ctxbudget.memory.policy.presets import StrategyLike
-from ctxbudget.memory.reading.candidates import (
-    Candidates,
-    gather,
-    offered,
-)
+from ctxbudget.memory.reading.candidates import Candidates, gather, offered
 from ctxbudget.memory.reading.rerank import RerankWarnings, rerank
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.search import ScoredHit, scored_search
 from ctxbudget.memory.reading.session_index import SessionIndexes
 from ctxbudget.memory.upkeep.api import SessionUpkeep
+from ctxbudget.memory.values.api import ValueMethods, ValueQuery
 from ctxbudget.memory.writing.api import MemoryWrites
 from ctxbudget.memory.writing.opening import open_write_behind
 from ctxbudget.store.chroma_store import ChromaStore
@@ -69,7 +63,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class ContextMemory(Closable, MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory):
+class ContextMemory(
+    Closable, MemoryWrites, SessionUpkeep, ContextLogging, EntityMemory, ValueMethods
+):
     """Memory for an LLM app: store everything, assemble what matters within a token budget.
 
     Args:
@@ -263,6 +259,7 @@ class ContextMemory(Closable, MemoryWrites, SessionUpkeep, ContextLogging, Entit
         search_recent: bool = False,
         wait: bool = True,
         strategy: StrategyLike | None = None,
+        values: ValueQuery | None = None,
     ) -> Candidates:
         """The scored candidates for ``query`` in ``session_id``, bounded by ``budget``.
 
@@ -278,7 +275,7 @@ class ContextMemory(Closable, MemoryWrites, SessionUpkeep, ContextLogging, Entit
         state): they come back in ``retrieved`` too when they match, with their ``history`` ids;
         and ``wait``: False for such a caller, which needs not wait for the messages it just
         added to be stored (a failure of earlier writes is still raised); ``strategy``: as in
-        `assemble`.
+        `assemble`; ``values``: also offer keyed values that match (`ValueQuery`, tier SAVED).
         """
         if flag(wait, "wait"):
             self._settle()
@@ -307,6 +304,7 @@ class ContextMemory(Closable, MemoryWrites, SessionUpkeep, ContextLogging, Entit
         )
         if config.reranker is not None:  # the user's ranking of the best (reading.rerank)
             found = rerank(found, query, config, self._rerank_warnings)
+        found = found if values is None else self._with_values(found, query, values)
         return self._with_access(session_id, found)
 
     @search_span

@@ -41,6 +41,7 @@ from ctxbudget.store.search import search_many
 from ctxbudget.store.sequences import Sequences
 from ctxbudget.store.session_methods import SessionMethods
 from ctxbudget.store.sessions import Sessions
+from ctxbudget.store.values import ValueStore
 from ctxbudget.store.vectors import Vectors
 from ctxbudget.store.writes import Writer, check_batch
 
@@ -125,7 +126,9 @@ class ChromaStore(Closable, SessionMethods, DeleteMethods):
             sequences = Sequences(cols)
             self._writer = Writer(cols, self._vectors, self._sessions, sequences, self._layout)
             self._reader = Reader(cols, self._sessions)
-            self._deleter = Deleter(cols, self._sessions)
+            self.values = ValueStore(cols, self._vectors)
+            """The store's keyed values (`ctxbudget.store.values`)."""
+            self._deleter = Deleter(cols, self._sessions, self.values)
             self.on_close(self._deleter.logs.close)  # queued log records are written first
             if self.folder is not None:  # what a process that died acknowledged, stored first
                 replay(self.folder / JOURNAL_FOLDER / self._name, self.add, get=self.get)

@@ -8,7 +8,8 @@ keeping the session in memory read it again); they go with the last records of t
 draws new stamps for the users and documents whose records it removed, after removing them
 (`Sessions.removed`). A session's context log (`ctxbudget.store.context_log`) goes with the
 session, and a user's records in other sessions' logs with the user; a deleted document chunk
-leaves the documents' entity index (`ctxbudget.store.doc_entities`).
+leaves the documents' entity index (`ctxbudget.store.doc_entities`); a user's keyed values
+(`ctxbudget.store.values`) go with the user.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ctxbudget.store.keys import matches, where_keys
 from ctxbudget.store.layout import Collections, scoped_keys, session_partition, user_partition
 from ctxbudget.store.records import KINDS, Scope, json_key, require_name
 from ctxbudget.store.sessions import Sessions
+from ctxbudget.store.values import ValueStore
 
 __all__ = ["DeleteMethods", "Deleter"]
 
@@ -30,9 +32,10 @@ __all__ = ["DeleteMethods", "Deleter"]
 class Deleter:
     """Deletes one store's records (`ChromaStore`'s deleting methods)."""
 
-    def __init__(self, collections: Collections, sessions: Sessions) -> None:
+    def __init__(self, collections: Collections, sessions: Sessions, values: ValueStore) -> None:
         self._collections = collections
         self._sessions = sessions
+        self._values = values
         self.logs = ContextLogs(collections)
         """The store's context logs, deleted with their sessions and users."""
         self.entities = DocEntities(collections)
@@ -143,6 +146,7 @@ class Deleter:
                     if entry is not None and entry.home != mine:
                         self._drop_if_empty(entry.home)
             self._drop_if_empty(mine)
+            self._values.drop_user(ns, uid)  # the user's keyed values (ctxbudget.store.values)
             self._sessions.removed([], users=[(ns, uid)])
             self.logs.delete_user(ns, uid, sessions=gone)
         return deleted
@@ -194,6 +198,7 @@ class DeleteMethods:
     def delete_user(self, *, namespace: str, user_id: str) -> int:
         """Delete every record of a user (messages, pinned, summaries...); returns how many.
 
-        Sessions left without records lose their counters too.
+        Sessions left without records lose their counters too; the user's keyed values
+        (`ContextMemory.put_value`) go as well (not counted).
         """
         return self._deleter.delete_user(namespace=namespace, user_id=user_id)

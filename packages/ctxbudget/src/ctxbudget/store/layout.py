@@ -16,7 +16,8 @@ that hold its own user's or session's data and its cost does not grow with other
   context log has a collection of its own, ``l-`` (`log_partition`), outside the partitions:
   it holds no records and no record read visits it (`ctxbudget.store.context_log`); nor does
   a namespace's documents' entity index, ``e-`` (`entity_partition`,
-  `ctxbudget.store.doc_entities`).
+  `ctxbudget.store.doc_entities`); nor do keyed values, ``v-`` (`values_partition`, one per
+  user and one shared per namespace: `ctxbudget.store.values`).
 - ``<collection>.meta`` holds the store's entries: one per session (its last ``seq``, its home,
   its owner and a version bumped whenever a message of it is deleted or replaced, so a process
   keeping a session in memory knows when to read it again), one per (session, user) pair (for
@@ -68,6 +69,7 @@ __all__ = [
     "scoped_keys",
     "session_partition",
     "user_partition",
+    "values_partition",
 ]
 
 T = TypeVar("T")
@@ -105,6 +107,11 @@ def session_partition(store: str, namespace: str, session_id: str) -> str:
 def docs_partition(store: str, namespace: str) -> str:
     """The partition of a namespace's records with no session and no user (documents)."""
     return partition_name(store, "docs", namespace, "")
+
+
+def values_partition(store: str, namespace: str, user_id: str | None) -> str:
+    """The keyed values of a user (None: the namespace's shared ones; `ctxbudget.store.values`)."""
+    return partition_name(store, "values", namespace, user_id or "")
 
 
 def log_partition(store: str, namespace: str, session_id: str) -> str:

@@ -54,15 +54,24 @@ class SessionMethods:
         )
         return entry.stamp()
 
-    def stamps(self, *, namespace: str, session_id: str, user_id: str | None) -> Stamps:
+    def stamps(
+        self,
+        *,
+        namespace: str,
+        session_id: str,
+        user_id: str | None,
+        shared_values: bool = False,
+    ) -> Stamps:
         """`Stamps` of the session, the user (None: its owner) and the namespace's documents.
 
         What a copy of a session's candidates is checked against, read before they are: one
         read by id. A delete or replace of any record they draw from changes one of them.
+        ``shared_values``: with the stamp of the namespace's shared values (every put or delete
+        of a value without a user draws it anew).
         """
         ns, sid = require_name("namespace", namespace), require_name("session_id", session_id)
         uid = None if user_id is None else require_name("user_id", user_id)
-        return self._sessions.stamps(ns, sid, uid)
+        return self._sessions.stamps(ns, sid, uid, shared_values=shared_values)
 
     def session_view(
         self,

@@ -31,6 +31,7 @@ from ctxbudget.store.layout import (
     docs_partition,
     session_partition,
     user_partition,
+    values_partition,
 )
 from ctxbudget.store.records import Record, json_key
 from ctxbudget.store.stamps import (
@@ -79,26 +80,36 @@ class Sessions:
         """The entry of one session (None: it has none: no record was ever written to it)."""
         return self.entries([(namespace, session_id)]).get((namespace, session_id))
 
-    def stamps(self, namespace: str, session_id: str, user_id: str | None) -> Stamps:
+    def stamps(
+        self, namespace: str, session_id: str, user_id: str | None, *, shared_values: bool = False
+    ) -> Stamps:
         """The `Stamps` of a session's candidates for ``user_id`` (None: the session's owner).
 
-        One read by id; a second only when ``user_id`` is None and the session has an owner.
+        ``shared_values``: with the stamp of the namespace's shared values. One read by id; a
+        second only when ``user_id`` is None and the session has an owner.
         """
         cols = self._collections
+        entry_id = session_key(namespace, session_id)
         docs = stamp_key(docs_partition(cols.name, namespace))
-        ids = [session_key(namespace, session_id), docs]
-        if user_id is not None:
-            ids.append(stamp_key(user_partition(cols.name, namespace, user_id)))
+        shared = stamp_key(values_partition(cols.name, namespace, None))
+        ids = [entry_id, docs, *([shared] if shared_values else [])]
+        user = None if user_id is None else stamp_key(user_partition(cols.name, namespace, user_id))
+        ids += [] if user is None else [user]
         found = {key: meta for key, _, meta in cols.rows(cols.meta, ids=ids, documents=False)}
-        meta = found.get(ids[0])
+        meta = found.get(entry_id)
         entry = entry_of(meta) if meta is not None and "home" in meta else None
         if user_id is None and entry is not None and entry.owner:
             user_id = entry.owner
-            ids.append(stamp_key(user_partition(cols.name, namespace, user_id)))
-            found.update((k, m) for k, _, m in cols.rows(cols.meta, ids=ids[-1:], documents=False))
-        user = str(found.get(ids[2], {}).get("gen", "")) if len(ids) > 2 else ""
+            user = stamp_key(user_partition(cols.name, namespace, user_id))
+            found.update((k, m) for k, _, m in cols.rows(cols.meta, ids=[user], documents=False))
         stamp = None if entry is None else entry.stamp()
-        return Stamps(stamp, user, str(found.get(docs, {}).get("gen", "")), user_id)
+        return Stamps(
+            stamp,
+            "" if user is None else str(found.get(user, {}).get("gen", "")),
+            str(found.get(docs, {}).get("gen", "")),
+            user_id,
+            str(found.get(shared, {}).get("gen", "")) if shared_values else "",
+        )
 
     def elsewhere(self, namespace: str, user_id: str) -> list[str]:
         """The partitions of other owners that hold messages of this user."""

@@ -10,8 +10,10 @@ user, maybe), a random generation never comes back.
 What a session's candidates draw from beyond the session has stamps of its own (`Stamps`): one
 generation per user (its user-wide pins and its messages in every session) and one per
 namespace's documents, stored under `stamp_key` of the user's or documents' partition (a
-digest, so no user id is left behind). `ctxbudget.store.sessions.Sessions` reads and writes
-them (``stamps``, ``touched``, ``removed``).
+digest, so no user id is left behind), and, for candidates that offer shared values, the one of
+the namespace's shared values partition (`ctxbudget.store.values`).
+`ctxbudget.store.sessions.Sessions` reads and writes them (``stamps``, ``touched``,
+``removed``).
 """
 
 from __future__ import annotations
@@ -72,14 +74,17 @@ class Stamps(NamedTuple):
 
     ``session`` is the session's `Stamp` (None: no records); ``user`` the generation of the
     records of user ``user_id`` (user-wide pins, messages in any session; None: no user),
-    ``documents`` that of the namespace's documents ("": never changed). Read in one read by
-    id (`ctxbudget.store.chroma_store.ChromaStore.stamps`) before what they key is read.
+    ``documents`` that of the namespace's documents ("": never changed), ``values`` that of
+    the namespace's shared values (read only when asked for; "": not read or never written).
+    Read in one read by id (`ctxbudget.store.chroma_store.ChromaStore.stamps`) before what
+    they key is read.
     """
 
     session: Stamp | None
     user: str
     documents: str
     user_id: str | None = None
+    values: str = ""
 
     def same(self, other: Stamps) -> bool:
         """Whether nothing a copy keyed by ``other`` drew from was removed or replaced since."""
@@ -87,8 +92,8 @@ class Stamps(NamedTuple):
             self.session is not None
             and bool(self.session.generation)
             and self.session.same_session(other.session)
-            and (self.user_id, self.user, self.documents)
-            == (other.user_id, other.user, other.documents)
+            and (self.user_id, self.user, self.documents, self.values)
+            == (other.user_id, other.user, other.documents, other.values)
         )
 
 

@@ -111,6 +111,8 @@ class Candidates:
         generation: the session's generation when read (`ctxbudget.store.sessions.Stamp`; ""
             for a session with no records): what is kept of this session in memory between
             calls (its previous context) is keyed by it.
+        saved: keyed values that match the query (tier SAVED), when asked for with
+            ``values=`` (`ctxbudget.memory.values`), best first.
     """
 
     pinned: tuple[ContextItem, ...]
@@ -120,11 +122,23 @@ class Candidates:
     user_id: str | None
     entities: tuple[ContextItem, ...] = ()
     generation: str = ""
+    saved: tuple[ContextItem, ...] = ()
 
     @property
     def items(self) -> list[ContextItem]:
         """Every candidate, in the order `ContextMemory.assemble` offers them."""
-        return [*self.pinned, *self.history, *self.summaries, *self.retrieved, *self.entities]
+        found = [*self.pinned, *self.history, *self.saved, *self.summaries, *self.retrieved]
+        return [*found, *self.entities]
+
+    @property
+    def true_until(self) -> float | None:
+        """When the first saved value among them expires (epoch seconds; None: never).
+
+        A copy of these candidates kept between calls is not offered after it: an expired
+        value is gone, though its expiry drew no stamp.
+        """
+        ends = [item.metadata["expires"] for item in self.saved if "expires" in item.metadata]
+        return min(ends) if ends else None
 
     def added_to(self, held: Collection[str]) -> Additions:
         """What these candidates add to a conversation the caller holds (ids ``held``).

@@ -34,6 +34,7 @@ __all__ = [
     "task_items",
     "task_node",
     "tool_items",
+    "value_item",
     "with_tokens",
 ]
 
@@ -129,6 +130,34 @@ def retrieved_item(record: Record, score: float, session_id: str | None) -> Cont
         source=record.kind if record.kind != "document" else (record.source or "document"),
         record_id=record.id,
         scope=scope,
+    )
+
+
+def value_item(
+    item_id: str,
+    namespace: tuple[str, ...],
+    key: str,
+    text: str,
+    score: float,
+    updated: float,
+    expires: float | None = None,
+) -> ContextItem:
+    """A keyed value offered as context (`ctxbudget.memory.values`): ``<key>: <text>``.
+
+    ``updated`` and ``expires`` are epoch seconds; ``metadata["expires"]`` says when a copy of
+    the item (kept by an adapter between calls) stops being true.
+    """
+    metadata: dict[str, Any] = {"namespace": list(namespace), "key": key}
+    if expires is not None:
+        metadata["expires"] = expires
+    return ContextItem(
+        item_id,
+        f"{key}: {text}",
+        tier=Tier.SAVED,
+        score=score,
+        timestamp=updated,
+        source="value",
+        metadata=metadata,
     )
 
 

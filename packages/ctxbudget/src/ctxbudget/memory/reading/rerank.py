@@ -12,12 +12,19 @@ adapter that gathers through it), once per call, after the candidates are scored
 
 1. the best `MemoryConfig.reranker_top` retrieved candidates (turns, other sessions,
    documents; best first by their score) are the ``N`` it sees, in one call, with their texts;
-2. its scores are min-max scaled to [0, 1] over the ``N`` (``r``) and replace their relevance:
-   ``score = top * r ** relevance_weight * recency ** recency_weight``, where ``top`` is the
+2. its scores are blended with the pipeline's own (`blended`): both are min-max scaled to
+   [0, 1] over the ``N`` (the reranker's scores as ``r``; the pipeline's relevance, each
+   score's ``relevance_weight``-th root, as ``p``), and mixed by
+   `MemoryConfig.reranker_weight` ``w``: ``b = w * r + (1 - w) * p``; then
+   ``score = top * b ** relevance_weight * recency ** recency_weight``, where ``top`` is the
    best score the ``N`` had (so the pool keeps its range against the other tiers),
    ``relevance_weight`` and ``recency`` are `Scoring`'s (age counted to the newest candidate);
    candidates past the ``N`` keep their scores. Packing then picks by the new scores, within
-   the same tiers, floors and caps.
+   the same tiers, floors and caps. ``w = 1`` is the reranker's scores replacing the
+   pipeline's; below it, what the reranker gets wrong about a candidate the pipeline ranks
+   low is outweighed (a noisy reranker over a deep pool did worse than none when its scores
+   replaced the pipeline's; blended at the default 0.5 it does better at every budget:
+   docs/benchmarks.md, "Rerankers: what the pipeline carries").
 
 It runs on a thread of its own and is waited for at most `MemoryConfig.reranker_timeout`
 seconds. A reranker that raises (``failed``), is late (``timeout``) or returns something
@@ -60,6 +67,7 @@ __all__ = [
     "Reranker",
     "RerankWarnings",
     "as_reranker",
+    "blended",
     "register_converter",
     "rerank",
 ]
@@ -114,20 +122,45 @@ def rerank(
     return dataclasses.replace(found, retrieved=tuple(ordered))
 
 
+def blended(pipeline: list[float], reranker: list[float], weight: float) -> list[float]:
+    """Each candidate's blended relevance in [0, 1] (step 2 of the module docstring).
+
+    ``pipeline``: the candidates' relevance as the pipeline ranks them (any scale, higher is
+    better); ``reranker``: the reranker's scores of the same candidates, in the same order
+    (as many); ``weight``: the reranker's share. Each side is min-max scaled over the
+    candidates first (a side with one value for all ranks them equal: it adds the same to
+    each). Higher in either side never lowers a candidate's blend.
+
+    >>> blended([1.0, 0.5, 0.0], [0.0, 0.0, 9.0], 0.6)
+    [0.4, 0.2, 0.6]
+    """
+    p, r = _scaled(pipeline), _scaled(reranker)
+    return [weight * a + (1.0 - weight) * b for a, b in zip(r, p, strict=True)]
+
+
+def _scaled(values: list[float]) -> list[float]:
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    if high <= low:
+        return [1.0] * len(values)
+    return [(v - low) / (high - low) for v in values]
+
+
 def _rescored(top: list[ContextItem], scores: list[float], config: MemoryConfig) -> list[Any]:
-    low, high = min(scores), max(scores)
-    if high <= low:  # one score for all: no order to take
+    if max(scores) <= min(scores):  # one score for all: no order to take
         return top
     best = max(item.score for item in top)
     weights = config.scoring
+    sharpen = weights.relevance_weight
+    # The pipeline's relevance behind each score (score = relevance ** relevance_weight x ...).
+    own = [max(0.0, it.score) ** (1.0 / sharpen) if sharpen > 0 else it.score for it in top]
+    mixed = blended(own, scores, config.reranker_weight)
     stamps = [item.timestamp for item in top if item.timestamp is not None]
     newest = max(stamps) if stamps else None
     out = []
-    for item, score in zip(top, scores, strict=True):
-        relevance = (score - low) / (high - low)
+    for item, relevance in zip(top, mixed, strict=True):
         age = 0.0 if newest is None or item.timestamp is None else newest - item.timestamp
         recency = 0.5 ** (max(0.0, age) / (weights.half_life_days * 86_400.0))
-        value = best * relevance**weights.relevance_weight * recency**weights.recency_weight
+        value = best * relevance**sharpen * recency**weights.recency_weight
         out.append(dataclasses.replace(item, score=value))
     return out
 

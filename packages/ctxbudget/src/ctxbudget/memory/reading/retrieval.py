@@ -7,7 +7,9 @@ cosine over the vectors the index keeps), then scored by meaning and by words to
 store, once per source for all queries (`ChromaStore.search_many`). The recent window gets the
 share of the budget its matches point to (`history_share`, `fit_history`); the rest are scored
 by relevance x recency x salience (`ctxbudget.memory.policy.scoring`). The search pool is a
-few times what the budget can hold, never the whole session.
+few times what the budget can hold, never the whole session; with a reranker, at least the
+`MemoryConfig.reranker_top` it sees (a perfect reranker over a pool sized by the budget alone
+lost evidence that was never in it: docs/benchmarks.md, "Rerankers: what the pipeline carries").
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ctxbudget.memory.reading.lexical import hit_relevance, lexical_terms, recor
 from ctxbudget.memory.reading.record_items import history_item, item_id, prime, retrieved_item
 from ctxbudget.memory.reading.session_index import Query, SessionIndex, span_of, without_names
 from ctxbudget.memory.reading.speakers import spoken
+from ctxbudget.memory.reading.successors import TOP, with_successors
 from ctxbudget.store.filters import document_filter
 from ctxbudget.store.records import Hit, Record
 from ctxbudget.tokens.counter import TokenCounter
@@ -114,6 +117,9 @@ def retrieve(
     fit = search.available / ((index.mean_tokens if index is not None else 30.0) + 3.0)
     searched = max(config.semantic_k, math.ceil(_SEARCH_FACTOR * fit))
     pool = max(config.semantic_k, math.ceil(_POOL_FACTOR * fit))
+    if config.reranker is not None:  # it sees reranker_top of the pool (reading.rerank)
+        pool = max(pool, config.reranker_top)
+        searched = max(searched, math.ceil(config.reranker_top * _SEARCH_FACTOR / _POOL_FACTOR))
     records: dict[str, Record] = {}
     # item id (scope-qualified, see item_id) -> record, similarity, weight
     others: dict[str, tuple[Record, float, float]] = {}
@@ -188,11 +194,31 @@ def retrieve(
         items.append(_scored(scoring, record, match, newest, search))
     prime(search.counter, [r for r in records.values()])
     items.sort(key=lambda it: (-it.score, it.id))
+    if config.newer_statements and index is not None and size:
+        items = _with_successors(items, index, min(TOP, math.ceil(fit)), history, skip, search)
     if config.excerpts:
         terms = excerpt_terms(search.query, named)
         kept = index.pieces_of if index is not None else None
         items = excerpted(items, terms, search.available, search.counter, kept)
     return history, items
+
+
+def _with_successors(
+    items: list[ContextItem],
+    index: SessionIndex,
+    limit: int,
+    history: list[Record],
+    skip: frozenset[str],
+    search: SearchScope,
+) -> list[ContextItem]:
+    """Each of the best turns with the later one that restates it (`with_successors`)."""
+
+    def make(record: Record, score: float) -> ContextItem:
+        prime(search.counter, [record])
+        return retrieved_item(record, score, search.session_id)
+
+    held = {r.id for r in history}
+    return with_successors(items, index, limit=limit, history=held, skip=skip, make=make)
 
 
 def _scored(

@@ -26,6 +26,7 @@ from ctxbudget.memory.policy.scoring import Floats, Scoring
 from ctxbudget.memory.reading.excerpts import Pieces, pieces
 from ctxbudget.memory.reading.lexical import Ints, LexicalIndex, lexical_terms
 from ctxbudget.memory.reading.speakers import find_speaker, spoken
+from ctxbudget.memory.reading.successors import says_update
 from ctxbudget.memory.reading.timeref import overlaps, query_span, turn_spans
 from ctxbudget.store.records import Hit, Record
 from ctxbudget.store.sessions import Stamp
@@ -67,6 +68,11 @@ class SessionIndex:
         self.authors: list[str | None] = []
         self.episodes: list[int] = []
         self._spans: list[list[tuple[float, float]]] | None = None  # read on first use
+        self._updates: list[bool] = []  # read on first use (`updates`)
+        self._codes: tuple[Any, dict[tuple[str | None, str | None], int]] = (
+            np.zeros(0, dtype=np.int64),
+            {},
+        )  # made on first use (`author_codes`)
         self._pieces: dict[int, Pieces] = {}  # cut on first use (`MemoryConfig.excerpts`)
         self.position: dict[str, int] = {}
         self.last_seq = -1
@@ -165,6 +171,32 @@ class SessionIndex:
             fresh = [turn_spans(spoken(r), r.timestamp) for r in self.records[len(known) :]]
             known = known + fresh
             self._spans = known
+        return known
+
+    @property
+    def vectors(self) -> Any:
+        """The messages' unit vectors (float32), one row per message in order."""
+        return self._rows[: len(self.records)] if self._rows is not None else np.zeros((0, 0))
+
+    def updates(self) -> list[bool]:
+        """Whether each message reads as an update of an earlier one (`says_update`)."""
+        known = self._updates
+        if len(known) < len(self.records):  # a new list: another thread may read the old one
+            known = known + [says_update(spoken(r)) for r in self.records[len(known) :]]
+            self._updates = known
+        return known
+
+    def author_codes(self) -> Any:
+        """Each message's author (role and name) as a small int, one per message (int64 array)."""
+        known, names = self._codes
+        if len(known) < len(self.records):  # a new array: another thread may read the old one
+            names = dict(names)
+            more = [
+                names.setdefault((r.role, a), len(names))
+                for r, a in zip(self.records[len(known) :], self.authors[len(known) :], strict=True)
+            ]
+            known = np.concatenate([known, np.asarray(more, dtype=np.int64)])
+            self._codes = (known, names)
         return known
 
     def pieces(self, position: int) -> Pieces:

@@ -1,0 +1,117 @@
+"""What a values search keeps: LangGraph's filter semantics and namespace match conditions.
+
+`passes` is a search's ``filter``: each key names a field of the value; a plain filter value
+must equal it (nested dicts field by field, lists element by element), and a dict of operators
+compares it (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), as LangGraph's
+``InMemoryStore`` and Postgres JSONB do. Order comparisons hold between numbers (bools aside)
+and between strings; any other pair does not match (LangGraph's in-memory store raises there).
+
+`namespace_matches` is `list_value_namespaces`' prefix and suffix: ``"*"`` stands for any one
+element.
+
+>>> passes({"a": {"b": 2}, "n": 5}, {"a": {"b": 2}, "n": {"$gt": 3}})
+True
+>>> namespace_matches(("users", "a", "notes"), prefix=("users", "*"), suffix=("notes",))
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxbudget.core.numbers import shown
+from ctxbudget.errors import InvalidValueError
+
+__all__ = ["OPERATORS", "check_filter", "namespace_matches", "passes"]
+
+OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+
+def check_filter(filter: object) -> dict[str, Any] | None:  # noqa: A002 - LangGraph's name
+    """A search's filter (None: none), its operators checked, or `InvalidValueError`."""
+    if filter is None:
+        return None
+    if not isinstance(filter, Mapping):
+        msg = f"filter must be a dict of value fields, got {shown(filter)}"
+        raise InvalidValueError(msg)
+    _check_operators(filter, "filter")
+    return dict(filter)
+
+
+def _check_operators(spec: Mapping[Any, Any], path: str) -> None:
+    for key, wanted in spec.items():
+        if isinstance(key, str) and key.startswith("$") and key not in OPERATORS:
+            msg = f"{path} uses the operator {key!r}; use one of {sorted(OPERATORS)}"
+            raise InvalidValueError(msg)
+        if isinstance(wanted, Mapping):
+            _check_operators(wanted, f"{path}.{key}")
+
+
+def passes(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:  # noqa: A002
+    """Whether ``value`` passes ``filter`` (None: every value does)."""
+    if not filter:
+        return True
+    return all(_compare(value.get(key), wanted) for key, wanted in filter.items())
+
+
+def _compare(found: Any, wanted: Any) -> bool:
+    if isinstance(wanted, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
+            return all(_apply(found, op, operand) for op, operand in wanted.items())
+        if not isinstance(found, Mapping):
+            return False
+        return all(_compare(found.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(found, list | tuple)
+            and len(found) == len(wanted)
+            and all(_compare(f, w) for f, w in zip(found, wanted, strict=True))
+        )
+    return bool(found == wanted)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _apply(found: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return bool(found == operand)
+    if op == "$ne":
+        return bool(found != operand)
+    comparable = (_number(found) and _number(operand)) or (
+        isinstance(found, str) and isinstance(operand, str)
+    )
+    if not comparable:
+        return False
+    if op == "$gt":
+        return bool(found > operand)
+    if op == "$gte":
+        return bool(found >= operand)
+    if op == "$lt":
+        return bool(found < operand)
+    if op == "$lte":
+        return bool(found <= operand)
+    msg = f"unknown filter operator {op!r}; use one of {sorted(OPERATORS)}"
+    raise InvalidValueError(msg)
+
+
+def _conditions_match(space: tuple[str, ...], path: Sequence[str], *, suffix: bool) -> bool:
+    if len(space) < len(path):
+        return False
+    ends = (space[len(space) - len(path) :], path) if suffix else (space[: len(path)], path)
+    pairs = zip(*ends, strict=True)
+    return all(want == "*" or have == want for have, want in pairs)
+
+
+def namespace_matches(
+    space: tuple[str, ...],
+    *,
+    prefix: Sequence[str] | None = None,
+    suffix: Sequence[str] | None = None,
+) -> bool:
+    """Whether a namespace starts with ``prefix`` and ends with ``suffix`` (``"*"``: any one)."""
+    return (prefix is None or _conditions_match(space, prefix, suffix=False)) and (
+        suffix is None or _conditions_match(space, suffix, suffix=True)
+    )

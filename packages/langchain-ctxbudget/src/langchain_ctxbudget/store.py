@@ -1,0 +1,342 @@
+"""`CtxBudgetStore`: LangGraph's long-term memory store (``BaseStore``) kept in a `ContextMemory`.
+
+Agents keep facts in LangGraph's store (``create_agent(..., store=...)``, tools reading
+``runtime.store``, LangMem's memory tools). This store keeps them as the memory's keyed values
+(`ContextMemory.put_values`, ``search_values``...): persisted in the memory's Chroma (embedded or
+a server), embedded with the memory's embedder, searched by meaning and words, and offered to
+the middleware's budget beside the conversation. The adapter only turns LangGraph's operations
+into those calls and the answers back into LangGraph items; every rule (values, filters, ranking,
+TTL, isolation) lives in the core (`ctxbudget.memory.values`).
+
+Users: ``user_at`` names the namespace element that is the user (LangMem's
+``("memories", "{langgraph_user_id}")`` is ``user_at=1``). An operation on a namespace that long
+passes that element as the core's ``user_id``: the item lives in that user's partition, is never
+read through another user's namespace, and ``ContextMemory.delete_user`` removes it. Shorter
+namespaces are shared. A search or listing that names the user reads that user's partition
+only; one that does not (``store.list_namespaces()``, a search of ``("memories",)``) reads every
+user's items and the shared ones: an administrative read (browsing the store, as LangGraph
+Studio does) whose cost grows with the number of users (see `CtxBudgetStore`).
+
+>>> store = CtxBudgetStore(memory, user_at=1)  # doctest: +SKIP
+>>> store.put(("memories", "alice"), "k1", {"text": "Alice moved to Lisbon"})  # doctest: +SKIP
+>>> store.search(("memories", "alice"), query="where does she live?")[0].key  # doctest: +SKIP
+'k1'
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ctxbudget.core.numbers import count, real
+from ctxbudget.errors import (
+    ConfigurationError,
+    MemoryClosedError,
+    MissingDependencyError,
+    StoreError,
+)
+from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.values import ValuePut
+from ctxbudget.store.client import Closable
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+    )
+except ImportError as exc:  # pragma: no cover - exercised by a test that hides langgraph
+    _msg = (
+        "CtxBudgetStore needs LangGraph's store (the 'langgraph' package): "
+        "pip install 'langchain-ctxbudget[agents]'"
+    )
+    raise MissingDependencyError(_msg) from exc
+
+from langchain_ctxbudget.store_ops import (
+    InvalidNamespaceError,
+    check_namespaces,
+    check_puts,
+    conditions,
+    index_fields,
+    item_of,
+    search_item_of,
+    translated,
+    translated_async,
+    ttl_config,
+)
+
+__all__ = ["CtxBudgetStore", "InvalidNamespaceError"]
+
+logger = logging.getLogger(__name__)
+_MAX_USER_AT = 7  # the core keys namespaces up to depth 8 (selective keys)
+
+
+class CtxBudgetStore(Closable, BaseStore):
+    """LangGraph's ``BaseStore`` over a `ContextMemory`'s keyed values (sync and async).
+
+    Args:
+        memory: the memory to keep items in; None opens one from ``memory_kwargs`` (the
+            `ContextMemory` arguments: ``path=``, ``chroma_url=``, ``namespace=``...), which
+            this store then closes with `close`.
+        user_at: the position of the user in namespaces (LangMem's ``("memories",
+            "{langgraph_user_id}")``: 1). An item whose namespace reaches it lives in that
+            user's partition, and a search or listing whose prefix names the user reads only
+            that partition. One whose prefix does not reach it (or has ``"*"`` there) reads
+            every user's partition and the shared items (`ContextMemory.search_values`'
+            ``all_users``): answers as LangGraph's stores give them, an administrative read
+            whose cost grows with the number of users. None: every item is shared within the
+            memory's namespace.
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes) for puts that give none,
+            ``refresh_on_read`` (default True), ``sweep_interval_minutes`` for
+            `start_ttl_sweeper`. Expired items are never returned (``omit_expired`` may only
+            be True) and are deleted by the next write to their partition or a sweep.
+        index: ``{"fields": [...]}``: the paths whose text is embedded for a put that gives
+            no ``index=`` (default ``["$"]``, the whole value). The embedder is always the
+            memory's; ``embed`` and ``dims`` are refused.
+
+    Searches with ``query`` rank by meaning and words (score in [0, 1]); without one, newest
+    ``updated_at`` first. Items put with ``index=False`` are found by filters only and follow
+    ranked ones with score None.
+
+    >>> store = CtxBudgetStore(path="./.ctxbudget", user_at=1)  # doctest: +SKIP
+    >>> store.put(("memories", "alice"), "diet", {"text": "vegetarian"})  # doctest: +SKIP
+    >>> store.get(("memories", "alice"), "diet").value  # doctest: +SKIP
+    {'text': 'vegetarian'}
+    """
+
+    supports_ttl: bool = True
+
+    # BaseStore's methods check namespaces before `batch` does: their refusals are ours too.
+    get = translated(BaseStore.get)
+    search = translated(BaseStore.search)
+    put = translated(BaseStore.put)
+    delete = translated(BaseStore.delete)
+    list_namespaces = translated(BaseStore.list_namespaces)
+    aget = translated_async(BaseStore.aget)
+    asearch = translated_async(BaseStore.asearch)
+    aput = translated_async(BaseStore.aput)
+    adelete = translated_async(BaseStore.adelete)
+    alist_namespaces = translated_async(BaseStore.alist_namespaces)
+
+    def __init__(
+        self,
+        memory: ContextMemory | None = None,
+        *,
+        user_at: int | None = None,
+        ttl: TTLConfig | None = None,
+        index: Mapping[str, Any] | None = None,
+        **memory_kwargs: Any,
+    ) -> None:
+        if memory is not None and memory_kwargs:
+            msg = (
+                f"CtxBudgetStore got memory= and {sorted(memory_kwargs)}: pass either a "
+                "ContextMemory or the arguments to open one"
+            )
+            raise ConfigurationError(msg)
+        if memory is not None and not isinstance(memory, ContextMemory):
+            msg = f"CtxBudgetStore(memory=) must be a ContextMemory, got {type(memory).__name__}"
+            raise ConfigurationError(msg)
+        self.user_at = (
+            None
+            if user_at is None
+            else count(user_at, "CtxBudgetStore(user_at=)", least=0, most=_MAX_USER_AT)
+        )
+        self.ttl_config = ttl_config(ttl)
+        self.index_fields = index_fields(index)
+        self._owns = memory is None
+        self.memory = ContextMemory(**memory_kwargs) if memory is None else memory
+        self._sweeper: tuple[threading.Event, concurrent.futures.Future[None]] | None = None
+
+    def _where(self) -> str:
+        return f"namespace {self.memory.namespace!r} in {self.memory.store.location}"
+
+    # -- operations -------------------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run LangGraph operations; one result per operation, in order.
+
+        Reads (get, search, list) see the store as it was before the batch's puts, which are
+        applied last (the last put of a key wins), as LangGraph's stores do. Every operation is
+        checked before any runs, so a refused one leaves the store as it was.
+        """
+        ops = list(ops)
+        users = [self._user_of(op) for op in ops]
+        results: list[Result] = [None] * len(ops)
+        gets: dict[tuple[str | None, bool], list[tuple[int, GetOp]]] = {}
+        puts: dict[str | None, list[ValuePut]] = {}
+        for n, (op, user) in enumerate(zip(ops, users, strict=True)):
+            if isinstance(op, GetOp):
+                gets.setdefault((user, bool(op.refresh_ttl)), []).append((n, op))
+            elif isinstance(op, PutOp):
+                index = self.index_fields if op.index is None else op.index
+                put = ValuePut(op.namespace, op.key, op.value, index=index, ttl=op.ttl)
+                puts.setdefault(user, []).append(put)
+        for (user, refresh), asked in gets.items():
+            keys = [(op.namespace, op.key) for _, op in asked]
+            found = self.memory.get_values(keys, user_id=user, refresh_ttl=refresh)
+            for (n, _), value in zip(asked, found, strict=True):
+                results[n] = None if value is None else item_of(value)
+        for n, (op, user) in enumerate(zip(ops, users, strict=True)):
+            if isinstance(op, SearchOp):
+                results[n] = self._search(op, user)
+            elif isinstance(op, ListNamespacesOp):
+                results[n] = self._list(op, user)
+        if len(puts) > 1:  # one write per user: check them all before the first
+            for user, written in puts.items():
+                check_puts(user, written)
+        for user, written in puts.items():
+            self.memory.put_values(written, user_id=user)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async `batch`, on the memory's worker threads (`ContextMemory.arun`).
+
+        The event loop is never blocked. Cancelled, the batch has no effect (not started yet) or
+        ends before the cancellation reaches the caller (`ctxbudget.memory.awaitable`).
+        """
+        return await self.memory.arun(self.batch, list(ops))
+
+    def _everyone(self, user: str | None) -> bool:
+        """Whether a search or listing reads every user's items: ``user_at`` and no user named."""
+        return self.user_at is not None and user is None
+
+    def _search(self, op: SearchOp, user: str | None) -> list[SearchItem]:
+        found = self.memory.search_values(
+            op.namespace_prefix,
+            query=op.query or None,  # LangGraph's stores treat "" as no query
+            filter=op.filter,
+            limit=op.limit,
+            offset=op.offset,
+            user_id=user,
+            refresh_ttl=bool(op.refresh_ttl),
+            all_users=self._everyone(user),
+        )
+        return [search_item_of(value) for value in found]
+
+    def _list(self, op: ListNamespacesOp, user: str | None) -> list[tuple[str, ...]]:
+        prefix, suffix = conditions(op)
+        return self.memory.list_value_namespaces(
+            prefix=prefix,
+            suffix=suffix,
+            max_depth=op.max_depth,
+            limit=op.limit,
+            offset=op.offset,
+            user_id=user,
+            all_users=self._everyone(user),
+        )
+
+    def _user_of(self, op: Op) -> str | None:
+        """The user ``op`` acts for (None: shared), after LangGraph's namespace checks."""
+        check_namespaces(op)
+        at = self.user_at
+        if isinstance(op, GetOp | PutOp):
+            return op.namespace[at] if at is not None and len(op.namespace) > at else None
+        if isinstance(op, SearchOp):  # None with user_at: every user's (`_everyone`)
+            prefix = tuple(op.namespace_prefix)
+            return prefix[at] if at is not None and len(prefix) > at else None
+        if isinstance(op, ListNamespacesOp):
+            head, _ = conditions(op)
+            if at is not None and head is not None and len(head) > at and head[at] != "*":
+                return head[at]
+            return None
+        msg = (
+            f"CtxBudgetStore cannot run {type(op).__name__}: give GetOp, SearchOp, PutOp or "
+            "ListNamespacesOp"
+        )
+        raise ConfigurationError(msg)
+
+    # -- TTL --------------------------------------------------------------------------------
+    def sweep_ttl(self) -> int:
+        """Delete expired items now; how many were deleted (`ContextMemory.sweep_values`)."""
+        return self.memory.sweep_values()
+
+    async def asweep_ttl(self) -> int:
+        """Async `sweep_ttl`."""
+        return await self.memory.arun(self.memory.sweep_values)
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweep expired items every ``sweep_interval_minutes`` in a thread, until stopped.
+
+        Default interval: ``ttl={"sweep_interval_minutes": ...}``, else 5 minutes. Expired
+        items are never returned anyway; sweeping frees their space. A second call returns the
+        running sweeper's future.
+        """
+        if self._sweeper is not None:
+            return self._sweeper[1]
+        given = sweep_interval_minutes
+        if given is None:
+            given = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        minutes = real(given, "start_ttl_sweeper(sweep_interval_minutes=)", above=0)
+        stop, done = threading.Event(), concurrent.futures.Future[None]()
+
+        def sweep() -> None:
+            try:
+                while not stop.wait(minutes * 60):
+                    try:
+                        swept = self.memory.sweep_values()
+                    except MemoryClosedError:
+                        return
+                    except StoreError as exc:  # the store failed this round: try again later
+                        logger.warning("TTL sweep failed, retrying in %g min: %s", minutes, exc)
+                        continue
+                    logger.debug("TTL sweep deleted %d expired items", swept)
+            finally:
+                done.set_result(None)
+
+        threading.Thread(target=sweep, name="ctxbudget-ttl-sweeper", daemon=True).start()
+        self._sweeper = (stop, done)
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; whether it stopped within ``timeout`` seconds."""
+        return self._stop_sweeper(timeout)
+
+    def _stop_sweeper(self, timeout: float | None) -> bool:
+        if self._sweeper is None:
+            return True
+        stop, done = self._sweeper
+        stop.set()
+        try:
+            done.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        self._sweeper = None
+        return True
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the sweeper and, if this store opened its memory, close it; again: nothing.
+
+        After it, every operation raises `MemoryClosedError`. A memory passed in stays open.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_sweeper(None)
+        if self._owns:
+            self.memory.close()
+
+    async def aclose(self) -> None:
+        """Async `close` (the memory it opened closes on its own worker threads)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_sweeper(None)
+        if self._owns:
+            await self.memory.aclose()
+
+    def __enter__(self) -> CtxBudgetStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,205 @@
+"""LangGraph's store operations for `CtxBudgetStore`: checked, and answered as LangGraph items.
+
+LangGraph's namespace rules raised as `InvalidNamespaceError` (ctxbudget's and LangGraph's),
+the store's options (``ttl``, ``index``) checked, a listing's match conditions, the core's
+checks of a batch's writes, and `StoredValue` to ``Item``/``SearchItem``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Literal, ParamSpec, TypeVar
+
+from langgraph.store import base as lg
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    SearchItem,
+    TTLConfig,
+)
+
+from ctxbudget.compat import refuse_unknown
+from ctxbudget.core.numbers import flag, real
+from ctxbudget.errors import ConfigurationError, InvalidValueError
+from ctxbudget.memory.values import StoredValue, ValuePut
+from ctxbudget.memory.values.model import check_key, check_namespace, index_arg, json_text, ttl_arg
+from ctxbudget.store.records import require_name
+
+__all__ = [
+    "InvalidNamespaceError",
+    "check_namespaces",
+    "check_puts",
+    "conditions",
+    "index_fields",
+    "item_of",
+    "search_item_of",
+    "translated",
+    "translated_async",
+    "ttl_config",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_TTL_OPTIONS = frozenset(
+    {"refresh_on_read", "default_ttl", "sweep_interval_minutes", "omit_expired"}
+)
+
+
+class InvalidNamespaceError(InvalidValueError, lg.InvalidNamespaceError):
+    """A namespace LangGraph refuses (empty, a label empty, not a string or with a period).
+
+    Both a ctxbudget error (`InvalidValueError`) and LangGraph's ``InvalidNamespaceError``, so
+    code written for any LangGraph store catches it. Nothing was read or written.
+    """
+
+
+def translated(method: Callable[P, R]) -> Callable[P, R]:
+    """``method`` raising LangGraph's namespace refusals as `InvalidNamespaceError`."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except lg.InvalidNamespaceError as exc:
+            if isinstance(exc, InvalidNamespaceError):
+                raise
+            raise InvalidNamespaceError(str(exc)) from exc
+
+    return call
+
+
+def translated_async(method: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Async `translated`."""
+
+    @functools.wraps(method)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except lg.InvalidNamespaceError as exc:
+            if isinstance(exc, InvalidNamespaceError):
+                raise
+            raise InvalidNamespaceError(str(exc)) from exc
+
+    return call
+
+
+def item_of(value: StoredValue) -> Item:
+    """A stored value as LangGraph's ``Item``."""
+    return Item(
+        value=value.value,
+        key=value.key,
+        namespace=value.namespace,
+        created_at=value.created_at,
+        updated_at=value.updated_at,
+    )
+
+
+def search_item_of(value: StoredValue) -> SearchItem:
+    """A found value as LangGraph's ``SearchItem`` (with its score)."""
+    return SearchItem(
+        value.namespace, value.key, value.value, value.created_at, value.updated_at, value.score
+    )
+
+
+def check_puts(user: str | None, puts: Sequence[ValuePut]) -> None:
+    """The core's checks of a write (`ContextMemory.put_values` runs them again)."""
+    if user is not None:
+        require_name("user_id", user)
+    for put in puts:
+        space = check_namespace(put.namespace)
+        key = check_key(put.key, space)
+        if put.value is not None:
+            json_text(put.value, space, key)
+            index_arg(put.index, f"namespace {space!r}, key {key!r}")
+            ttl_arg(put.ttl)
+
+
+def check_namespaces(op: Op) -> None:
+    """LangGraph's namespace rules, raised as `InvalidNamespaceError` (ctxbudget's and theirs)."""
+    try:
+        lg.validate_op_namespace(op)
+    except lg.InvalidNamespaceError as exc:
+        raise InvalidNamespaceError(str(exc)) from exc
+    if isinstance(op, GetOp | PutOp) and not op.namespace:
+        verb = "put" if isinstance(op, PutOp) else "get"
+        msg = f"Namespace cannot be empty: {verb} key {op.key!r} under a namespace of 1+ labels"
+        raise InvalidNamespaceError(msg)
+
+
+def conditions(op: ListNamespacesOp) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """The one prefix and one suffix of a listing (None: not given)."""
+    found: dict[Literal["prefix", "suffix"], tuple[str, ...]] = {}
+    for condition in op.match_conditions or ():
+        kind = condition.match_type
+        if kind not in ("prefix", "suffix") or kind in found:
+            msg = (
+                f"list_namespaces takes one prefix and one suffix condition, got "
+                f"{[c.match_type for c in op.match_conditions or ()]}"
+            )
+            raise ConfigurationError(msg)
+        found[kind] = tuple(condition.path)
+    return found.get("prefix"), found.get("suffix")
+
+
+def ttl_config(ttl: TTLConfig | None) -> TTLConfig | None:
+    """A ``TTLConfig`` checked (`ConfigurationError` naming the option and what to do)."""
+    if ttl is None:
+        return None
+    if not isinstance(ttl, Mapping):
+        msg = f"CtxBudgetStore(ttl=) must be a TTLConfig dict, got {type(ttl).__name__}"
+        raise ConfigurationError(msg)
+    refuse_unknown(ttl, _TTL_OPTIONS, "CtxBudgetStore(ttl=)")
+    checked: TTLConfig = {}
+    if "refresh_on_read" in ttl:
+        checked["refresh_on_read"] = flag(ttl["refresh_on_read"], "ttl['refresh_on_read']")
+    if ttl.get("default_ttl") is not None:
+        checked["default_ttl"] = real(ttl["default_ttl"], "ttl['default_ttl'] (minutes)", above=0)
+    if ttl.get("sweep_interval_minutes") is not None:
+        minutes = real(ttl["sweep_interval_minutes"], "ttl['sweep_interval_minutes']", above=0)
+        checked["sweep_interval_minutes"] = minutes  # type: ignore[typeddict-item]
+    if "omit_expired" in ttl:
+        if not flag(ttl["omit_expired"], "ttl['omit_expired']"):
+            msg = (
+                "CtxBudgetStore never returns expired items: ttl['omit_expired'] may only be "
+                "True (or left out)"
+            )
+            raise ConfigurationError(msg)
+        checked["omit_expired"] = True
+    return checked
+
+
+def index_fields(index: Mapping[str, Any] | None) -> list[str] | None:
+    """The ``fields`` of ``index=`` (None: the whole value); ``embed`` and ``dims`` refused."""
+    if index is None:
+        return None
+    if not isinstance(index, Mapping):
+        msg = (
+            f"CtxBudgetStore(index=) must be a dict like {{'fields': ['text']}}, got {index!r:.80}"
+        )
+        raise ConfigurationError(msg)
+    if "embed" in index or "dims" in index:
+        msg = (
+            "CtxBudgetStore(index=) takes only 'fields': items are embedded with the memory's "
+            "embedder (pass ContextMemory(embedder=...) to choose it), so drop 'embed' and 'dims'"
+        )
+        raise ConfigurationError(msg)
+    refuse_unknown(index, {"fields"}, "CtxBudgetStore(index=)")
+    fields = index.get("fields")
+    if fields is None:
+        return None
+    if isinstance(fields, str) or not isinstance(fields, Sequence) or not fields:
+        msg = (
+            f"CtxBudgetStore(index=)['fields'] must be a non-empty list of paths, "
+            f"got {fields!r:.80}"
+        )
+        raise ConfigurationError(msg)
+    return [str(f) if isinstance(f, str) else _bad_field(f) for f in fields]
+
+
+def _bad_field(field: object) -> str:
+    msg = f"CtxBudgetStore(index=)['fields'] holds {field!r:.80}: each path must be a str"
+    raise ConfigurationError(msg)
