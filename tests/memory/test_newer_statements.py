@@ -97,6 +97,12 @@ CASES = [
         "We now live in Glasgow, closer to my parents.",
         "Which city do I live in?",
     ),
+    Update(
+        "office",
+        "My office is on the fifth floor of the Harbour building.",
+        "I'm working from the Dublin office now, the commute is much shorter.",
+        "Where is my office?",
+    ),
 ]
 
 FILLER = [

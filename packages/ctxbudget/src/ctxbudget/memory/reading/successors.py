@@ -52,6 +52,7 @@ _UPDATE = re.compile(
     r"moved (?:to|out|in|away|back|house)|relocated|switched|quit|resigned|"
     r"retired|renamed|rescheduled|postponed|pushed (?:back|to)|cancell?ed|called off|"
     r"sold|gave up|given up|stopped|started (?:a|my) new|now (?:live|work)s?|"
+    r"(?:live|living|work|working|based|staying) (?:\w+ ){0,4}now|"
     r"(?:my|our) new (?:job|home|house|place|flat|apartment|address|car|number|phone|role|"
     r"position|boss|team|city|school|name))\b",
     re.IGNORECASE,
