@@ -254,3 +254,50 @@ def test_a_question_gathered_before_an_admin_removal_offers_nothing_it_removed(
     fresh = open_memory().candidates("s1", QUESTION, budget=2000, user_id="alice")
     offered = " ".join(item.text for item in fresh.items)
     assert LOCKER not in offered and ALLERGY not in offered and HINGE not in offered
+
+
+def test_a_finished_run_keeps_none_of_its_candidates(tmp_path: Path, embedder: Any) -> None:
+    """A long-lived agent keeps no candidate pool per question asked: only runs in flight.
+
+    Kept for every question (1,024), the pools were most of what a process allocated and kept
+    (684 objects a turn), which every full garbage collection walks.
+    """
+    memory = ContextMemory(path=tmp_path / "chroma", embedder=embedder, write_behind=False)
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=memory)
+    model = RecordingChatModel(messages=iter([AIMessage("ok", id=f"a{i}") for i in range(4)]))
+    agent = create_agent(model, middleware=[middleware], context_schema=dict)
+    kept = middleware._recalled._items  # noqa: SLF001 - what the middleware keeps between runs
+    state: list[Any] = []
+    for turn in range(3):
+        state = _run(
+            agent, [*state, HumanMessage(f"question {turn} about Lisbon", id=f"q{turn}")], "ana"
+        )
+        assert not kept, f"turn {turn}: candidates kept after the run ended"
+    assert len(model.calls) == 3
+    memory.close()
+
+
+def test_a_new_message_the_memory_cannot_keep_fails_the_call_after_stored_turns(
+    tmp_path: Path, embedder: Any
+) -> None:
+    """Only messages not stored yet are checked before a call: the new one still is."""
+    from ctxbudget import MemoryConfig, StoreInputError
+
+    memory = ContextMemory(
+        path=tmp_path / "chroma",
+        embedder=embedder,
+        write_behind=False,
+        config=MemoryConfig(max_message_chars=200),
+    )
+    middleware = CtxBudgetMiddleware(model="gpt-4o", budget=2000, memory=memory)
+    model = RecordingChatModel(messages=iter([AIMessage("ok", id=f"a{i}") for i in range(4)]))
+    agent = create_agent(model, middleware=[middleware], context_schema=dict)
+    state = _run(agent, [HumanMessage("where do I live?", id="q0")], "ana")
+    state = _run(agent, [*state, HumanMessage("and my dog?", id="q1")], "ana")
+    for bad in ("x" * 201, "lone \ud800 surrogate"):
+        with pytest.raises(StoreInputError):
+            _run(agent, [*state, HumanMessage(bad, id="q2")], "ana")
+    assert len(model.calls) == 2  # the model was not called with either
+    memory.flush()
+    assert [r.id for r in memory.history("s1")] == ["q0", "a0", "q1", "a1"]
+    memory.close()

@@ -28,7 +28,7 @@ from ctxbudget.memory.log.analytics import access_counts
 from ctxbudget.memory.log.api import InclusionLogConfig
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
-from ctxbudget.store.layout import log_partition
+from ctxbudget.store.partitions import log_partition
 from ctxbudget.tokens.counter import TokenCounter
 
 NS = "default"

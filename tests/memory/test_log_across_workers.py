@@ -18,7 +18,7 @@ import pytest
 
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import ChromaStore
-from ctxbudget.store.layout import log_partition
+from ctxbudget.store.partitions import log_partition
 from ctxbudget.testing import ChromaServer
 from tests.memory.test_inclusion_log import NS, TURNS
 

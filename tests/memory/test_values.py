@@ -17,7 +17,7 @@ from ctxbudget.core.items import Tier
 from ctxbudget.errors import InvalidValueError
 from ctxbudget.memory import ContextMemory, StoredValue, ValuePut, ValueQuery
 from ctxbudget.store.chroma_store import ChromaStore
-from ctxbudget.store.layout import values_partition
+from ctxbudget.store.partitions import values_partition
 
 
 @pytest.fixture

@@ -12,91 +12,17 @@ Steps: as the embedded test (``CTXBUDGET_STATEFUL_STEPS``, 1,000 in CI, else 300
 
 from __future__ import annotations
 
-import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import Any
 
 import pytest
 
 from ctxbudget.testing import ChromaServer
 from tests.memory.stateful_machine import machine_class, run_steps, steps_wanted
 from tests.reliability.stateful_worker import REPLY
-
-ROOT = Path(__file__).resolve().parents[2]
-ANSWER_TIMEOUT = 120.0  # seconds for one command; far above a normal one
-
-
-class Worker:
-    """One worker process, and its log (stderr) for a failure message."""
-
-    def __init__(self, url: str, collection: str, log: Path) -> None:
-        self.log = log
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
-        with log.open("wb") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.reliability.stateful_worker", url, collection],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-                cwd=ROOT,
-                env=env,
-            )
-        self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        threading.Thread(target=self._listen, daemon=True).start()
-        self.read()  # ready
-
-    def pipes(self) -> tuple[IO[str], IO[str]]:
-        stdin, stdout = self.process.stdin, self.process.stdout
-        if stdin is None or stdout is None:  # pragma: no cover - both are pipes
-            msg = "worker pipes are missing"
-            raise RuntimeError(msg)
-        return stdin, stdout
-
-    def _listen(self) -> None:  # a thread: the worker's replies, None when it exits
-        _, stdout = self.pipes()
-        for line in stdout:
-            if line.startswith(REPLY):
-                self.replies.put(json.loads(line.removeprefix(REPLY)))
-        self.replies.put(None)
-
-    def read(self) -> dict[str, Any]:
-        try:
-            reply = self.replies.get(timeout=ANSWER_TIMEOUT)
-        except queue.Empty:
-            self.fail(f"no answer in {ANSWER_TIMEOUT:.0f} s")
-        if reply is None:
-            self.fail("the worker died")
-        return reply
-
-    def ask(self, command: dict[str, Any]) -> dict[str, Any]:
-        stdin, _ = self.pipes()
-        stdin.write(json.dumps(command) + "\n")
-        stdin.flush()
-        reply = self.read()
-        if "crash" in reply:
-            raise AssertionError(f"worker raised on {command}:\n{reply['crash']}")
-        return reply
-
-    def fail(self, why: str) -> NoReturn:
-        log = self.log.read_text(errors="replace")[-3000:]
-        pytest.fail(f"worker {self.process.pid}: {why}\n{log}")
-
-    def stop(self) -> None:
-        stdin, _ = self.pipes()
-        stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+from tests.worker_process import Worker
 
 
 class ServerDriver:
@@ -119,7 +45,16 @@ class ServerDriver:
 @pytest.fixture
 def workers(chroma_server: ChromaServer, tmp_path: Path) -> Iterator[list[Worker]]:
     collection = f"stateful-{uuid.uuid4().hex[:8]}"
-    started = [Worker(chroma_server.url, collection, tmp_path / f"worker-{i}.log") for i in (0, 1)]
+    started = [
+        Worker(
+            "tests.reliability.stateful_worker",
+            chroma_server.url,
+            collection,
+            log=tmp_path / f"worker-{i}.log",
+            reply=REPLY,
+        )
+        for i in (0, 1)
+    ]
     yield started
     for worker in started:
         worker.stop()

@@ -16,8 +16,8 @@ import pytest
 from ctxbudget import ContextMemory
 from ctxbudget.errors import StoreError
 from ctxbudget.store.chroma_store import LAYOUT_VERSION, ChromaStore, Record
-from ctxbudget.store.layout import docs_partition, session_partition, user_partition
 from ctxbudget.store.migration import PLACEHOLDER
+from ctxbudget.store.partitions import docs_partition, session_partition, user_partition
 from ctxbudget.store.records import encode_record, json_key, record_key, scope_of
 from tests.conftest import StoreFactory
 

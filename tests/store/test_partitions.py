@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import ChromaStore, Record
 from ctxbudget.store.keys import KEY_FIELDS
-from ctxbudget.store.layout import docs_partition, session_partition, user_partition
+from ctxbudget.store.partitions import docs_partition, session_partition, user_partition
 from tests.conftest import StoreFactory
 
 NS = "default"

@@ -16,8 +16,8 @@ from chromadb.api.models.Collection import Collection
 
 from ctxbudget.store import migration
 from ctxbudget.store.chroma_store import ChromaStore, Record
-from ctxbudget.store.layout import session_partition, user_partition
 from ctxbudget.store.migration import PLACEHOLDER
+from ctxbudget.store.partitions import session_partition, user_partition
 from ctxbudget.store.records import json_key
 from tests.conftest import StoreFactory
 from tests.store.test_migration import TOOL_TURN, unrepaired, write_old_store

@@ -16,6 +16,7 @@ DRIVERS: dict[str, str] = {
     "mcp_stdio": "mcp_stdio",
     "lc_middleware": "lc_middleware",
     "lc_middleware_async": "lc_middleware_async",
+    "lc_middleware_values": "lc_middleware_values",
     "lc_budget_messages": "lc_budget_messages",
     "lc_retriever": "lc_retriever",
     "lc_chat_history": "lc_chat_history",

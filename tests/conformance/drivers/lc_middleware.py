@@ -66,8 +66,11 @@ class MiddlewareDriver:
     can = frozenset({"add", "send", "report", "span", "removal", "bad", "kinds", "close", "pin"})
     takes = frozenset({"budget", "query", "query=text", "text", "session_id", "user_id"})
 
-    def __init__(self, place: Place, *, run_async: bool = False) -> None:
+    def __init__(
+        self, place: Place, *, run_async: bool = False, values: tuple[str, ...] | None = None
+    ) -> None:
         self.name = "lc_middleware_async" if run_async else "lc_middleware"
+        self.values = values  # the middleware's ``values=`` (`lc_middleware_values`)
         self.memory = place.open_memory(write_behind=True)
         self.registry = Registry()
         self._loop = asyncio.new_event_loop() if run_async else None
@@ -85,6 +88,8 @@ class MiddlewareDriver:
 
         model = RecordingChatModel(messages=reply())
         given = {"budget": window, **options}
+        if self.values is not None:
+            given.setdefault("values", self.values)
         middleware = CtxBudgetMiddleware(model=MODEL, reserve=0, memory=self.memory, **given)
         agent = create_agent(
             model, system_prompt=SYSTEM, middleware=[middleware], context_schema=dict

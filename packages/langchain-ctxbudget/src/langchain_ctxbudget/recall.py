@@ -39,33 +39,52 @@ if TYPE_CHECKING:
     from ctxbudget.memory.policy.presets import StrategyLike
     from ctxbudget.memory.values import ValueQuery
 
-__all__ = ["QUESTIONS_REMEMBERED", "Recalled", "gathered_generation", "recall"]
+__all__ = ["SESSIONS_RECALLED", "Recalled", "gathered_generation", "recall"]
 
-QUESTIONS_REMEMBERED = 1024
-"""Questions whose candidates are remembered (the oldest gathered are forgotten first)."""
+SESSIONS_RECALLED = 1024
+"""Sessions whose question's candidates are kept (the least recently gathered go first)."""
 
 
 class Recalled:
-    """The candidates gathered per question, for the last `QUESTIONS_REMEMBERED` questions.
+    """The candidates gathered for each session's newest question, until its run ends.
 
-    Each with the `Stamps` read before they were gathered: they serve while those are current.
+    Each with the `Stamps` read before they were gathered: they serve the model calls of the
+    question's run while those are current (and a run of the same question again, after a
+    run that failed). A run that ends forgets them (`forget`): a pool holds hundreds of items,
+    and kept for every question asked they were most of what a long-lived process allocated
+    and kept (684 objects a turn; 1,024 questions: about 700,000, which every full garbage
+    collection walks).
     """
 
     def __init__(self) -> None:
-        self._items: OrderedDict[tuple[str, str, str], tuple[Candidates, Stamps]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], tuple[str, Candidates, Stamps]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, str, str]) -> tuple[Candidates, Stamps] | None:
         """The candidates gathered for ``key`` and the stamps read before, or None."""
         with self._lock:
-            return self._items.get(key)
+            found = self._items.get(key[:2])
+        if found is None or found[0] != key[2]:
+            return None
+        return found[1], found[2]
 
     def put(self, key: tuple[str, str, str], items: Candidates, stamps: Stamps) -> None:
-        """Remember the candidates of ``key``, gathered after ``stamps`` were read."""
+        """Keep the candidates of ``key``, gathered after ``stamps`` were read.
+
+        They replace what the session's previous question had.
+        """
         with self._lock:
-            self._items[key] = (items, stamps)
-            while len(self._items) > QUESTIONS_REMEMBERED:
+            self._items[key[:2]] = (key[2], items, stamps)
+            self._items.move_to_end(key[:2])
+            while len(self._items) > SESSIONS_RECALLED:
                 self._items.popitem(last=False)
+
+    def forget(self, key: tuple[str, str, str]) -> None:
+        """Drop the candidates of ``key`` (its run ended), if they are still the session's."""
+        with self._lock:
+            found = self._items.get(key[:2])
+            if found is not None and found[0] == key[2]:
+                del self._items[key[:2]]
 
 
 def recall(
@@ -149,11 +168,14 @@ def gathered_generation(
     it, with no read of the session (our own writes keep a generation; a session deleted or
     edited since loses it, and the messages stored under it are not stored again by this run:
     the next run gathers in the new one). None: nothing gathered for this question here.
+    The run ended: its candidates are forgotten (`Recalled.forget`).
     """
     position = _question(messages)
     if position is None:
         return None
-    kept = recalled.get(_question_key(memory, session, position, keys))
+    key = _question_key(memory, session, position, keys)
+    kept = recalled.get(key)
+    recalled.forget(key)  # the run ended: its calls are over
     return None if kept is None else kept[0].generation
 
 

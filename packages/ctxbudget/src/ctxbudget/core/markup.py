@@ -1,6 +1,7 @@
-"""The markup of the text formats: section headers, date lines, escaping.
+"""The markup of the text formats: section headers, date lines, escaping, each item's row.
 
 Content is escaped so that no row can pass for another (see `ctxbudget.core.readback`).
+`row_fragment` writes the row of one item in its section (`ctxbudget.core.render` counts it).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import json
 import re
 from datetime import UTC, datetime
 
-from ctxbudget.core.items import Tier
-from ctxbudget.core.rows import NAME_PATTERN
+from ctxbudget.core.items import ContextItem, Tier
+from ctxbudget.core.rows import NAME_PATTERN, label, row_content
 
 __all__ = [
     "BACKSLASH",
@@ -20,6 +21,7 @@ __all__ = [
     "EARLIER",
     "EARLIER_PATTERN",
     "ESCAPE_LEAD",
+    "MARKED",
     "SECTIONS",
     "SECTION_GROUPS",
     "SECTION_OF_TIER",
@@ -32,6 +34,7 @@ __all__ = [
     "file_header",
     "indent_block",
     "parse_file_header",
+    "row_fragment",
     "unescape_compact",
 ]
 
@@ -97,6 +100,7 @@ DATED = {
 # summary sections: ``user (Ana) [earlier; see newer]|I live in Lisbon``.
 EARLIER = " [earlier; see newer]"
 EARLIER_PATTERN = re.escape(EARLIER)
+MARKED = frozenset({"knowledge", "summaries"})  # where an earlier item's row is marked
 
 
 # Characters a model (or a tokenizer) may read as a line break.
@@ -255,3 +259,41 @@ def date_label(timestamp: float | None) -> str:
         return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d")
     except (OverflowError, OSError, ValueError):
         return ""
+
+
+def row_fragment(item: ContextItem, section: str, fmt: str) -> str:
+    r"""The text ``item`` contributes in ``section`` of format ``fmt`` (uncached; see `Layout`).
+
+    >>> row_fragment(ContextItem("k1", "I live\nin Lisbon", role="user"), "knowledge", "compact")
+    'user|I live\\nin Lisbon\n'
+    """
+    if fmt == "messages" and section in ("history", "query"):
+        return item.text  # a message of its own: content verbatim
+    lines = "compact" if fmt == "compact" else "text"
+    if section == "system":
+        body = escape_lines(row_content(item, markers=False), lines)
+        return body + "\n" if body else ""
+    if section == "query" and fmt != "messages":
+        # Last fragment of the text, after its header.
+        return escape_lines(row_content(item, markers=False), lines)
+    if section == "files":  # its path opens the row; the content follows, indented
+        header = file_header(item.name)
+        if fmt == "compact":
+            return f"{header}|{escape_compact(row_content(item))}\n"
+        body = indent_block(row_content(item))
+        return f"{header}\n  {body}\n" if body else f"{header}\n"
+    # An item a newer one restates is marked after its label (`ctxbudget.core.newer`).
+    mark = EARLIER if item.newer and section in MARKED else ""
+    if fmt == "compact":
+        text = escape_compact(row_content(item))
+        if section in ("pinned", "tools"):
+            return f"- {text}\n"
+        return f"{label(item)}{mark}|{text}\n"  # a label holds no "|", backslash or break
+    body = indent_block(row_content(item))
+    if section == "history":
+        return f"{label(item)}: {body}\n"
+    if section in MARKED:
+        if item.role or mark:
+            return f"- {label(item)}{mark}: {body}\n"
+        return f"- {ESCAPE_LEAD.sub(BACKSLASH, body)}\n"
+    return f"- {body}\n"

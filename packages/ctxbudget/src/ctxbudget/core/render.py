@@ -14,9 +14,10 @@ knowledge, recent history in chronological order, and the current query last.
 * ``compact``: one string, one line per item (``who|text`` under ``@section`` headers) with
   newlines and backslashes escaped, so content can never forge a section or a turn.
 
-Each row shows who said it, what it says and the tool calls it carries (`ctxbudget.core.rows`:
-``assistant (Ben): Looking. [calls search({"q": "x"}) id=c1]``); a file's row opens with its
-path instead (``### src/app.py``, then its lines indented; compact: ``### src/app.py|text``).
+Each row (`ctxbudget.core.markup.row_fragment`) shows who said it, what it says and the tool
+calls it carries (`ctxbudget.core.rows`: ``assistant (Ben): Looking. [calls search({"q": "x"})
+id=c1]``); a file's row opens with its path instead (``### src/app.py``, then its lines
+indented; compact: ``### src/app.py|text``).
 A knowledge or summary row of an item a newer one restates (`ContextItem.newer`) has
 ``[earlier; see newer]`` after its label (``user (Ana) [earlier; see newer]|I live in Lisbon``).
 The system prompt and the query are not indented or escaped (they stay as written), except
@@ -42,23 +43,16 @@ from typing import Any, Literal
 
 from ctxbudget.core.items import ContextItem
 from ctxbudget.core.markup import (
-    BACKSLASH,
     COMPACT_HEADERS,
     DATED,
-    EARLIER,
-    ESCAPE_LEAD,
     SECTION_GROUPS,
     SECTION_OF_TIER,
     SECTIONS,
     TEXT_HEADERS,
     date_label,
-    escape_compact,
-    escape_lines,
-    file_header,
-    indent_block,
+    row_fragment,
 )
 from ctxbudget.core.numbers import shown
-from ctxbudget.core.rows import label, row_content
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -150,7 +144,7 @@ class Layout:
     def fragment(self, item: ContextItem, section: str) -> str:
         """The exact text ``item`` contributes to the output (message content for messages)."""
         if item.tool_calls:  # the calls' names and arguments are in the text: not cached
-            return self._make_fragment(item, section)
+            return row_fragment(item, section, self.format)
         key = (
             section,
             item.text,
@@ -164,43 +158,11 @@ class Layout:
         cached = self._fragments.get(key)
         if cached is not None:
             return cached
-        text = self._make_fragment(item, section)
+        text = row_fragment(item, section, self.format)
         if len(self._fragments) > 200_000:
             self._fragments.clear()
         self._fragments[key] = text
         return text
-
-    def _make_fragment(self, item: ContextItem, section: str) -> str:
-        if self.format == "messages" and section in ("history", "query"):
-            return item.text  # a message of its own: content verbatim
-        lines = "compact" if self.format == "compact" else "text"
-        if section == "system":
-            body = escape_lines(row_content(item, markers=False), lines)
-            return body + "\n" if body else ""
-        if section == "query" and self.format != "messages":
-            # Last fragment of the text, after its header.
-            return escape_lines(row_content(item, markers=False), lines)
-        if section == "files":  # its path opens the row; the content follows, indented
-            header = file_header(item.name)
-            if self.format == "compact":
-                return f"{header}|{escape_compact(row_content(item))}\n"
-            body = indent_block(row_content(item))
-            return f"{header}\n  {body}\n" if body else f"{header}\n"
-        # An item a newer one restates is marked after its label (`ctxbudget.core.newer`).
-        mark = EARLIER if item.newer and section in _MARKED else ""
-        if self.format == "compact":
-            text = escape_compact(row_content(item))
-            if section in ("pinned", "tools"):
-                return f"- {text}\n"
-            return f"{label(item)}{mark}|{text}\n"  # a label holds no "|", backslash or break
-        body = indent_block(row_content(item))
-        if section == "history":
-            return f"{label(item)}: {body}\n"
-        if section in _MARKED:
-            if item.role or mark:
-                return f"- {label(item)}{mark}: {body}\n"
-            return f"- {ESCAPE_LEAD.sub(BACKSLASH, body)}\n"
-        return f"- {body}\n"
 
     # -- dates: one line when the date changes, not a time on every row ----------------------
     def date_of(self, item: ContextItem, section: str) -> str:
@@ -392,9 +354,6 @@ def message_of(item: ContextItem, role: str, content: str) -> dict[str, Any]:
     if raw_calls is not None:
         message["tool_calls"] = raw_calls
     return message
-
-
-_MARKED = frozenset({"knowledge", "summaries"})  # where an earlier item's row is marked
 
 
 @dataclass(frozen=True, slots=True)

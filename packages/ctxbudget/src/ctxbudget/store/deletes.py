@@ -21,7 +21,8 @@ from ctxbudget.errors import StoreInputError
 from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.doc_entities import DocEntities
 from ctxbudget.store.keys import matches, where_keys
-from ctxbudget.store.layout import Collections, scoped_keys, session_partition, user_partition
+from ctxbudget.store.layout import Collections, scoped_keys
+from ctxbudget.store.partitions import session_partition, user_partition
 from ctxbudget.store.records import KINDS, Scope, json_key, require_name
 from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.values import ValueStore

@@ -7,7 +7,7 @@ few rows, whatever the documents hold. The store never extracts anything: it kee
 memory layer found (`ctxbudget.memory.entities.documents`).
 
 **Layout.** One collection per namespace, ``<store>.e-<digest of namespace>``
-(`ctxbudget.store.layout.entity_partition`), outside the record partitions: no search, read,
+(`ctxbudget.store.partitions.entity_partition`), outside the record partitions: no search, read,
 ``count`` or ``stats`` of records visits it. Each row has a fixed one-dimensional vector
 (Chroma needs one; nothing searches by it) and its data as JSON in the metadata value ``r``:
 
@@ -33,7 +33,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxbudget.store.layout import Collections, entity_partition
+from ctxbudget.store.layout import Collections
+from ctxbudget.store.partitions import entity_partition
 from ctxbudget.store.records import json_key
 
 __all__ = ["CHUNKS_KEPT", "ChunkEntities", "DocEntities", "DocEntity", "Named"]

@@ -7,17 +7,17 @@ that hold its own user's or session's data and its cost does not grow with other
 - **Partitions** hold the `Record` s (vector in cosine space, flat metadata: ``ns``, ``rid``,
   ``kind``, ``sid``, ``uid``, ``role``, ``seq``, ``ts``...; user metadata keys get an ``m.``
   prefix). There are three kinds, each named ``<collection>.<letter>-<digest>`` from a hash of
-  its namespace and owner, so any user id or session id makes a valid collection name:
-  ``u`` a user's (the user's pins, and the sessions the user started), ``s`` a session's own
-  (a session whose first records had no user), ``d`` a namespace's documents (records with no
-  session and no user: `ContextMemory.add_documents`). A session lives wholly in one partition,
-  its **home**, chosen at its first write and kept in its session entry; a message another user
-  writes into it stays there, and that user's entry lists the home as ``elsewhere``. A session's
-  context log has a collection of its own, ``l-`` (`log_partition`), outside the partitions:
-  it holds no records and no record read visits it (`ctxbudget.store.context_log`); nor does
-  a namespace's documents' entity index, ``e-`` (`entity_partition`,
-  `ctxbudget.store.doc_entities`); nor do keyed values, ``v-`` (`values_partition`, one per
-  user and one shared per namespace: `ctxbudget.store.values`).
+  its namespace and owner, so any user id or session id makes a valid collection name
+  (`ctxbudget.store.partitions`): ``u`` a user's (the user's pins, and the sessions the user
+  started), ``s`` a session's own (a session whose first records had no user), ``d`` a
+  namespace's documents (records with no session and no user: `ContextMemory.add_documents`).
+  A session lives wholly in one partition, its **home**, chosen at its first write and kept in
+  its session entry; a message another user writes into it stays there, and that user's entry
+  lists the home as ``elsewhere``. A session's context log has a collection of its own, ``l-``
+  (`log_partition`), outside the partitions: it holds no records and no record read visits it
+  (`ctxbudget.store.context_log`); nor does a namespace's documents' entity index, ``e-``
+  (`entity_partition`, `ctxbudget.store.doc_entities`); nor do keyed values, ``v-``
+  (`values_partition`, one per user and one shared per namespace: `ctxbudget.store.values`).
 - ``<collection>.meta`` holds the store's entries: one per session (its last ``seq``, its home,
   its owner and a version bumped whenever a message of it is deleted or replaced, so a process
   keeping a session in memory knows when to read it again), one per (session, user) pair (for
@@ -27,16 +27,14 @@ that hold its own user's or session's data and its cost does not grow with other
 
 The Chroma id of a record is ``[namespace, scope kind, scope name, id]`` as JSON
 (`store.records.record_key`): ids are unique per namespace and scope. `Collections` is the one
-place that names and opens collections; every other part of the store reaches a partition
-through it. Layout versions: 1 kept every record in ``<collection>`` keyed ``[namespace, id]``;
-2 added the scope; 3 is this one. Opening a store of another version:
-`ctxbudget.store.migration`.
+place that opens collections (`ctxbudget.store.partitions` names them); every other part of the
+store reaches a partition through it. Layout versions: 1 kept every record in ``<collection>``
+keyed ``[namespace, id]``; 2 added the scope; 3 is this one. Opening a store of another
+version: `ctxbudget.store.migration`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -46,6 +44,7 @@ import numpy as np
 
 from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.store.connection import Connection
+from ctxbudget.store.partitions import partition_name
 from ctxbudget.store.records import (
     Record,
     Scope,
@@ -60,16 +59,9 @@ __all__ = [
     "LAYOUT_VERSION",
     "Collections",
     "Row",
-    "docs_partition",
-    "entity_partition",
     "existing",
-    "log_partition",
     "missing",
-    "partition_name",
     "scoped_keys",
-    "session_partition",
-    "user_partition",
-    "values_partition",
 ]
 
 T = TypeVar("T")
@@ -81,47 +73,6 @@ Row = tuple[str, str, dict[str, Any]]
 """A row read from a collection: its Chroma id, its document and its metadata."""
 
 _OPEN_HANDLES = 512  # partition handles kept open per store (least recently used go)
-_DIGEST = 32  # hex digits of a partition's digest: 128 bits
-
-
-def partition_name(store: str, kind: str, namespace: str, owner: str) -> str:
-    """The collection of one partition: ``<store>.<u|s|d>-<digest of namespace and owner>``.
-
-    >>> partition_name("ctxbudget", "user", "default", "u1")[:12]
-    'ctxbudget.u-'
-    """
-    digest = hashlib.sha256(json.dumps([namespace, kind, owner]).encode()).hexdigest()
-    return f"{store}.{kind[0]}-{digest[:_DIGEST]}"
-
-
-def user_partition(store: str, namespace: str, user_id: str) -> str:
-    """The partition of a user: the user's pins and the sessions the user started."""
-    return partition_name(store, "user", namespace, user_id)
-
-
-def session_partition(store: str, namespace: str, session_id: str) -> str:
-    """The partition of a session whose first records had no user."""
-    return partition_name(store, "session", namespace, session_id)
-
-
-def docs_partition(store: str, namespace: str) -> str:
-    """The partition of a namespace's records with no session and no user (documents)."""
-    return partition_name(store, "docs", namespace, "")
-
-
-def values_partition(store: str, namespace: str, user_id: str | None) -> str:
-    """The keyed values of a user (None: the namespace's shared ones; `ctxbudget.store.values`)."""
-    return partition_name(store, "values", namespace, user_id or "")
-
-
-def log_partition(store: str, namespace: str, session_id: str) -> str:
-    """A session's context log (no records: see `ctxbudget.store.context_log`)."""
-    return partition_name(store, "log", namespace, session_id)
-
-
-def entity_partition(store: str, namespace: str) -> str:
-    """A namespace's documents' entity index (no records: see `ctxbudget.store.doc_entities`)."""
-    return partition_name(store, "entities", namespace, "")
 
 
 def missing(exc: BaseException) -> bool:

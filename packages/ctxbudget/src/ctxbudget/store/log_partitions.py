@@ -1,7 +1,7 @@
 """The partitions of context logs: where a session's log is kept, and how it is read and deleted.
 
 A session's log is a partition of its own, ``<store>.l-<digest of namespace and session>``
-(`ctxbudget.store.layout.log_partition`). It is not registered with the record partitions, so
+(`ctxbudget.store.partitions.log_partition`). It is not registered with the record partitions, so
 no search, read, ``count`` or ``stats`` of records ever visits it, and reading a session's log
 reads that one collection, whose size the retention limit bounds. Each row holds a key that
 sorts by time, a fixed one-dimensional vector (Chroma needs one; nothing searches by it) and
@@ -29,7 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbudget.store.layout import Collections, log_partition
+from ctxbudget.store.layout import Collections
+from ctxbudget.store.partitions import log_partition
 from ctxbudget.store.records import json_key, require_name
 
 __all__ = ["LogEntry", "LogPartitions", "LogRow"]

@@ -14,7 +14,8 @@ from typing import Any
 
 from ctxbudget.store.filters import user_where, where_filter
 from ctxbudget.store.keys import address, matches, seq_keys, where_keys
-from ctxbudget.store.layout import Collections, docs_partition, user_partition
+from ctxbudget.store.layout import Collections
+from ctxbudget.store.partitions import docs_partition, user_partition
 from ctxbudget.store.records import (
     Record,
     Scope,

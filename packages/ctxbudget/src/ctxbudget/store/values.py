@@ -2,7 +2,7 @@
 
 A value (`ctxbudget.memory.values`) is JSON under a namespace tuple and a key. The values of a
 user live in that user's values partition, the values put without a user in the namespace's
-shared one (`ctxbudget.store.layout.values_partition`): a read for one user never opens another
+shared one (`ctxbudget.store.partitions.values_partition`): a read for one user never opens another
 user's collection, and `delete_user` drops the user's. Values partitions hold no `Record` s, so
 no record read, count or migration visits them; their names are listed in ``meta`` (type
 ``vpart``, with their owner) for `ValueStore.sweep` and `ValueStore.owners`.
@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from ctxbudget.store.layout import Collections, user_partition, values_partition
+from ctxbudget.store.layout import Collections
+from ctxbudget.store.partitions import user_partition, values_partition
 from ctxbudget.store.records import json_key
 from ctxbudget.store.stamps import new_generation, stamp_key
 from ctxbudget.store.value_rows import (
