@@ -25,24 +25,37 @@ p50/p99/max by tick, the p99 by time (each tick weighted by how long it lasted: 
 arriving at a random moment meets), the share of the run the loop was stalled over 20 ms, and
 messages per second (medians over the rounds), with the load before and after.
 
+``--write-bounds none,sync100,...`` (issue 40) runs only the embedded async (default) variant,
+under each change a token names (`_async_variants`: records per write call, the context log's
+calls, spacing of the background writers' calls, Chroma's index sync interval, paged session
+reads), interleaved ``--rounds`` times on copies of the same sessions; ``--log`` turns the
+context log on (the memory's default; off elsewhere here). Reports per variant the lag p50/p99/
+max by tick, the p99 by time, the share stalled over 20 ms and turns/s, with the load;
+``--stalls`` also times every Chroma call (`Connection.call`, by action, caller and thread) and
+embedder call, and gives the stalled time to what ran then (`_async_stalls`).
+
 Run: nice -n 5 .venv/bin/python benchmarks/bench_async.py [--conversations 20] [--history 2000]
      [--turns 10] [--workers 4] [--cache /tmp/async-cache]
      .venv/bin/python benchmarks/bench_async.py --ingest 2000 [--rounds 5]
+     .venv/bin/python benchmarks/bench_async.py --write-bounds none,16,sync100 [--rounds 3]
+     [--log] [--stalls]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import shutil
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
+from _async_stalls import lag_summary, load, write_bounds
 from _common import machine, pct, sentence
 from mechanisms import write_batch
 
@@ -51,11 +64,6 @@ from ctxbudget.embed.base import default_embedder
 from ctxbudget.memory import awaitable
 from ctxbudget.store import writes
 from ctxbudget.testing import ChromaServer
-
-
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"{one:.1f} (5 min {five:.1f})"
 
 
 def build(folder: Path, conversations: int, history: int) -> None:
@@ -96,26 +104,34 @@ def copy_store(cache: Path) -> Path:
     return where
 
 
-def open_memory(folder: Path, url: str | None) -> ContextMemory:
+def open_memory(folder: Path, url: str | None, log: bool = False) -> ContextMemory:
     """The embedded store in ``folder``, or the server at ``url`` (journal in ``folder``)."""
     if url is None:
-        return ContextMemory(folder / "store", inclusion_log=False)
-    return ContextMemory(chroma_url=url, write_behind=folder / "journal", inclusion_log=False)
+        return ContextMemory(folder / "store", inclusion_log=log)
+    return ContextMemory(chroma_url=url, write_behind=folder / "journal", inclusion_log=log)
 
 
 async def async_run(
-    folder: Path, conversations: int, turns: int, budget: int, workers: int | None, url: str | None
+    folder: Path,
+    conversations: int,
+    turns: int,
+    budget: int,
+    workers: int | None,
+    url: str | None,
+    log: bool = False,
 ) -> dict[str, list[float]]:
-    memory = open_memory(folder, url)
+    memory = open_memory(folder, url, log)
     if workers is not None:
         memory._async = awaitable.AsyncRunner(workers)  # noqa: SLF001 - the variant measured
     lags: list[float] = []
+    starts: list[float] = []  # each tick's start (perf_counter s): `_async_stalls.attribute`
     done = asyncio.Event()
 
     async def ticker() -> None:
         while not done.is_set():
             start = time.perf_counter()
             await asyncio.sleep(0.001)
+            starts.append(start)
             lags.append((time.perf_counter() - start) * 1000.0 - 1.0)
 
     async def conversation(c: int) -> list[float]:
@@ -141,7 +157,13 @@ async def async_run(
     await tick
     await memory.aclose()
     turns_all = [t for times in per for t in times]
-    return {"turns": turns_all, "lag": lags, "rate": [len(turns_all) / wall]}
+    return {
+        "turns": turns_all,
+        "lag": lags,
+        "starts": starts,
+        "rate": [len(turns_all) / wall],
+        "wall": [wall],
+    }
 
 
 def thread_run(
@@ -205,25 +227,7 @@ async def ingest_run(folder: Path, messages: int) -> dict[str, float]:
     done.set()
     await tick
     await memory.aclose()
-    # A tick's lag weighted by how long it lasted: what a request arriving at a random moment
-    # meets (a 300 ms stall is one tick of thousands, but 300 ms of the run).
-    weighted = sorted(lags)
-    total = sum(lag + 1.0 for lag in weighted)
-    running, timed_p99 = 0.0, weighted[-1]
-    for lag in weighted:
-        running += lag + 1.0
-        if running >= 0.99 * total:
-            timed_p99 = lag
-            break
-    stalled = sum(lag + 1.0 for lag in lags if lag > 20.0) / (wall * 1000.0)
-    return {
-        "p50": statistics.median(lags),
-        "p99": pct(lags, 0.99),
-        "max": max(lags),
-        "timed_p99": timed_p99,
-        "stalled": 100.0 * stalled,
-        "rate": messages / wall,
-    }
+    return {**lag_summary(lags, wall), "rate": messages / wall}
 
 
 def ingest(messages: int, rounds: int, bounds: list[int | None]) -> None:
@@ -304,8 +308,27 @@ def main() -> None:
     parser.add_argument(
         "--bounds", default="16,64,none", help="of --ingest: records per Chroma call, or none"
     )
+    parser.add_argument(
+        "--write-bounds",
+        default="",
+        help="the embedded async run's variants, interleaved --rounds times: none,16,8,4 "
+        "(records per write call), allN, spaceN, switchN (_async_stalls.variant)",
+    )
+    parser.add_argument("--stalls", action="store_true", help="of --write-bounds: their causes")
+    parser.add_argument("--log", action="store_true", help="of --write-bounds: context log on")
     args = parser.parse_args()
     print(machine())
+    if args.write_bounds:
+        build(args.cache, args.conversations, args.history)
+
+        def embedded_run(folder: Path) -> Coroutine[Any, Any, dict[str, list[float]]]:
+            turns, budget = args.turns, args.budget
+            return async_run(folder, args.conversations, turns, budget, None, None, args.log)
+
+        write_bounds(
+            args, args.write_bounds.split(","), lambda: copy_store(args.cache), embedded_run
+        )
+        return
     if args.ingest:
         bounds = [None if b == "none" else int(b) for b in args.bounds.split(",")]
         ingest(args.ingest, args.rounds, bounds)

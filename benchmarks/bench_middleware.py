@@ -53,8 +53,6 @@ from mechanisms import (
     Pair,
     WholeWindow,
     blas_product,
-    entries_read_again,
-    every_message_checked,
     id_check_unread,
     old_register,
     on_off_table,
@@ -157,10 +155,8 @@ BOTH_BEFORE = "all three as before 2026-11-27"
 RECALL_OFF = "candidates gathered on every model call"
 ID_CHECK_BOUND = "id check with no read (bound, unsafe)"
 STAMPS_BOUND = "stamps read answered from the last (bound, unsafe)"
-ENTRIES_AGAIN = "the session's entry read for each use (before)"
-ALL_CHECKED = "every message of the state checked (before)"
 ALL_RECALLED = "candidates kept for every question (before)"
-SLICE_BEFORE = "all three as before 2026-11-29"
+POOL_TWO = "2 times the budget offered (trial)"
 
 
 class NoRecalled(Recalled):
@@ -189,12 +185,6 @@ def before_all() -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def before_slice() -> Iterator[None]:
-    with entries_read_again(), every_message_checked():
-        yield
-
-
 def recall_all(middleware: Any) -> None:
     middleware._recalled = EveryQuestionRecalled()  # noqa: SLF001 - the variant's own
 
@@ -215,10 +205,8 @@ VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup,
     RECALL_OFF: {"middleware": lambda m: setattr(m, "_recalled", NoRecalled())},
     ID_CHECK_BOUND: {"around": id_check_unread},
     STAMPS_BOUND: {"setup": stamps_unread},
-    ENTRIES_AGAIN: {"around": entries_read_again},
-    ALL_CHECKED: {"around": every_message_checked},
     ALL_RECALLED: {"middleware": recall_all},
-    SLICE_BEFORE: {"around": before_slice, "middleware": recall_all},
+    POOL_TWO: {"around": lambda: search_pool(2)},
 }
 PAIRS = {  # --mechanisms name -> table rows
     "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
@@ -233,10 +221,8 @@ PAIRS = {  # --mechanisms name -> table rows
     "recall": [Pair("candidates of a question (Recalled)", DEFAULT, RECALL_OFF)],
     "id-check": [Pair("bound: the id check's reads", ID_CHECK_BOUND, DEFAULT)],
     "stamps": [Pair("bound: the stamps read", STAMPS_BOUND, DEFAULT)],
-    "reading-once": [Pair("the entry read once a call (reading_once)", DEFAULT, ENTRIES_AGAIN)],
-    "checked-new": [Pair("only messages not stored checked", DEFAULT, ALL_CHECKED)],
     "run-recalled": [Pair("candidates kept only while their run lasts", DEFAULT, ALL_RECALLED)],
-    "slice": [Pair("the three changes of 2026-11-29", DEFAULT, SLICE_BEFORE)],
+    "pool2": [Pair("2 times the budget offered (trial; 3 is the default)", POOL_TWO, DEFAULT)],
 }
 MECHANISMS = [*PAIRS, "register"]
 

@@ -30,9 +30,19 @@ layouts), each store is assembled from by memories with one speed mechanism off
 each mechanism on and off per size, and of each variant's p50 at the largest size over its p50 at
 1,000 records (the default output is not printed then).
 
+With ``--workers N`` (server backend only), size by size, a copy of each store (the workers
+write: the cache stays as built) is served by ``chroma run`` and the probe's assembles are
+timed alone and with N worker processes writing and assembling for other users on the same
+server, in alternating blocks (``_scale_workers.py``): a table of p50 and p95 alone and with,
+their ratios, the workers' turns per second, the load average; and where the extra time goes
+(in the Chroma calls or outside them, against a pure-CPU loop's slowdown). ``--other-server``
+adds the same workers on a second server (the machine's contention only) and on the probe's
+server in a collection of their own (the server shared, not the collection).
+
 Run: nice -n 5 .venv/bin/python benchmarks/bench_scale.py --sizes 10000,100000,500000
      --cache /tmp/scale-cache [--backends embedded,server] [--queries 30] [--batch 5000]
      [--embedder hash|default] [--mechanisms all]
+     [--workers 4 [--blocks 6] [--other-server]]
 (a smoke run: --sizes 2000,5000 --backends embedded).
 """
 
@@ -66,6 +76,7 @@ from _common import (
     pct,
     sentence,
 )
+from _scale_workers import Server, WorkerSpec, WorkersResult, measure, tables
 from mechanisms import (
     FreshIndexes,
     NoQueryVectors,
@@ -307,6 +318,71 @@ def located(backend: str, root: Path) -> Iterator[Path | str]:
         yield server.url
 
 
+def run_workers(roots: dict[int, Path], args: argparse.Namespace) -> list[WorkersResult]:
+    """Size by size, on a served copy of the store: the probe alone vs with the workers (and,
+    with ``--other-server``, vs with workers on a second server serving another copy)."""
+    asked = queries(args.queries + 1)
+    results = []
+    for total, root in roots.items():
+        scratch = Path(tempfile.mkdtemp(prefix="ctxbudget-scale-workers-"))
+        others = tuple(f"u{user:06d}" for user, _ in population(total)[1:])
+        names = ["same server", *(["other server"] if args.other_server else [])]
+        try:
+            with ExitStack() as stack:
+                servers = {}
+                for number, name in enumerate(names):
+                    shutil.copytree(root / "data", scratch / f"server-{number}" / "data")
+                    servers[name] = stack.enter_context(chroma_server(scratch / f"server-{number}"))
+                specs = {
+                    name: WorkerSpec(
+                        server.url,
+                        COLLECTION,
+                        DIMENSION,
+                        args.embedder,
+                        others,
+                        str(scratch / f"journals-{number}"),
+                        args.budget,
+                    )
+                    for number, (name, server) in enumerate(servers.items())
+                }
+                mine = servers["same server"]
+                if args.other_server:  # the probe's server, another collection: no lock shared
+                    specs["same server, own collection"] = WorkerSpec(
+                        mine.url,
+                        f"{COLLECTION}-workers",
+                        DIMENSION,
+                        args.embedder,
+                        (),
+                        str(scratch / "journals-own"),
+                        args.budget,
+                    )
+                store = stack.enter_context(open_store(mine.url))
+                probe = ContextMemory(store=store, write_behind=False)
+                pid = None if mine.process is None else mine.process.pid
+                found = measure(
+                    total,
+                    probe,
+                    PROBE_SESSION,
+                    asked,
+                    args.workers,
+                    specs,
+                    args.blocks,
+                    Server(mine.url, pid),
+                )
+                probe.flush()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        results.append(found)
+        base = statistics.median(found.conditions["alone"].wall)
+        line = ", ".join(
+            f"{name} {statistics.median(c.wall):.1f} ms ({statistics.median(c.wall) / base:.2f}x)"
+            for name, c in found.conditions.items()
+        )
+        print(f"  {total:,}: p50 {line}", flush=True)
+        print(f"\n{tables([found])}\n", flush=True)
+    return results
+
+
 # -- --mechanisms: each speed mechanism on and off ---------------------------------------------------
 ON = "all on (default)"
 VARIANTS = {  # name -> what turns the mechanism off on one memory
@@ -468,6 +544,19 @@ def main() -> None:
         "--mechanisms",
         help=f"'all' or a comma list of {','.join(PAIRS)}: each on and off, interleaved",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="time the probe alone vs with N worker processes on the same server (server only)",
+    )
+    parser.add_argument("--blocks", type=int, default=6, help="--workers: alternating blocks")
+    parser.add_argument(
+        "--other-server",
+        action="store_true",
+        help="--workers: also time the probe with the workers on a second server (machine "
+        "contention only)",
+    )
     args = parser.parse_args()
     if args.embedder == "default":
         EMBEDDER[0] = default_embedder()
@@ -495,6 +584,11 @@ def main() -> None:
             suffix = "" if args.embedder == "hash" else "-default"
             roots[total] = cache / f"scale-{total}{suffix}"
             builds[total] = ensure_built(roots[total], total, counter, args.batch)
+        if args.workers:
+            print(f"--workers {args.workers}: server backend only", flush=True)
+            print()
+            print(tables(run_workers(roots, args)), flush=True)
+            return
         if args.mechanisms:
             chosen = list(PAIRS) if args.mechanisms == "all" else args.mechanisms.split(",")
             for backend in backends:

@@ -195,38 +195,7 @@ def write_batch(size: int | None) -> contextlib.AbstractContextManager[None]:
     return _swapped(writes, "EMBEDDED_WRITE_BATCH", size)
 
 
-# -- issue 40, second slice: what the middleware's call did before 2026-11-29 --------------------
-def entries_read_again() -> contextlib.AbstractContextManager[None]:
-    """The middleware's calls inside read the session's entry for each use (the stamps, the
-    view, the id check), as before `ctxbudget.store.snapshot.reading_once`."""
-    from langchain_ctxbudget import middleware
-
-    return _swapped(middleware, "reading_once", contextlib.nullcontext)
-
-
-@contextlib.contextmanager
-def every_message_checked() -> Iterator[None]:
-    """The middleware's calls inside check every message of the state as storable (before: all
-    of them on every call; now only those not stored yet, when they are stored)."""
-    from langchain_ctxbudget import middleware
-    from langchain_ctxbudget.convert import to_record_payload
-
-    store = middleware.store_messages
-
-    def checked_all(
-        memory: Any, known: Any, messages: Any, keys: Any, ids: Any, *a: Any, **k: Any
-    ) -> None:
-        payloads = [
-            to_record_payload(m, id=key, timestamp=0.0)
-            for m, key in zip(messages, keys, strict=True)
-        ]
-        memory.writes.check_messages(ids[0], [p for p in payloads if p], user_id=ids[1])
-        store(memory, known, messages, keys, ids, *a, **k)
-
-    with _swapped(middleware, "store_messages", checked_all):
-        yield
-
-
+# -- issue 40, second slice: the middleware's candidates kept per question, as before 2026-11-29 ----
 class EveryQuestionRecalled:
     """`Recalled` as before: the candidates of each of the last 1,024 questions, kept after
     their run ended."""

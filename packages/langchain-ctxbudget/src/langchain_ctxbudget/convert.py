@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import (
@@ -37,7 +37,11 @@ from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelE
 from ctxbudget.store.chroma_store import Record
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
+if TYPE_CHECKING:
+    from ctxbudget.memory.context import ContextMemory
+
 __all__ = [
+    "check_storable",
     "counter_for",
     "from_record",
     "item_of",
@@ -272,6 +276,28 @@ def tool_schema(tool: object) -> dict[str, Any]:
 def tool_tokens(counter: TokenCounter, tools: Sequence[object]) -> int:
     """Tokens of tool schemas: each one's compact JSON (`ctxbudget.core.tool_schemas`)."""
     return sum(counter.count(tool_schema_json(tool_schema(t))) for t in tools)
+
+
+def check_storable(
+    memory: ContextMemory,
+    messages: Sequence[BaseMessage],
+    keys: Sequence[str],
+    ids: tuple[str, str | None],
+) -> None:
+    """Refuse what `ContextMemory.add_messages` would refuse of ``messages``; nothing written.
+
+    The middleware stores a call's messages in the background: a message the memory cannot
+    keep (over `MemoryConfig.max_message_chars`, a lone surrogate) fails the call here, before
+    the model is called, with the memory's own error (never a question sent without itself).
+
+    Raises:
+        StoreInputError: the first message that cannot be stored (by its index among those kept).
+    """
+    payloads = [
+        to_record_payload(m, id=k, timestamp=0.0) for m, k in zip(messages, keys, strict=True)
+    ]
+    given = [p for p in payloads if p is not None]
+    memory.writes.check_messages(ids[0], given, user_id=ids[1])
 
 
 def to_record_payload(

@@ -23,11 +23,10 @@ from ctxbudget.memory.policy.plan import plan_for
 from ctxbudget.memory.policy.presets import StrategyLike
 from ctxbudget.memory.reading.candidates import room_left
 from ctxbudget.memory.values import ValueQuery
-from ctxbudget.store.snapshot import reading_once
 from langchain_ctxbudget.assembly import CallAssembler
 from langchain_ctxbudget.budget import budget_tokens, model_name
 from langchain_ctxbudget.call_budgets import CallBudgets
-from langchain_ctxbudget.convert import resolve_counter
+from langchain_ctxbudget.convert import check_storable, resolve_counter
 from langchain_ctxbudget.identity import (
     message_keys,
     run_identity,
@@ -48,7 +47,7 @@ from langchain_ctxbudget.observe import (
     call_with_metadata,
 )
 from langchain_ctxbudget.recall import Recalled, recall
-from langchain_ctxbudget.storing import StoredKeys, check_unstored, store_messages, store_run
+from langchain_ctxbudget.storing import StoredKeys, store_messages, store_run
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -324,7 +323,7 @@ class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any
         items.extend(self.extra)
         keys = message_keys(messages, ids[0] if ids is not None else None, thread)
         if self.memory is not None and ids is not None:  # stored later, in the background
-            check_unstored(self.memory, self._stored, messages, keys, ids)  # refused now
+            check_storable(self.memory, messages, keys, ids)  # refused now, as add_messages
         conversation, originals = conversation_items(messages, keys)
         items.extend(conversation)
         added: Additions | None = None
@@ -332,26 +331,23 @@ class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
             layout = self._assembly.assembler(counter).layout("messages")
-            with reading_once():  # the session's entry: one read for stamps, view and id check
-                added, generation = recall(
-                    self.memory,
-                    self._recalled,
-                    messages,
-                    keys,
-                    ids,
-                    set(originals),
-                    room_left(budget, layout, items),
-                    self.documents,
-                    self.strategy,
-                    self._values_query(ids[1]),
-                )
-                items.extend(added.extras)
-                # Stored after the gathering, which does not need them (they are in the state):
-                # the background writer then stores them while this call packs and the model
-                # answers; one the memory cannot keep fails the call here, before the model.
-                store_messages(
-                    self.memory, self._stored, messages, keys, ids, generation, refuse=True
-                )
+            added, generation = recall(
+                self.memory,
+                self._recalled,
+                messages,
+                keys,
+                ids,
+                set(originals),
+                room_left(budget, layout, items),
+                self.documents,
+                self.strategy,
+                self._values_query(ids[1]),
+            )
+            items.extend(added.extras)
+            # Stored after the gathering, which does not need them (they are in the state):
+            # the background writer then stores them while this call packs and the model
+            # answers, not while the call reads the session.
+            store_messages(self.memory, self._stored, messages, keys, ids, generation)
 
         # Its report: the prefix they share; only a call of this generation of the session.
         previous = self._observer.previous(thread, generation)

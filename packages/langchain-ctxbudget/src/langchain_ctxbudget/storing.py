@@ -25,14 +25,7 @@ from langchain_ctxbudget.recall import Recalled, gathered_generation
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
 
-__all__ = [
-    "SESSIONS_REMEMBERED",
-    "StoredKeys",
-    "add_payloads",
-    "check_unstored",
-    "store_messages",
-    "store_run",
-]
+__all__ = ["SESSIONS_REMEMBERED", "StoredKeys", "add_payloads", "store_messages", "store_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,17 +38,7 @@ class StoredKeys:
 
     def __init__(self) -> None:
         self._keys: OrderedDict[tuple[str, str, str], set[str]] = OrderedDict()
-        self._newest: dict[tuple[str, str], str] = {}  # (namespace, session) -> generation
         self._lock = threading.Lock()
-
-    def unseen(self, session: tuple[str, str], keys: Sequence[str]) -> list[int]:
-        """The positions of ``keys`` not stored in the session's newest generation seen here."""
-        with self._lock:
-            generation = self._newest.get(session)
-            known = self._keys.get((*session, generation)) if generation is not None else None
-            if known is None:
-                return list(range(len(keys)))
-            return [i for i, key in enumerate(keys) if key not in known]
 
     def unknown(self, scope: tuple[str, str, str], keys: Sequence[str]) -> list[int]:
         """The positions of ``keys`` not stored yet in ``scope`` (which becomes the newest)."""
@@ -70,33 +53,6 @@ class StoredKeys:
         """Remember ``keys`` as stored in ``scope``."""
         with self._lock:
             self._keys.setdefault(scope, set()).update(keys)
-            self._newest[scope[:2]] = scope[2]
-            if len(self._newest) > 2 * SESSIONS_REMEMBERED:
-                self._newest = {k[:2]: k[2] for k in self._keys}
-
-
-def check_unstored(
-    memory: ContextMemory,
-    known: StoredKeys,
-    messages: Sequence[BaseMessage],
-    keys: Sequence[str],
-    ids: tuple[str, str | None],
-) -> None:
-    """Refuse what `ContextMemory.add_messages` would refuse of the messages not stored yet.
-
-    The middleware stores a call's messages after gathering, in the background: one the memory
-    cannot keep (over `MemoryConfig.max_message_chars`, a lone surrogate) fails the call first,
-    with the memory's own error (never a question sent without itself). Messages stored before
-    (in the session's newest generation seen here) were checked when they were stored.
-
-    Raises:
-        StoreInputError: the first message that cannot be stored.
-    """
-    fresh = known.unseen((memory.namespace, ids[0]), keys)
-    payloads = [to_record_payload(messages[i], id=keys[i], timestamp=0.0) for i in fresh]
-    given = [p for p in payloads if p is not None]
-    if given:
-        memory.writes.check_messages(ids[0], given, user_id=ids[1])
 
 
 def store_messages(
@@ -106,15 +62,10 @@ def store_messages(
     keys: Sequence[str],
     ids: tuple[str, str | None],
     generation: str | None = None,
-    *,
-    refuse: bool = False,
 ) -> None:
     """Store the messages the memory does not hold yet (once each), under their keys.
 
     ``generation``: the session's, when the caller just read it (None: read here).
-    ``refuse``: a message the memory cannot keep (over `MemoryConfig.max_message_chars`, a
-    lone surrogate) raises the memory's own error, nothing written (before a model call: never
-    a question sent without itself); else it is logged and left out, as a conflicting key is.
 
     The same message stored again (by a retry, or by another call that saw it first) is the
     same write: the memory keeps it once, with its first timestamp, and says nothing. A key the
@@ -137,8 +88,6 @@ def store_messages(
         payload = to_record_payload(message, id=k, timestamp=now)
         if payload is not None:
             payloads.append(payload)
-    if payloads and refuse:
-        memory.writes.check_messages(session, payloads, user_id=user)
     if payloads and not generation:
         # A session without records yet: its user claims it before writing, so that of two
         # users starting it at once one is refused (`claim_owner`), never both stored in it.

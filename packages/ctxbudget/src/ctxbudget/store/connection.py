@@ -39,7 +39,6 @@ from ctxbudget.store.client import (
 )
 from ctxbudget.store.lock import FolderLock, hold_folder
 from ctxbudget.store.retry import RetryPolicy, is_transient, never_sent, retry_call
-from ctxbudget.store.snapshot import READ_ACTIONS, write_epoch
 
 __all__ = ["ENV_URL", "Connection", "store_lock"]
 
@@ -154,8 +153,6 @@ class Connection:
         self.key = lock_key
         """What identifies the store in this process (its folder, server or client, and name)."""
         self.lock = store_lock(lock_key)
-        self.epoch = write_epoch(lock_key)
-        """Moves around every write (`ctxbudget.store.snapshot`: entries read once a call)."""
         self.shared = is_server(self.client)  # other processes may use it too
 
     def close(self) -> None:
@@ -213,21 +210,6 @@ class Connection:
                 wait,
             )
 
-        if action not in READ_ACTIONS:
-            self.epoch.bump()
-            try:
-                return self._call(call, fail, retrying, transient)
-            finally:
-                self.epoch.bump()
-        return self._call(call, fail, retrying, transient)
-
-    def _call(
-        self,
-        call: Callable[[], T],
-        fail: Callable[[BaseException, int, float], StoreError],
-        retrying: Callable[[BaseException, int, float], None],
-        transient: Callable[[BaseException], bool],
-    ) -> T:
         if self.shared:
             self._check_open()
             return retry_call(

@@ -34,7 +34,6 @@ from ctxbudget.store.partitions import (
     values_partition,
 )
 from ctxbudget.store.records import Record, json_key
-from ctxbudget.store.snapshot import meta_rows
 from ctxbudget.store.stamps import (
     SessionEntry,
     Stamp,
@@ -70,20 +69,11 @@ class Sessions:
         self._collections = collections
 
     # -- reading ---------------------------------------------------------------------------
-    def _entries(self, ids: Sequence[str]) -> list[Row]:
-        """Rows of ``meta`` by id: read once per call within `reading_once`."""
-        cols = self._collections
-        conn = cols.conn
-
-        def read(keys: list[str]) -> list[Row]:
-            return cols.rows(cols.meta, ids=keys, documents=False)
-
-        return meta_rows(conn.key, conn.epoch, ids, read)
-
     def entries(self, sessions: Iterable[Session]) -> dict[Session, SessionEntry]:
         """The entries of these sessions (those that have one)."""
+        cols = self._collections
         ids = [session_key(ns, sid) for ns, sid in dict.fromkeys(sessions)]
-        rows = self._entries(ids) if ids else []
+        rows = cols.rows(cols.meta, ids=ids, documents=False) if ids else []
         return {(m["ns"], m["sid"]): entry_of(m) for _, _, m in rows if "home" in m}
 
     def entry(self, namespace: str, session_id: str) -> SessionEntry | None:
@@ -105,13 +95,13 @@ class Sessions:
         ids = [entry_id, docs, *([shared] if shared_values else [])]
         user = None if user_id is None else stamp_key(user_partition(cols.name, namespace, user_id))
         ids += [] if user is None else [user]
-        found = {key: meta for key, _, meta in self._entries(ids)}
+        found = {key: meta for key, _, meta in cols.rows(cols.meta, ids=ids, documents=False)}
         meta = found.get(entry_id)
         entry = entry_of(meta) if meta is not None and "home" in meta else None
         if user_id is None and entry is not None and entry.owner:
             user_id = entry.owner
             user = stamp_key(user_partition(cols.name, namespace, user_id))
-            found.update((k, m) for k, _, m in self._entries([user]))
+            found.update((k, m) for k, _, m in cols.rows(cols.meta, ids=[user], documents=False))
         stamp = None if entry is None else entry.stamp()
         return Stamps(
             stamp,
@@ -123,7 +113,8 @@ class Sessions:
 
     def elsewhere(self, namespace: str, user_id: str) -> list[str]:
         """The partitions of other owners that hold messages of this user."""
-        rows = self._entries([json_key("user", namespace, user_id)])
+        cols = self._collections
+        rows = cols.rows(cols.meta, ids=[json_key("user", namespace, user_id)], documents=False)
         return sorted(json.loads(str(rows[0][2].get("elsewhere", "[]")))) if rows else []
 
     def route(

@@ -32,7 +32,6 @@ from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.presets import StrategyLike
 from ctxbudget.memory.writing.owners import check_owner, claim_session
-from ctxbudget.store.snapshot import reading_once
 from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.async_calls import AsyncCalls
 from llama_index.ctxbudget.blocks import run_sync, session_blocks
@@ -295,20 +294,19 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
     def _get(
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
     ) -> AssembledContext:
-        with reading_once():  # the session's entry: one read for the owner check and the view
-            self._owner(write=False)
-            return assemble_get(
-                self._memory,
-                self.session_id,
-                input_text(input),
-                token_limit=self.token_limit,
-                initial_token_count=initial,
-                counter=self._counter,
-                model=self.model,
-                user_id=self.user_id,
-                extra=extra,
-                strategy=self.strategy,
-            )
+        self._owner(write=False)
+        return assemble_get(
+            self._memory,
+            self.session_id,
+            input_text(input),
+            token_limit=self.token_limit,
+            initial_token_count=initial,
+            counter=self._counter,
+            model=self.model,
+            user_id=self.user_id,
+            extra=extra,
+            strategy=self.strategy,
+        )
 
     def _report(self, context: AssembledContext) -> list[ChatMessage]:
         self._last.set(context)
