@@ -22,8 +22,9 @@ from langchain_core.runnables import Runnable, RunnableLambda
 
 from ctxbudget import Budget, ContextAssembler, ContextItem, Tier, TokenCounter
 from ctxbudget.core.ids import internal_id
-from ctxbudget.core.items import Shrink, side_items
+from ctxbudget.core.items import Shrink
 from ctxbudget.core.render import message_of
+from ctxbudget.core.side_items import side_items
 from ctxbudget.core.split import one_system_layouts, split_prefix
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, TrimOptions, trim_options
 from ctxbudget.errors import ConfigurationError, InvalidItemError

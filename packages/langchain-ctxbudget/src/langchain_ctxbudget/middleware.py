@@ -16,7 +16,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxbudget import AssembledContext, Budget, ContextItem, Summarizer, TokenCounter
 from ctxbudget.compat import renamed
-from ctxbudget.core.items import side_items
+from ctxbudget.core.side_items import side_items
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, trim_options
 from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.memory.policy.plan import plan_for

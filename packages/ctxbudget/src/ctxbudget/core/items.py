@@ -21,7 +21,6 @@ __all__ = [
     "ContextItem",
     "Shrink",
     "Tier",
-    "side_items",
     "tier_name",
 ]
 
@@ -361,41 +360,3 @@ def _checked_parts(item_id: str, parts: object) -> tuple[Any, ...]:
         )
         raise InvalidItemError(msg)
     return tuple(parts)
-
-
-_SIDE_TIERS_REFUSED = {
-    int(Tier.SYSTEM): "system",
-    int(Tier.QUERY): "query",
-    int(Tier.RECENT): "history",
-}
-
-
-def side_items(items: Iterable[object], *, where: str) -> list[ContextItem]:
-    """Items a caller offers beside the conversation it holds (files, facts, notes), checked.
-
-    The adapters take them as ``extra=``: they are packed and rendered with the system prompt
-    (in the prefix or the context message), never as messages of the conversation, so they
-    may not be system prompts, queries or history (``Tier.RECENT``).
-
-    Raises:
-        InvalidItemError: something other than a `ContextItem`, or one of those tiers (the
-            message names ``where`` and the item's index).
-    """
-    out: list[ContextItem] = []
-    for index, item in enumerate(items):
-        if not isinstance(item, ContextItem):
-            msg = (
-                f"{where}[{index}] must be a ctxbudget.ContextItem (e.g. from "
-                f"ctxbudget.file_item), got {type(item).__name__}"
-            )
-            raise InvalidItemError(msg)
-        refused = _SIDE_TIERS_REFUSED.get(int(item.tier))
-        if refused is not None:
-            msg = (
-                f"{where}[{index}] ({item.id!r}) has tier {tier_name(int(item.tier))}: a {refused} "
-                "item belongs in the messages themselves; give it another tier (FILES, PINNED, "
-                "RETRIEVED, ...)"
-            )
-            raise InvalidItemError(msg)
-        out.append(item)
-    return out
