@@ -53,11 +53,15 @@ from mechanisms import (
     Pair,
     WholeWindow,
     blas_product,
+    constructor_items,
+    entry_read_again,
     id_check_unread,
+    ids_read_first,
     old_register,
     on_off_table,
     read_access_fresh,
     search_pool,
+    slice3_before,
     stamps_unread,
     whole_budget,
 )
@@ -157,6 +161,10 @@ ID_CHECK_BOUND = "id check with no read (bound, unsafe)"
 STAMPS_BOUND = "stamps read answered from the last (bound, unsafe)"
 ALL_RECALLED = "candidates kept for every question (before)"
 POOL_TWO = "2 times the budget offered (trial)"
+SLICE3_BEFORE = "reads and items as before 2026-11-29 (third slice)"
+IDS_BEFORE = "ids read before each store (before)"
+ENTRY_BEFORE = "the view reads the entry again (before)"
+ITEMS_BEFORE = "retrieved items by the constructor (before)"
 
 
 class NoRecalled(Recalled):
@@ -207,6 +215,10 @@ VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup,
     STAMPS_BOUND: {"setup": stamps_unread},
     ALL_RECALLED: {"middleware": recall_all},
     POOL_TWO: {"around": lambda: search_pool(2)},
+    SLICE3_BEFORE: {"setup": slice3_before, "around": constructor_items},
+    IDS_BEFORE: {"setup": ids_read_first},
+    ENTRY_BEFORE: {"setup": entry_read_again},
+    ITEMS_BEFORE: {"around": constructor_items},
 }
 PAIRS = {  # --mechanisms name -> table rows
     "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
@@ -223,6 +235,10 @@ PAIRS = {  # --mechanisms name -> table rows
     "stamps": [Pair("bound: the stamps read", STAMPS_BOUND, DEFAULT)],
     "run-recalled": [Pair("candidates kept only while their run lasts", DEFAULT, ALL_RECALLED)],
     "pool2": [Pair("2 times the budget offered (trial; 3 is the default)", POOL_TWO, DEFAULT)],
+    "slice3": [Pair("the third slice (all three below)", DEFAULT, SLICE3_BEFORE)],
+    "ids": [Pair("no id read before a store (first_write_wins)", DEFAULT, IDS_BEFORE)],
+    "entry": [Pair("the view takes the entry from the stamps", DEFAULT, ENTRY_BEFORE)],
+    "items": [Pair("retrieved items by stored_item", DEFAULT, ITEMS_BEFORE)],
 }
 MECHANISMS = [*PAIRS, "register"]
 

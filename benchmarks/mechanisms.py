@@ -43,6 +43,11 @@ benchmark may run them): `id_check_unread`, the writer's id check answered with 
 answering it from the session copy could save at most), and `stamps_unread`, the middleware's
 stamps read answered from the last one (what folding it into the session read could save at
 most).
+
+Issue 40, third slice (2026-11-29), the code before restored around one variant:
+`ids_read_first` (the middleware's stores read the ids first), `entry_read_again` (the
+session's view reads its entry again after the stamps read) and `constructor_items` (retrieved
+items built by ``ContextItem(...)``, not `ctxbudget.core.stored.stored_item`).
 """
 
 from __future__ import annotations
@@ -56,8 +61,9 @@ from typing import Any
 
 import numpy as np
 
+from ctxbudget.core.items import ContextItem
 from ctxbudget.memory.log.analytics import access_counts
-from ctxbudget.memory.reading import retrieval
+from ctxbudget.memory.reading import record_items, retrieval
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.session_index import Query, SessionIndex, SessionIndexes
 from ctxbudget.memory.writing import writer
@@ -69,12 +75,16 @@ __all__ = [
     "NoQueryVectors",
     "WholeWindow",
     "blas_product",
+    "constructor_items",
+    "entry_read_again",
     "id_check_unread",
+    "ids_read_first",
     "no_shared_layouts",
     "read_access_fresh",
     "old_register",
     "on_off_table",
     "search_pool",
+    "slice3_before",
     "stamps_unread",
     "whole_budget",
     "write_batch",
@@ -234,6 +244,46 @@ def stamps_unread(memory: Any) -> None:
         return last[key]
 
     memory.store.stamps = stamps
+
+
+# -- issue 40, third slice: the code before 2026-11-29's reads and items, restored ------------------
+def ids_read_first(memory: Any) -> None:
+    """``memory`` stores as before: the ids of what it stores are read first (no
+    ``first_write_wins``, so the middleware's conflicts take its one-by-one fallback)."""
+    add = memory.add_messages
+
+    def add_messages(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("first_write_wins", None)
+        return add(*args, **kwargs)
+
+    memory.add_messages = add_messages
+
+
+def entry_read_again(memory: Any) -> None:
+    """``memory``'s view reads the session's entry again, not taking it from the stamps the
+    middleware read just before (``candidates(stamps=...)`` ignored)."""
+    gather = memory.candidates
+
+    def candidates(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("stamps", None)
+        return gather(*args, **kwargs)
+
+    memory.candidates = candidates
+
+
+def constructor_items() -> contextlib.AbstractContextManager[None]:
+    """Calls inside build retrieved items with ``ContextItem(...)`` (not `stored_item`)."""
+
+    def build(id: str, text: str, **fields: Any) -> ContextItem:  # noqa: A002
+        return ContextItem(id, text, **fields)
+
+    return _swapped(record_items, "stored_item", build)
+
+
+def slice3_before(memory: Any) -> None:
+    """``memory`` reads as before the third slice (`ids_read_first`, `entry_read_again`)."""
+    ids_read_first(memory)
+    entry_read_again(memory)
 
 
 # -- the table -----------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from ctxbudget import (
 from ctxbudget.core import items as items_module
 from ctxbudget.core.items import Shrink, Tier
 from ctxbudget.core.numbers import MAX_COUNT, count, real
+from ctxbudget.core.stored import stored_item
 from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.scoring import Scoring
@@ -326,9 +327,39 @@ def test_the_quick_path_for_plain_items_agrees_with_the_full_checks(
 ) -> None:
     quick = _made(fields)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(items_module, "_plain", lambda item: False)
+        patch.setattr(items_module, "is_plain", lambda item: False)
         full = _made(fields)
     assert quick == full
+
+
+@given(fields=item_fields)
+def test_an_item_built_at_search_speed_is_the_item_the_constructor_builds(
+    fields: dict[str, object],
+) -> None:
+    # `stored_item` (retrieval's hundreds of items a call) sets the slots itself: for every
+    # class of values, the same fields, types and reprs as `ContextItem(...)`, or its error.
+    given_ = {
+        "id": "m1",
+        "text": "t",
+        "tier": Tier.RETRIEVED,
+        "score": 1.0,
+        "role": None,
+        "timestamp": None,
+        "summary_of": (),
+        "source": None,
+        "name": None,
+        "record_id": None,
+        "scope": None,
+    }
+    given_.update((k, v) for k, v in fields.items() if k in given_)
+    try:
+        item = stored_item(**given_)  # type: ignore[arg-type]
+    except InvalidItemError as exc:
+        made: object = ("refused", str(exc))
+    else:
+        values = {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+        made = ("made", {name: (type(v), repr(v)) for name, v in values.items()})
+    assert made == _made(given_)
 
 
 # -- ContextMemory's arguments: one class of bad values, one kind of refusal ------------------

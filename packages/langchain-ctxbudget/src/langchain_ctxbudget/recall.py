@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ctxbudget.memory.policy.presets import StrategyLike
     from ctxbudget.memory.values import ValueQuery
 
-__all__ = ["SESSIONS_RECALLED", "Recalled", "gathered_generation", "recall"]
+__all__ = ["SESSIONS_RECALLED", "Recalled", "gathered_generation", "question_key", "recall"]
 
 SESSIONS_RECALLED = 1024
 """Sessions whose question's candidates are kept (the least recently gathered go first)."""
@@ -146,6 +146,7 @@ def recall(
             wait=False,
             strategy=strategy,
             values=values,
+            stamps=stamps,  # the session's entry is not read again
         )
         if found.user_id is not None and found.user_id != stamps.user_id:
             # Drawn from a user (the session's newest writer) whose stamp was not read before:
@@ -155,27 +156,23 @@ def recall(
     return found.added_to(in_state), found.generation
 
 
-def gathered_generation(
-    memory: ContextMemory,
-    recalled: Recalled,
-    messages: Sequence[BaseMessage],
-    keys: Sequence[str],
-    session: str,
-) -> str | None:
-    """The session's generation when the candidates of the state's question were gathered.
+def question_key(
+    memory: ContextMemory, messages: Sequence[BaseMessage], keys: Sequence[str], session: str
+) -> tuple[str, str, str] | None:
+    """What `Recalled` keeps the state's question's candidates under (None: no question)."""
+    position = _question(messages)
+    return None if position is None else _question_key(memory, session, position, keys)
+
+
+def gathered_generation(recalled: Recalled, key: tuple[str, str, str] | None) -> str | None:
+    """The session's generation when the candidates of question ``key`` were gathered.
 
     What the run's model calls read (`recall`): the middleware stores the run's answer under
     it, with no read of the session (our own writes keep a generation; a session deleted or
     edited since loses it, and the messages stored under it are not stored again by this run:
     the next run gathers in the new one). None: nothing gathered for this question here.
-    The run ended: its candidates are forgotten (`Recalled.forget`).
     """
-    position = _question(messages)
-    if position is None:
-        return None
-    key = _question_key(memory, session, position, keys)
-    kept = recalled.get(key)
-    recalled.forget(key)  # the run ended: its calls are over
+    kept = None if key is None else recalled.get(key)
     return None if kept is None else kept[0].generation
 
 

@@ -20,7 +20,7 @@ from langchain_core.messages import BaseMessage
 from ctxbudget import StoreInputError
 from langchain_ctxbudget.convert import to_record_payload
 from langchain_ctxbudget.identity import claim_owner, message_keys
-from langchain_ctxbudget.recall import Recalled, gathered_generation
+from langchain_ctxbudget.recall import Recalled, gathered_generation, question_key
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -94,11 +94,15 @@ def store_messages(
         claim_owner(memory, session, user)
     if payloads:
         try:
-            # The usual case in one call: the memory checks the ids against what the session
-            # holds (the same message stored before is not stored twice).
-            memory.add_messages(session, payloads, user_id=user, progress=False)
+            # The usual case in one call. The same message stored before is not stored twice;
+            # a key the session holds for another message keeps that one (the memory warns),
+            # found as the messages are stored, with no read before (`first_write_wins`).
+            memory.add_messages(
+                session, payloads, user_id=user, progress=False, first_write_wins=True
+            )
         except StoreInputError:
-            # A real conflict (or a message the memory cannot keep): store the others.
+            # A message the memory cannot keep, or a key reused within what it has not stored
+            # yet: store the others.
             add_payloads(memory, session, user, payloads)
     if generation:  # "" (no records yet) repeats after a delete: nothing is remembered under it
         known.add(scope, [k for _, k in fresh])
@@ -114,7 +118,9 @@ def add_payloads(
     """
     for payload in payloads:
         try:
-            memory.add_messages(session, [payload], user_id=user, progress=False)
+            memory.add_messages(
+                session, [payload], user_id=user, progress=False, first_write_wins=True
+            )
         except StoreInputError as exc:
             logger.warning(
                 "ctxbudget memory did not store the %s message %r of session %r: %s",
@@ -133,7 +139,13 @@ def store_run(
     ids: tuple[str, str | None],
     thread: str | None,
 ) -> None:
-    """Store a finished run's messages under the generation its question was gathered in."""
+    """Store a finished run's messages under the generation its question was gathered in.
+
+    The run ended: its question's candidates are forgotten then (`Recalled.forget`).
+    """
     keys = message_keys(messages, ids[0], thread)
-    generation = gathered_generation(memory, recalled, messages, keys, ids[0])
+    question = question_key(memory, messages, keys, ids[0])
+    generation = gathered_generation(recalled, question)
     store_messages(memory, known, messages, keys, ids, generation)
+    if question is not None:
+        recalled.forget(question)  # the run's calls are over

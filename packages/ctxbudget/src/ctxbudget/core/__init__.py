@@ -3,6 +3,7 @@
 Where things happen:
 
 - `items`: `ContextItem`, `Tier`, `Shrink`: what callers offer.
+  `stored`: `stored_item`, the same item built at search speed (hundreds a call).
 - `budget`: `Budget`: window, reserve, per-tier floors and caps.
 - `history`: where history is trimmed: whole exchanges, tool calls with their results;
   `trimming`: cut in steps, so consecutive calls share a cached prefix (`prefix` measures it).

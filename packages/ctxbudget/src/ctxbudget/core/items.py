@@ -21,6 +21,7 @@ __all__ = [
     "ContextItem",
     "Shrink",
     "Tier",
+    "is_plain",
     "tier_name",
 ]
 
@@ -157,7 +158,7 @@ class ContextItem:
     newer: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if _plain(self):  # the usual case (every item retrieval builds), at a tenth of the cost
+        if is_plain(self):  # the usual case (every item retrieval builds), at a tenth of the cost
             return
         if not isinstance(self.id, str) or not self.id:
             msg = f"ContextItem.id must be a non-empty string, got {self.id!r}"
@@ -243,7 +244,7 @@ _OPTIONAL_STR = frozenset({str, type(None)})
 _TIER = frozenset({int, Tier})
 
 
-def _plain(item: ContextItem) -> bool:
+def is_plain(item: ContextItem) -> bool:
     """Whether every field has its exact plain type and a valid value: nothing to convert.
 
     Anything else takes the full checks, which accept the same values (tests/reliability).

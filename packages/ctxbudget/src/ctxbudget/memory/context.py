@@ -54,6 +54,7 @@ from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.client import Closable
 from ctxbudget.store.records import Record
 from ctxbudget.store.search import search_k
+from ctxbudget.store.stamps import Stamps
 from ctxbudget.telemetry.operations import candidates_span, memory_assembly_span, search_span
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -260,14 +261,13 @@ class ContextMemory(
         wait: bool = True,
         strategy: StrategyLike | None = None,
         values: ValueQuery | None = None,
+        stamps: Stamps | None = None,
     ) -> Candidates:
         """The scored candidates for ``query`` in ``session_id``, bounded by ``budget``.
 
-        What `assemble` offers the assembler, before anything is packed: pinned facts and
-        tasks, the session's newest turns (their share of the budget follows the query), its
-        summaries, and its older turns, the user's other sessions and documents that match the
-        query (best first; scored by relevance x recency x salience). The search pool is a few
-        times what ``budget`` can hold, so the cost follows the budget, not the session's length.
+        What `assemble` offers before packing: pins and tasks, the newest turns (their share
+        follows the query), summaries, and the older turns, other sessions and documents that
+        match (best first, by relevance x recency x salience), a few times what ``budget`` holds.
 
         The arguments are `assemble`'s (``budget`` sizes the search and the recent share;
         ``format`` is the one the context will be rendered in), and ``search_recent``: also
@@ -275,7 +275,8 @@ class ContextMemory(
         state): they come back in ``retrieved`` too when they match, with their ``history`` ids;
         and ``wait``: False for such a caller, which needs not wait for the messages it just
         added to be stored (a failure of earlier writes is still raised); ``strategy``: as in
-        `assemble`; ``values``: also offer keyed values that match (`ValueQuery`, tier SAVED).
+        `assemble`; ``values``: also offer keyed values that match (`ValueQuery`, tier SAVED);
+        ``stamps``: the session's, which the caller read just before (`ChromaStore.stamps`).
         """
         if flag(wait, "wait"):
             self._settle()
@@ -301,6 +302,7 @@ class ContextMemory(
             other_sessions=other_sessions,
             search_recent=search_recent,
             entities=self._entities,
+            stamps=stamps,
         )
         if config.reranker is not None:  # the user's ranking of the best (reading.rerank)
             found = rerank(found, query, config, self._rerank_warnings)

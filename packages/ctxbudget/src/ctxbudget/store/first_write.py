@@ -67,9 +67,9 @@ def add_acknowledged(
                 reported.add(key)
                 kind, name = scope_of(record)
                 logger.warning(
-                    "acknowledged %s %r of %s %r in namespace %r was not stored: another writer "
-                    "stored a different %s under its id first, and the first write wins (give "
-                    "new content a new id)",
+                    "%s %r of %s %r in namespace %r was not stored: a %s with different content "
+                    "was stored under its id first (by another writer, or the id was reused), "
+                    "and the first write wins (give new content a new id)",
                     record.kind,
                     record.id,
                     kind,

@@ -25,7 +25,7 @@ from ctxbudget.store.records import (
     require_name,
 )
 from ctxbudget.store.sequences import AHEAD, is_message_of, messages_from, session_where
-from ctxbudget.store.sessions import SessionEntry, Sessions, Stamp
+from ctxbudget.store.sessions import SessionEntry, Sessions, Stamp, Stamps, session_key
 
 __all__ = ["Reader", "SessionView"]
 
@@ -95,6 +95,7 @@ class Reader:
         limit: int,
         user_id: str | None,
         held: Stamp | None = None,
+        known: Stamps | None = None,
     ) -> SessionView:
         """`ChromaStore.session_view`: a session's window, pins, summaries and user pins."""
         ns = require_name("namespace", namespace)
@@ -102,7 +103,10 @@ class Reader:
         require_count("limit", limit)
         if user_id is not None:
             require_name("user_id", user_id)
-        entry = self._sessions.entry(ns, sid)
+        if known is not None and known.entry_key == session_key(ns, sid):
+            entry = known.entry  # read by the caller, just before, with the session's stamps
+        else:
+            entry = self._sessions.entry(ns, sid)
         if entry is None:
             theirs = [] if user_id is None else self._user_pins(ns, user_id)
             return SessionView(None, [], [], [], user_id, theirs, {})

@@ -81,6 +81,7 @@ class SessionMethods:
         recent: int,
         user_id: str | None = None,
         held: Stamp | None = None,
+        known: Stamps | None = None,
     ) -> SessionView:
         """What one call needs of a session, in one or two Chroma calls (`SessionView`).
 
@@ -88,8 +89,15 @@ class SessionMethods:
         and the user-wide pins of ``user_id`` (default: the user who started the session), with
         a `Stamp` whose generation changes whenever a copy of the session kept in memory would
         be stale. ``held``: the stamp of such a copy (its ``last``: the copy's newest seq); if
-        of the current generation, only newer messages are read.
+        of the current generation, only newer messages are read. ``known``: the session's
+        `Stamps` the caller read just before (`stamps`): the session's entry read with them is
+        not read again (one Chroma call fewer).
         """
         return self._reader.view(
-            namespace=namespace, session_id=session_id, limit=recent, user_id=user_id, held=held
+            namespace=namespace,
+            session_id=session_id,
+            limit=recent,
+            user_id=user_id,
+            held=held,
+            known=known,
         )

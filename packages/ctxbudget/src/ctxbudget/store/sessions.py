@@ -109,6 +109,8 @@ class Sessions:
             str(found.get(docs, {}).get("gen", "")),
             user_id,
             str(found.get(shared, {}).get("gen", "")) if shared_values else "",
+            entry,
+            entry_id,
         )
 
     def elsewhere(self, namespace: str, user_id: str) -> list[str]:

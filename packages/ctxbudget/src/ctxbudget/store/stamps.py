@@ -85,6 +85,10 @@ class Stamps(NamedTuple):
     documents: str
     user_id: str | None = None
     values: str = ""
+    entry: SessionEntry | None = None
+    """The session's entry as the same read found it (None: none), for `entry_key`."""
+    entry_key: str = ""
+    """The ``meta`` id of the session ``entry`` belongs to (`session_key`)."""
 
     def same(self, other: Stamps) -> bool:
         """Whether nothing a copy keyed by ``other`` drew from was removed or replaced since."""

@@ -18,6 +18,7 @@ __all__ = [
     "ValueWrite",
     "decode_row",
     "expiring_key",
+    "live_under",
     "micros",
     "prefix_key",
     "row_id",
@@ -63,6 +64,13 @@ class ValueRow:
     def live(self, now: int) -> bool:
         """Whether the value has not expired at ``now``."""
         return self.expires is None or self.expires > now
+
+
+def live_under(
+    hits: list[tuple[ValueRow, float]], prefix: tuple[str, ...], now: int
+) -> list[tuple[ValueRow, float]]:
+    """The hits under namespace ``prefix`` that have not expired at ``now``, in order."""
+    return [(r, s) for r, s in hits if r.namespace[: len(prefix)] == prefix and r.live(now)]
 
 
 def _digest(*parts: object) -> str:

@@ -38,6 +38,7 @@ from ctxbudget.store.value_rows import (
     ValueWrite,
     decode_row,
     expiring_key,
+    live_under,
     micros,
     prefix_key,
     row_id,
@@ -320,12 +321,12 @@ class ValueStore:
             rows, read = found
             hits = [(r, s) for r, s, meta in rows if meta.get(f"vq{depth}") == key]
             if len(hits) >= n or read < wide:
-                return self._live(hits[:n], prefix, now), len(hits) >= n
+                return live_under(hits[:n], prefix, now), len(hits) >= n
         found = self._query(partition, vector, n, {f"vq{depth}": key})
         if found is None:
             return [], False
         rows, read = found
-        return self._live([(r, s) for r, s, _ in rows], prefix, now), read >= n
+        return live_under([(r, s) for r, s, _ in rows], prefix, now), read >= n
 
     def _query(
         self, partition: str, vector: list[float], n: int, where: dict[str, Any] | None
@@ -356,12 +357,6 @@ class ValueStore:
             for m in [dict(meta or {})]
         ]
         return rows, len(got["ids"][0])
-
-    @staticmethod
-    def _live(
-        hits: list[tuple[ValueRow, float]], prefix: tuple[str, ...], now: int
-    ) -> list[tuple[ValueRow, float]]:
-        return [(r, s) for r, s in hits if r.namespace[: len(prefix)] == prefix and r.live(now)]
 
     # -- upkeep ------------------------------------------------------------------------------
     def _sweep_partition(self, partition: str, now: int) -> int:

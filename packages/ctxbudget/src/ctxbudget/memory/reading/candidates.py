@@ -51,6 +51,7 @@ from ctxbudget.memory.reading.retrieval import QueryVectors, SearchScope, retrie
 from ctxbudget.memory.reading.session_index import SessionIndex, SessionIndexes
 from ctxbudget.memory.reading.session_state import read_session
 from ctxbudget.store.records import Record
+from ctxbudget.store.stamps import Stamps
 from ctxbudget.tokens.backends import check_text
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -210,13 +211,15 @@ def gather(
     search_recent: bool,
     entities: EntityIndexes | None = None,
     layouts_for: Callable[[str | None], dict[str, Layout]] | None = None,
+    stamps: Stamps | None = None,
 ) -> Candidates:
     """`ContextMemory.candidates` (see there) with what it needs.
 
     ``counter_for`` is `ContextMemory.counter_for` (``model``'s counter counts; the query is
     checked first); ``index_counter`` names the counter whose stored counts size the index;
     ``entities``: the memory's entity indexes (with its extractor), used when
-    `MemoryConfig.entities` is on; ``layouts_for``: `ContextMemory.layouts_for`.
+    `MemoryConfig.entities` is on; ``layouts_for``: `ContextMemory.layouts_for`; ``stamps``:
+    the session's, read by the caller just before (`read_session`'s ``known``).
     """
     if not isinstance(query, str) or not query.strip():
         msg = "query must be a non-empty string: the user's current message"
@@ -244,6 +247,7 @@ def gather(
         user_id=user_id,
         recent_messages=config.recent_messages,
         held=indexes.held(session_id, config.episode_gap),
+        known=stamps,
     )
     index = indexes.current(
         store,

@@ -16,6 +16,7 @@ from typing import Any
 from ctxbudget.core.ids import internal_id, is_internal
 from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.numbers import shown
+from ctxbudget.core.stored import stored_item
 from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls
 from ctxbudget.errors import InvalidItemError
@@ -118,7 +119,7 @@ def retrieved_item(record: Record, score: float, session_id: str | None) -> Cont
     scope = scope_of(record)
     if covers and not own:
         covers = tuple(scoped_item_id(scope, i) for i in covers)
-    return ContextItem(
+    return stored_item(  # hundreds a call: `ContextItem(...)` at search speed
         record.id if own else item_id(record, session_id),
         record.text,
         tier=Tier.SUMMARY if record.kind == "summary" else Tier.RETRIEVED,

@@ -120,7 +120,6 @@ def retrieve(
     if config.reranker is not None:  # it sees reranker_top of the pool (reading.rerank)
         pool = max(pool, config.reranker_top)
         searched = max(searched, math.ceil(config.reranker_top * _SEARCH_FACTOR / _POOL_FACTOR))
-    records: dict[str, Record] = {}
     # item id (scope-qualified, see item_id) -> record, similarity, weight
     others: dict[str, tuple[Record, float, float]] = {}
     documents_where = document_filter(search.documents)
@@ -181,7 +180,6 @@ def retrieve(
                     break
         for p in chosen:
             record = index.records[p]
-            records[record.id] = record
             if not record.text.strip():  # a tool-call-only turn
                 continue
             items.append(_scored(scoring, record, float(relevance[p]), newest, search))
@@ -192,7 +190,8 @@ def retrieve(
         bounds = span if span[1] > span[0] else span_of(s for _, s, _ in others.values())
         match = hit_relevance(scoring, record, similarity, weight, words, bounds)
         items.append(_scored(scoring, record, match, newest, search))
-    prime(search.counter, [r for r in records.values()])
+    # Their stored token counts are not primed: retrieved items are counted as the rows they
+    # render (the counter's misses are the same with and without, in every format).
     items.sort(key=lambda it: (-it.score, it.id))
     if config.newer_statements and index is not None and size:
         items = _with_successors(items, index, min(TOP, math.ceil(fit)), history, skip, search)

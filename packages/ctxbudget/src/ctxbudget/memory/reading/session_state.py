@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.store.records import Record
-from ctxbudget.store.sessions import Stamp
+from ctxbudget.store.sessions import Stamp, Stamps
 
 if TYPE_CHECKING:
     from ctxbudget.memory.reading.session_index import SessionIndex
@@ -68,12 +68,14 @@ def read_session(
     user_id: str | None,
     recent_messages: int,
     held: SessionIndex | None = None,
+    known: Stamps | None = None,
 ) -> SessionState:
     """The state of ``session_id`` for answering ``query`` (see `SessionState`).
 
     One `ChromaStore.session_view` (one or two Chroma calls), and one more read only when the
     user asked about is not the one whose pins the view holds. ``held``: the session's index
-    kept in memory; while it is current, only the messages after it are read.
+    kept in memory; while it is current, only the messages after it are read. ``known``: the
+    session's `Stamps` the caller read just before (their entry is not read again).
     """
     view = store.session_view(
         namespace=namespace,
@@ -81,6 +83,7 @@ def read_session(
         recent=recent_messages,
         user_id=user_id,
         held=None if held is None or not len(held) else held.stamp._replace(last=held.last_seq),
+        known=known,
     )
     newest = view.recent
     window = newest

@@ -93,15 +93,26 @@ class MemoryWrites:
         user_id: str | None = None,
         progress: bool | None = None,
         batch_size: int = 256,
+        first_write_wins: bool = False,
     ) -> list[str]:
         """Store messages in order (dicts with role and text/content, or ``(role, text)``).
 
         Everything is checked before anything is written; a bad message raises an error naming
         its index. A progress bar shows on long imports (``progress=None``: over 200 messages).
+        An id the session holds with other content refuses the call (`StoreInputError`,
+        nothing written), or with ``first_write_wins`` keeps the stored message, logged as a
+        warning, and the other messages are stored: then the ids are not read before the
+        messages are acknowledged (with write-behind, the background writer finds them as it
+        stores), and the ids returned include those kept from before.
         """
         progress = _progress(progress)
         return self.writes.messages(
-            session_id, messages, user_id=user_id, progress=progress, batch_size=batch_size
+            session_id,
+            messages,
+            user_id=user_id,
+            progress=progress,
+            batch_size=batch_size,
+            first_write_wins=flag(first_write_wins, "first_write_wins", error=StoreInputError),
         )
 
     def pin(

@@ -2,7 +2,7 @@
 
 Every write goes the same way: the caller's input becomes records (`Writer.message_record`,
 `Writer.pin`, `Writer.documents`), every record is checked before the first is written
-(`ChromaStore.check`, then `refuse_changes`: an id stored with other content), tokens are
+(`ChromaStore.check`, then `id_check.refuse_changes`: an id stored with other content), tokens are
 counted once and kept with the record, and the records are stored in batches (`Writer.write`,
 with a progress bar on long imports). A bad input names its index, and nothing is written.
 
@@ -36,18 +36,18 @@ from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.reading.record_items import with_tokens
 from ctxbudget.memory.writing.behind import WriteBehind
 from ctxbudget.memory.writing.documents import document_records
+from ctxbudget.memory.writing.id_check import UNWRITTEN, refuse_changes
+from ctxbudget.store.first_write import add_acknowledged
 from ctxbudget.store.records import MetadataValue, Record, require_name, same_content, scope_of
-from ctxbudget.store.validate import same_write
 from ctxbudget.telemetry.operations import write_span
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
 
-__all__ = ["Writer", "refuse_changes"]
+__all__ = ["Writer"]
 
 _PROGRESS_AT = 200
-_UNWRITTEN = "; nothing was written"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,7 @@ class Writer:
         user_id: str | None,
         progress: bool | None,
         batch_size: int,
+        first_write_wins: bool = False,
     ) -> list[str]:
         """`ContextMemory.add_messages`: check every message, then store them in order."""
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
@@ -91,7 +92,9 @@ class Writer:
             for r, m in zip(records, given, strict=True)
             if not isinstance(m, Mapping) or m.get("id") in (None, "")
         }
-        ids = self.write(records, "message", progress, batch_size, made=made)
+        ids = self.write(
+            records, "message", progress, batch_size, made=made, first_write_wins=first_write_wins
+        )
         if self.stored is not None:
             self.stored(records)
         return ids
@@ -119,8 +122,8 @@ class Writer:
         try:
             self.store.check(records)
         except StoreInputError as exc:
-            problem = str(exc).replace("record ", noun + " ", 1).removesuffix(_UNWRITTEN)
-            msg = problem.replace("in one add()", "in one call") + _UNWRITTEN
+            problem = str(exc).replace("record ", noun + " ", 1).removesuffix(UNWRITTEN)
+            msg = problem.replace("in one add()", "in one call") + UNWRITTEN
             raise StoreInputError(msg) from exc
 
     @write_span
@@ -132,8 +135,13 @@ class Writer:
         batch_size: int = 256,
         *,
         made: set[str] | frozenset[str] = frozenset(),
+        first_write_wins: bool = False,
     ) -> list[str]:
-        """Check every record, count tokens once, then store in batches with a progress bar."""
+        """Check every record, count tokens once, then store in batches with a progress bar.
+
+        ``first_write_wins``: an id stored with other content keeps its record (a warning, the
+        rest stored) instead of refusing the write, and the store is not read before (`id_check`).
+        """
         self.check_records(records, noun)  # all of them, before the first batch is written
         behind = self.behind if noun == "message" else None
         held = refuse_changes(
@@ -142,6 +150,7 @@ class Writer:
             [r for r in records if r.id not in made],
             noun,
             pending=None if self.behind is None else self.behind.pending,
+            keep_first=first_write_wins,
         )
         todo = [i for i, r in enumerate(records) if (scope_of(r), r.id) not in held]
         counts = self.counter.count_many([records[i].text for i in todo])
@@ -154,7 +163,9 @@ class Writer:
             # What is held already is not written again (a retry keeps the first timestamp).
             new = [r for r in chunk if (scope_of(r), r.id) not in held]
             try:
-                if new and behind is None:
+                if new and behind is None and first_write_wins:
+                    add_acknowledged(self.store.add, self.store.get, new, reported=set())
+                elif new and behind is None:
                     self.store.add(new)
                 elif new and behind is not None:
                     behind.submit(new)  # acknowledged: journaled, stored in the background
@@ -335,61 +346,6 @@ class Writer:
         if found:
             self.store.doc_entities.add(self.namespace, found)
         return ids
-
-
-def refuse_changes(
-    store: ChromaStore,
-    namespace: str,
-    records: list[Record],
-    noun: str,
-    *,
-    pending: Callable[[Record], Record | None] | None = None,
-) -> set[tuple[tuple[str, str], str]]:
-    """Refuse ids stored with other content before the first batch (not batch by batch).
-
-    Only the records' own scopes are read: an id another session or user uses is not a
-    conflict, and nothing about it is revealed. ``pending`` gives the acknowledged record not
-    yet stored under a record's id (write-behind): it is what that id holds.
-
-    Returns:
-        The ``(scope, id)`` of the records held already (`same_write`): nothing to write.
-    """
-    by_scope: dict[tuple[str, str], list[str]] = {}
-    stored: dict[tuple[tuple[str, str], str], Record] = {}
-    for record in records:
-        waiting = None if pending is None else pending(record)
-        if waiting is not None:
-            stored[(scope_of(record), record.id)] = waiting
-        else:
-            by_scope.setdefault(scope_of(record), []).append(record.id)
-    for scope, ids in by_scope.items():
-        kind, name = scope
-        found = store.get(
-            ids,
-            namespace=namespace,
-            session_id=name if kind == "session" else None,
-            user_id=name if kind == "user" else None,
-            collection=name if kind == "collection" else None,
-        )
-        stored.update(((scope, r.id), r) for r in found)
-    held: set[tuple[tuple[str, str], str]] = set()
-    changed: list[str] = []
-    for record in records:
-        old = stored.get((scope_of(record), record.id))
-        if old is None:
-            continue
-        if same_write(record, old):
-            held.add((scope_of(record), record.id))
-        else:
-            changed.append(record.id)
-    if changed:
-        msg = (
-            f"{len(changed)} {noun}(s) are already stored with different content: ids "
-            f"{changed[:10]}; give new content a new id (or delete the stored one first)"
-            f"{_UNWRITTEN}"
-        )
-        raise StoreInputError(msg)
-    return held
 
 
 def _progress(total: int, label: str, progress: bool | None) -> Any:
