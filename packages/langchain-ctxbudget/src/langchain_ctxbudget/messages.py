@@ -30,6 +30,7 @@ from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, TrimOptions, tr
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 from langchain_ctxbudget.convert import item_of, resolve_counter
+from langchain_ctxbudget.model_request import current_turn
 from langchain_ctxbudget.observe import CallContext, budget_summary
 
 __all__ = ["budget_messages"]
@@ -101,8 +102,9 @@ def budget_messages(
     A drop-in for ``trim_messages(strategy="last", include_system=True, start_on="human")``
     (see docs/langchain.md for the table of equivalent settings). The differences are on
     purpose: counts are exact (the model's tokenizer and the provider's per-message overhead,
-    tool calls included); the system message and ``pinned`` facts are never dropped (an error
-    says so when they alone do not fit, where trim_messages returns more than ``max_tokens``);
+    tool calls included); the system message, ``pinned`` facts and the newest human message
+    (the question) are never dropped (an error says so when they alone do not fit, where
+    trim_messages returns more than ``max_tokens``, or no question at all);
     history is kept as whole exchanges (a user message and everything that answers it), so it
     never starts with an orphan tool result and never separates a tool call from its result;
     and it is cut in steps (``history_trim="step"``), so that as a conversation grows the calls
@@ -158,7 +160,8 @@ def budget_messages(
         The kept messages in order: the given objects (a new `SystemMessage` when ``pinned``).
 
     Raises:
-        BudgetExceededError: the system message and the pinned facts alone exceed max_tokens.
+        BudgetExceededError: the system message, the pinned facts and the newest human
+            message alone exceed max_tokens.
         InvalidBudgetError: max_tokens is not a positive int.
         InvalidItemError: a message that is not a chat message, has an unknown role, or has
             a content block that is neither text nor an image (the error names the message
@@ -203,10 +206,13 @@ def budget_messages(
             items.append(item_of(system, id=key, index=0, shrink=Shrink.NEVER))
             originals[key] = system
     offset = 1 if system is not None else 0
-    for index, message in enumerate(given, start=offset):
+    question = current_turn(given)  # the newest human message: never pruned
+    for position, message in enumerate(given):
         # Keyed by position in ctxbudget's own id space: the caller's message ids play no part.
+        index = position + offset
         key = _key(index)
-        items.append(item_of(message, id=key, index=index))
+        shrink = Shrink.NEVER if position == question else Shrink.DROP
+        items.append(item_of(message, id=key, index=index, shrink=shrink))
         originals[key] = message
     items.extend(
         ContextItem(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxbudget import AssembledContext, ContextItem, Tier
 from ctxbudget.core.ids import internal_id
@@ -27,7 +27,7 @@ from langchain_ctxbudget.convert import item_of
 if TYPE_CHECKING:
     from langchain.agents.middleware import ModelRequest
 
-__all__ = ["conversation_items", "fixed_items", "request_parts", "sent_request"]
+__all__ = ["conversation_items", "current_turn", "fixed_items", "request_parts", "sent_request"]
 
 
 def request_parts(request: ModelRequest[Any]) -> tuple[SystemMessage | None, list[AnyMessage]]:
@@ -67,14 +67,32 @@ def fixed_items(system: SystemMessage | None, pinned: Sequence[str]) -> list[Con
     return items
 
 
+def current_turn(messages: Sequence[BaseMessage]) -> int:
+    """Where the conversation's current turn starts: its last human message (``len``: none).
+
+    That message (the question a model call answers) is never pruned: one that cannot fit
+    refuses the call (`BudgetExceededError`) rather than sending a request without it. What
+    answers it so far (tool steps) is packed newest first, whole steps, as history is.
+    """
+    return next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
+        len(messages),
+    )
+
+
 def conversation_items(
     messages: Sequence[AnyMessage], keys: Sequence[str]
 ) -> tuple[list[ContextItem], dict[str, AnyMessage]]:
-    """The conversation's items (one per message, id ``keys[i]``) and the messages by key."""
+    """The conversation's items (one per message, id ``keys[i]``) and the messages by key.
+
+    The question's is never pruned (`current_turn`).
+    """
     items: list[ContextItem] = []
     originals: dict[str, AnyMessage] = {}
+    question = current_turn(messages)
     for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
-        items.append(item_of(message, id=key, index=index))
+        shrink = Shrink.NEVER if index == question else Shrink.DROP
+        items.append(item_of(message, id=key, index=index, shrink=shrink))
         originals[key] = message
     return items, originals
 

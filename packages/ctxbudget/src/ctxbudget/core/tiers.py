@@ -30,6 +30,7 @@ __all__ = ["pack_tiers"]
 
 _RECENT = int(Tier.RECENT)
 _QUERY = int(Tier.QUERY)
+_NEWEST = "the newest user message (a conversation's question is never dropped)"
 
 
 def pack_tiers(
@@ -354,6 +355,7 @@ def _section(item: ContextItem, promoted: dict[str, ContextItem]) -> str:
 
 
 def _too_big(state: PackState, budget: Budget) -> BudgetExceededError:
+    shorter = _NEWEST if state.tier_tokens.get(_RECENT) else "the query"
     parts = ", ".join(
         f"{tier_name(t).lower()} {n:,}" for t, n in sorted(state.tier_tokens.items()) if n
     )
@@ -361,6 +363,6 @@ def _too_big(state: PackState, budget: Budget) -> BudgetExceededError:
         f"the items that are never pruned need {state.used:,} tokens ({parts}, with formatting) "
         f"but only {budget.available:,} are available (window {budget.window:,} - reserve "
         f"{budget.reserve:,} - safety {budget.safety:,}); raise the window, lower the reserve, "
-        "or shorten the system prompt and the query"
+        f"or shorten the system prompt and {shorter}"
     )
     return BudgetExceededError(msg, required=state.used, available=budget.available)
