@@ -253,9 +253,12 @@ def test_budget_messages_fits_multimodal_conversations(
     before = copy.deepcopy(messages)
     try:
         kept = budget_messages(messages, max_tokens=budget, start_on=None)
-    except BudgetExceededError:  # only when the system message (or the reply priming) is too big
+    except BudgetExceededError:
+        # Only when what is never dropped is too big: the system message and the newest human
+        # message, the question (with the reply priming).
         system = messages[:1] if isinstance(messages[0], SystemMessage) else []
-        assert sent_tokens(system, costs) > budget
+        question = [m for m in messages if isinstance(m, HumanMessage)][-1:]
+        assert sent_tokens(system + question, costs) > budget
         return
     assert sent_tokens(kept, costs) <= budget
     assert is_kept_in_order(kept, messages)  # the very objects, in order
