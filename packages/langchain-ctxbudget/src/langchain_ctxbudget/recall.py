@@ -27,12 +27,13 @@ from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 
 from ctxbudget import Budget
 from ctxbudget.memory.reading.candidates import Additions, Candidates
 from ctxbudget.store.sessions import Stamps
 from langchain_ctxbudget.identity import session_owner
+from langchain_ctxbudget.model_request import current_turn
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -193,10 +194,8 @@ def _current(kept: tuple[Candidates, Stamps], stamps: Stamps) -> bool:
 
 def _question(messages: Sequence[BaseMessage]) -> int | None:
     """The position of the state's last user message (None: there is none)."""
-    return next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
-        None,
-    )
+    position = current_turn(messages)
+    return None if position == len(messages) else position
 
 
 def _question_key(

@@ -101,8 +101,7 @@ def store_messages(
                 session, payloads, user_id=user, progress=False, first_write_wins=True
             )
         except StoreInputError:
-            # A message the memory cannot keep, or a key reused within what it has not stored
-            # yet: store the others.
+            # A message the memory cannot keep: store the others.
             add_payloads(memory, session, user, payloads)
     if generation:  # "" (no records yet) repeats after a delete: nothing is remembered under it
         known.add(scope, [k for _, k in fresh])
