@@ -60,6 +60,7 @@ from mechanisms import (
     old_register,
     on_off_table,
     read_access_fresh,
+    scores_one_by_one,
     search_pool,
     slice3_before,
     stamps_unread,
@@ -165,6 +166,7 @@ SLICE3_BEFORE = "reads and items as before 2026-11-29 (third slice)"
 IDS_BEFORE = "ids read before each store (before)"
 ENTRY_BEFORE = "the view reads the entry again (before)"
 ITEMS_BEFORE = "retrieved items by the constructor (before)"
+SCORES_BEFORE = "the session's matches scored one by one (before)"
 
 
 class NoRecalled(Recalled):
@@ -219,6 +221,7 @@ VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup,
     IDS_BEFORE: {"setup": ids_read_first},
     ENTRY_BEFORE: {"setup": entry_read_again},
     ITEMS_BEFORE: {"around": constructor_items},
+    SCORES_BEFORE: {"around": scores_one_by_one},
 }
 PAIRS = {  # --mechanisms name -> table rows
     "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
@@ -239,6 +242,7 @@ PAIRS = {  # --mechanisms name -> table rows
     "ids": [Pair("no id read before a store (first_write_wins)", DEFAULT, IDS_BEFORE)],
     "entry": [Pair("the view takes the entry from the stamps", DEFAULT, ENTRY_BEFORE)],
     "items": [Pair("retrieved items by stored_item", DEFAULT, ITEMS_BEFORE)],
+    "scores": [Pair("the session's matches scored at once", DEFAULT, SCORES_BEFORE)],
 }
 MECHANISMS = [*PAIRS, "register"]
 

@@ -63,7 +63,7 @@ import numpy as np
 
 from ctxbudget.core.items import ContextItem
 from ctxbudget.memory.log.analytics import access_counts
-from ctxbudget.memory.reading import record_items, retrieval
+from ctxbudget.memory.reading import lexical, record_items, retrieval
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.session_index import Query, SessionIndex, SessionIndexes
 from ctxbudget.memory.writing import writer
@@ -278,6 +278,20 @@ def constructor_items() -> contextlib.AbstractContextManager[None]:
         return ContextItem(id, text, **fields)
 
     return _swapped(record_items, "stored_item", build)
+
+
+def scores_one_by_one() -> contextlib.AbstractContextManager[None]:
+    """Calls inside score the session's matches one record at a time (`record_score`)."""
+
+    def each(
+        scoring: Any, records: Sequence[Any], relevance: Sequence[float], newest: Any, sid: Any
+    ) -> list[float]:
+        return [
+            lexical.record_score(scoring, r, m, newest, sid)
+            for r, m in zip(records, relevance, strict=True)
+        ]
+
+    return _swapped(retrieval, "record_scores", each)
 
 
 def slice3_before(memory: Any) -> None:

@@ -134,6 +134,30 @@ class Scoring:
             * max(0.0, salience) ** self.salience_weight
         )
 
+    def combine_many(
+        self,
+        relevance: Sequence[float],
+        age_seconds: Sequence[float],
+        salience: Sequence[float],
+    ) -> list[float]:
+        """`combine` of each candidate at once: the same floats, bit for bit.
+
+        The clipping, the division and the products are numpy's (the same IEEE operations);
+        the powers are Python's, one by one, as `combine` takes them (numpy's may differ in
+        the last bit). ``tests/memory/test_scoring_many.py`` holds them equal.
+        """
+        half_life = self.half_life_days * 86_400.0
+        with np.errstate(all="ignore"):  # inf and NaN come out as `combine` gives them
+            rel = _at_most_one(_at_least_zero(np.asarray(relevance, dtype=np.float64)))
+            age = _at_least_zero(np.asarray(age_seconds, dtype=np.float64)) / half_life
+            sal = _at_least_zero(np.asarray(salience, dtype=np.float64))
+            rw, cw, sw = self.relevance_weight, self.recency_weight, self.salience_weight
+            first = np.array([r**rw for r in rel.tolist()], dtype=np.float64)
+            second = np.array([(0.5**a) ** cw for a in age.tolist()], dtype=np.float64)
+            third = np.array([s**sw for s in sal.tolist()], dtype=np.float64)
+            scores: list[float] = (first * second * third).tolist()
+        return scores
+
     def in_context(self, match: Floats, episodes: Sequence[int], *, neighbours: int) -> Floats:
         """Step 2 of the module docstring over a session's messages in order.
 
@@ -172,3 +196,13 @@ class Scoring:
             return np.ones(len(authors))
         others = 1.0 - self.author_weight
         return np.array([others if a and a not in named else 1.0 for a in authors])
+
+
+def _at_least_zero(values: Floats) -> Floats:
+    """``max(0.0, v)`` of each: NaN and -0.0 become 0.0, as Python's ``max`` gives them."""
+    return np.where(values > 0.0, values, 0.0)
+
+
+def _at_most_one(values: Floats) -> Floats:
+    """``min(1.0, v)`` of each."""
+    return np.where(values < 1.0, values, 1.0)

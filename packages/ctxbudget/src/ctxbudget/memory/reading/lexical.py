@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,10 +25,12 @@ __all__ = [
     "hit_relevance",
     "lexical_terms",
     "record_score",
+    "record_scores",
 ]
 
 Ints = npt.NDArray[np.int64]
 
+_NUMBER = (int, float)
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
     "a an and are as at be but by can could did do does for from had has have he her hers him "
@@ -188,8 +190,27 @@ def record_score(
     age = 0.0
     if newest is not None and record.timestamp is not None:
         age = newest - record.timestamp
+    salience = _salience(record, session_id)
+    return scoring.combine(relevance=relevance, age_seconds=age, salience=salience)
+
+
+def record_scores(
+    scoring: Scoring,
+    records: Sequence[Record],
+    relevance: Sequence[float],
+    newest: float | None,
+    session_id: str | None,
+) -> list[float]:
+    """`record_score` of each of ``records`` (``relevance`` in their order), at once."""
+    ages = [0.0 if newest is None or r.timestamp is None else newest - r.timestamp for r in records]
+    saliences = [_salience(r, session_id) for r in records]
+    return scoring.combine_many(relevance, ages, saliences)
+
+
+def _salience(record: Record, session_id: str | None) -> float:
+    """The record's stored salience (1 if none), x 0.8 from another session than ``session_id``."""
     raw = record.metadata.get("salience", 1.0)
-    salience = float(raw) if isinstance(raw, int | float) else 1.0
+    salience = float(raw) if isinstance(raw, _NUMBER) else 1.0
     if record.session_id not in (None, session_id):
         salience *= 0.8
-    return scoring.combine(relevance=relevance, age_seconds=age, salience=salience)
+    return salience

@@ -29,7 +29,12 @@ from ctxbudget.embed.base import Embedder
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.scoring import Floats, Scoring
 from ctxbudget.memory.reading.excerpts import excerpt_terms, excerpted
-from ctxbudget.memory.reading.lexical import hit_relevance, lexical_terms, record_score
+from ctxbudget.memory.reading.lexical import (
+    hit_relevance,
+    lexical_terms,
+    record_score,
+    record_scores,
+)
 from ctxbudget.memory.reading.record_items import history_item, item_id, prime, retrieved_item
 from ctxbudget.memory.reading.session_index import Query, SessionIndex, span_of, without_names
 from ctxbudget.memory.reading.speakers import spoken
@@ -178,11 +183,12 @@ def retrieve(
                 chosen.append(int(p))
                 if len(chosen) >= pool:
                     break
-        for p in chosen:
-            record = index.records[p]
-            if not record.text.strip():  # a tool-call-only turn
-                continue
-            items.append(_scored(scoring, record, float(relevance[p]), newest, search))
+        matched = [(index.records[p], float(relevance[p])) for p in chosen]
+        matched = [(r, m) for r, m in matched if r.text.strip()]  # not a tool-call-only turn
+        sid = search.session_id
+        records = [r for r, _ in matched]
+        scores = record_scores(scoring, records, [m for _, m in matched], newest, sid)
+        items += [retrieved_item(r, score, sid) for r, score in zip(records, scores, strict=True)]
     words = set(lexical_terms(search.query))
     for key, (record, similarity, weight) in others.items():
         if key in taken or not record.text.strip():
