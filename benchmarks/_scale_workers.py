@@ -238,13 +238,14 @@ def _timed_block(
     budget: int,
     into: Condition,
     server: Server,
+    user: str | None,
 ) -> None:
     busy0, total0 = _cpu_times()
     server0, start0 = server.cpu(), time.perf_counter()
     for query in chunk:
         with _chroma_time() as calls:
             start, used = time.perf_counter(), time.process_time()
-            probe.assemble(session, query, budget=budget)
+            probe.assemble(session, query, budget=budget, user_id=user)
             into.wall.append((time.perf_counter() - start) * 1e3)
             into.cpu.append((time.process_time() - used) * 1e3)
         probe.inclusion_log.flush()  # its background write weighs on no timed call
@@ -270,8 +271,12 @@ def measure(
     specs: dict[str, WorkerSpec],
     blocks: int,
     server: Server,
+    user: str | None = None,
 ) -> WorkersResult:
     """The probe's assembles of ``asked[1:]`` alone and with each set of workers, interleaved.
+
+    ``user``: the probe names it (``assemble(..., user_id=user)``), as the workers do; None: the
+    session's own user is taken.
 
     ``specs``: the workers' settings by condition name ("same server": on the probe's server;
     "other server": on a server of their own, so they weigh only on the machine). Each block
@@ -301,20 +306,20 @@ def measure(
     try:
         for control in controls.values():
             _wait(control, "ready", processes, 600)
-        probe.assemble(session, asked[0], budget=budget)  # the first call, not timed
+        probe.assemble(session, asked[0], budget=budget, user_id=user)  # not timed
         for number in range(blocks):
             chunk = asked[1 + number :: blocks]
             shift = number % len(names)
             for name in names[shift:] + names[:shift]:
                 into = conditions[name]
                 if name == "alone":
-                    _timed_block(probe, session, chunk, budget, into, server)
+                    _timed_block(probe, session, chunk, budget, into, server, user)
                     continue
                 control = controls[name]
                 started = time.perf_counter()
                 control["run"].set()
                 time.sleep(RAMP)
-                _timed_block(probe, session, chunk, budget, into, server)
+                _timed_block(probe, session, chunk, budget, into, server, user)
                 control["run"].clear()
                 into.running += time.perf_counter() - started
                 _wait(control, "idle", processes, 120)

@@ -37,12 +37,13 @@ server, in alternating blocks (``_scale_workers.py``): a table of p50 and p95 al
 their ratios, the workers' turns per second, the load average; and where the extra time goes
 (in the Chroma calls or outside them, against a pure-CPU loop's slowdown). ``--other-server``
 adds the same workers on a second server (the machine's contention only) and on the probe's
-server in a collection of their own (the server shared, not the collection).
+server in a collection of their own (the server shared, not the collection). ``--probe-user``:
+the probe names its user (``assemble(..., user_id=)``), as the workers and most apps do.
 
 Run: nice -n 5 .venv/bin/python benchmarks/bench_scale.py --sizes 10000,100000,500000
      --cache /tmp/scale-cache [--backends embedded,server] [--queries 30] [--batch 5000]
      [--embedder hash|default] [--mechanisms all]
-     [--workers 4 [--blocks 6] [--other-server]]
+     [--workers 4 [--blocks 6] [--other-server] [--probe-user]]
 (a smoke run: --sizes 2000,5000 --backends embedded).
 """
 
@@ -368,6 +369,7 @@ def run_workers(roots: dict[int, Path], args: argparse.Namespace) -> list[Worker
                     specs,
                     args.blocks,
                     Server(mine.url, pid),
+                    f"u{PROBE:06d}" if args.probe_user else None,
                 )
                 probe.flush()
         finally:
@@ -551,6 +553,11 @@ def main() -> None:
         help="time the probe alone vs with N worker processes on the same server (server only)",
     )
     parser.add_argument("--blocks", type=int, default=6, help="--workers: alternating blocks")
+    parser.add_argument(
+        "--probe-user",
+        action="store_true",
+        help="--workers: the probe names its user (user_id=), as the workers and most apps do",
+    )
     parser.add_argument(
         "--other-server",
         action="store_true",

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,31 +26,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 from ctxbudget import ContextMemory
 from langchain_ctxbudget import CtxBudgetMiddleware
 from tests.lc_fakes import RecordingChatModel
+from tests.store_calls import StoreCalls
 
 
 def replies() -> Iterator[AIMessage]:
     for number in itertools.count():
         yield AIMessage(f"Reply {number}: noted.")
-
-
-class Reads:
-    """The Chroma calls made on the test's own thread (the background writers' are theirs)."""
-
-    def __init__(self, memory: ContextMemory) -> None:
-        self.calls: list[str] = []
-        conn = memory.store._collections.conn  # noqa: SLF001 - the store's one door to Chroma
-        inner: Callable[..., Any] = conn.call
-        caller = threading.get_ident()
-
-        def call(action: str, fn: Callable[[], Any], **kwargs: Any) -> Any:
-            if threading.get_ident() == caller:
-                self.calls.append(action)
-            return inner(action, fn, **kwargs)
-
-        conn.call = call  # type: ignore[method-assign]
-
-    def reads(self) -> int:
-        return sum(1 for action in self.calls if action in ("read", "query", "search"))
 
 
 @pytest.mark.parametrize("write_behind", [True, False])
@@ -81,7 +61,7 @@ def test_a_turn_reads_the_stamps_and_the_window_only(
         for n in range(3):  # the session's copy is built; the caches warm
             turn(n)
         memory.flush()
-        probe = Reads(memory)
+        probe = StoreCalls(memory)
         with caplog.at_level(logging.WARNING):
             for n in range(3, 8):
                 turn(n)

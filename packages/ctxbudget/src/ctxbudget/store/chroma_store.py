@@ -333,6 +333,7 @@ class ChromaStore(Closable, SessionMethods, DeleteMethods):
         kinds: Sequence[str] | None = None,
         exclude_session_id: str | None = None,
         where: dict[str, Any] | None = None,
+        elsewhere: Sequence[str] | None = None,
     ) -> list[list[Hit]]:
         """`search` for several queries under the same filters: one Chroma call per collection.
 
@@ -345,6 +346,9 @@ class ChromaStore(Closable, SessionMethods, DeleteMethods):
             kinds: only these kinds.
             exclude_session_id: leave out this session.
             where: a Chroma filter over the records' user ``metadata`` keys, as in `search`.
+            elsewhere: the partitions of other owners that hold ``user_id``'s messages, as the
+                caller read them just before (`Stamps.elsewhere`, `SessionView.elsewhere`);
+                None: read here.
 
         Returns:
             One list of hits per query, in the order of ``queries``, each by similarity,
@@ -362,6 +366,7 @@ class ChromaStore(Closable, SessionMethods, DeleteMethods):
             kinds=kinds,
             exclude_session_id=exclude_session_id,
             where=where,
+            elsewhere=elsewhere,
         )
 
     def list_sessions(self, *, namespace: str, user_id: str | None = None) -> list[str]:

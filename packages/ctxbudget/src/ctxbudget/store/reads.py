@@ -48,6 +48,9 @@ class SessionView:
             the session kept in memory takes its new messages from the view.
         since: None, or the last seq of the copy the caller holds (``held``), which is
             current: then ``recent`` holds only the messages after it.
+        elsewhere: the user asked for and the partitions of other owners that hold their
+            messages, read with the session's entry (`Sessions.route` takes them); None: not
+            read (no user asked, or the entry came from the caller's `Stamps` without them).
     """
 
     stamp: Stamp | None
@@ -58,6 +61,7 @@ class SessionView:
     user_pins: list[Record]
     vectors: dict[str, Any]
     since: int | None = None
+    elsewhere: tuple[str, tuple[str, ...]] | None = None
 
 
 def _sorted(records: list[Record]) -> list[Record]:
@@ -103,13 +107,19 @@ class Reader:
         require_count("limit", limit)
         if user_id is not None:
             require_name("user_id", user_id)
+        elsewhere: tuple[str, tuple[str, ...]] | None = None
         if known is not None and known.entry_key == session_key(ns, sid):
             entry = known.entry  # read by the caller, just before, with the session's stamps
+            if known.user_id is not None and known.elsewhere is not None:
+                elsewhere = (known.user_id, known.elsewhere)
+        elif user_id is not None:  # where the user's other sessions are: in the same read
+            entry, partitions = self._sessions.entry_and_elsewhere(ns, sid, user_id)
+            elsewhere = (user_id, partitions)
         else:
             entry = self._sessions.entry(ns, sid)
         if entry is None:
             theirs = [] if user_id is None else self._user_pins(ns, user_id)
-            return SessionView(None, [], [], [], user_id, theirs, {})
+            return SessionView(None, [], [], [], user_id, theirs, {}, elsewhere=elsewhere)
         user = user_id or entry.owner or None
         keys = [address(ns, ("session", sid), k) for k in ("pinned", "summary")]
         together = user is not None and entry.home == user_partition(
@@ -150,6 +160,7 @@ class Reader:
             user_pins=_sorted(user_pins),
             vectors=vectors,
             since=since,
+            elsewhere=elsewhere,
         )
 
     def _user_pins(self, namespace: str, user_id: str) -> list[Record]:

@@ -63,6 +63,7 @@ def search_many(
     kinds: Sequence[str] | None = None,
     exclude_session_id: str | None = None,
     where: dict[str, Any] | None = None,
+    elsewhere: Sequence[str] | None = None,
 ) -> list[list[Hit]]:
     """`ChromaStore.search_many` over one store's collections and vectors."""
     if isinstance(queries, str):
@@ -96,7 +97,7 @@ def search_many(
             )
             raise StoreInputError(msg)
 
-    partitions = sessions.route(namespace, session_id, user_id, kinds)
+    partitions = sessions.route(namespace, session_id, user_id, kinds, elsewhere)
     chosen = where_keys(
         namespace, session_id, user_id, exclude_session_id, kinds, user_where(where)
     )

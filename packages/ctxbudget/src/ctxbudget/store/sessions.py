@@ -85,24 +85,31 @@ class Sessions:
     ) -> Stamps:
         """The `Stamps` of a session's candidates for ``user_id`` (None: the session's owner).
 
-        ``shared_values``: with the stamp of the namespace's shared values. One read by id; a
-        second only when ``user_id`` is None and the session has an owner.
+        ``shared_values``: with the stamp of the namespace's shared values. One read by id (the
+        user's `elsewhere` with it); a second only when ``user_id`` is None and the session has
+        an owner.
         """
         cols = self._collections
         entry_id = session_key(namespace, session_id)
         docs = stamp_key(docs_partition(cols.name, namespace))
         shared = stamp_key(values_partition(cols.name, namespace, None))
         ids = [entry_id, docs, *([shared] if shared_values else [])]
-        user = None if user_id is None else stamp_key(user_partition(cols.name, namespace, user_id))
-        ids += [] if user is None else [user]
+        user = None
+        if user_id is not None:
+            user = stamp_key(user_partition(cols.name, namespace, user_id))
+            ids += [user, json_key("user", namespace, user_id)]
         found = {key: meta for key, _, meta in cols.rows(cols.meta, ids=ids, documents=False)}
         meta = found.get(entry_id)
         entry = entry_of(meta) if meta is not None and "home" in meta else None
         if user_id is None and entry is not None and entry.owner:
             user_id = entry.owner
             user = stamp_key(user_partition(cols.name, namespace, user_id))
-            found.update((k, m) for k, _, m in cols.rows(cols.meta, ids=[user], documents=False))
+            more = [user, json_key("user", namespace, user_id)]
+            found.update((k, m) for k, _, m in cols.rows(cols.meta, ids=more, documents=False))
         stamp = None if entry is None else entry.stamp()
+        elsewhere = None
+        if user_id is not None:
+            elsewhere = _elsewhere(found.get(json_key("user", namespace, user_id)))
         return Stamps(
             stamp,
             "" if user is None else str(found.get(user, {}).get("gen", "")),
@@ -111,13 +118,26 @@ class Sessions:
             str(found.get(shared, {}).get("gen", "")) if shared_values else "",
             entry,
             entry_id,
+            elsewhere,
         )
 
-    def elsewhere(self, namespace: str, user_id: str) -> list[str]:
+    def elsewhere(self, namespace: str, user_id: str) -> tuple[str, ...]:
         """The partitions of other owners that hold messages of this user."""
         cols = self._collections
         rows = cols.rows(cols.meta, ids=[json_key("user", namespace, user_id)], documents=False)
-        return sorted(json.loads(str(rows[0][2].get("elsewhere", "[]")))) if rows else []
+        return _elsewhere(rows[0][2] if rows else None)
+
+    def entry_and_elsewhere(
+        self, namespace: str, session_id: str, user_id: str
+    ) -> tuple[SessionEntry | None, tuple[str, ...]]:
+        """`entry` and `elsewhere` (of ``user_id``) in one read by id."""
+        cols = self._collections
+        entry_id, user = session_key(namespace, session_id), json_key("user", namespace, user_id)
+        found = {k: m for k, _, m in cols.rows(cols.meta, ids=[entry_id, user], documents=False)}
+        meta = found.get(entry_id)
+        return (entry_of(meta) if meta is not None and "home" in meta else None), _elsewhere(
+            found.get(user)
+        )
 
     def route(
         self,
@@ -125,18 +145,21 @@ class Sessions:
         session_id: str | None,
         user_id: str | None,
         kinds: Sequence[str] | None,
+        elsewhere: Sequence[str] | None = None,
     ) -> list[str]:
         """The partitions a read with these filters touches (see the module docstring).
 
         A read of a whole namespace touches every partition of it, except one of documents
-        alone (``kinds=["document"]``), which reads the namespace's documents.
+        alone (``kinds=["document"]``), which reads the namespace's documents. ``elsewhere``:
+        ``user_id``'s `elsewhere` as the caller read it just before (None: read here).
         """
         name = self._collections.name
         if session_id is not None:
             entry = self.entry(namespace, session_id)
             return [] if entry is None else [entry.home]
         if user_id is not None:
-            return [user_partition(name, namespace, user_id), *self.elsewhere(namespace, user_id)]
+            others = self.elsewhere(namespace, user_id) if elsewhere is None else sorted(elsewhere)
+            return [user_partition(name, namespace, user_id), *others]
         if kinds is not None and set(kinds) <= {"document"}:
             return [docs_partition(name, namespace)]
         return self._collections.partitions(namespace)
@@ -329,3 +352,8 @@ def partition_owner(record: Record) -> dict[str, str]:
     if record.user_id is not None:
         return {"ns": record.namespace, "kind": "user", "owner": record.user_id}
     return {"ns": record.namespace, "kind": "docs", "owner": ""}
+
+
+def _elsewhere(meta: dict[str, Any] | None) -> tuple[str, ...]:
+    """The ``elsewhere`` partitions of a user's entry in ``meta`` (none: no entry)."""
+    return tuple(sorted(json.loads(str((meta or {}).get("elsewhere", "[]")))))

@@ -89,6 +89,9 @@ class Stamps(NamedTuple):
     """The session's entry as the same read found it (None: none), for `entry_key`."""
     entry_key: str = ""
     """The ``meta`` id of the session ``entry`` belongs to (`session_key`)."""
+    elsewhere: tuple[str, ...] | None = None
+    """The partitions of other owners that hold messages of ``user_id``, as the same read found
+    them (`Sessions.elsewhere`; None: not read), for `Sessions.route`."""
 
     def same(self, other: Stamps) -> bool:
         """Whether nothing a copy keyed by ``other`` drew from was removed or replaced since."""

@@ -268,6 +268,7 @@ def gather(
         available=budget.available,
         documents=documents,
         other_sessions=config.other_sessions if other_sessions is None else other_sessions,
+        elsewhere=state.elsewhere,
     )
     history, retrieved = retrieve(
         store,

@@ -65,6 +65,7 @@ class SearchScope:
     available: int
     documents: bool | str | Sequence[str]
     other_sessions: bool
+    elsewhere: tuple[str, ...] | None = None  # `SessionState.elsewhere` (of ``user``)
 
 
 class QueryVectors:
@@ -143,6 +144,7 @@ def retrieve(
             user_id=search.user,
             exclude_session_id=search.session_id,
             kinds=["message", "summary"],
+            elsewhere=search.elsewhere,
         )
         searches += zip(queries, found, strict=True)
     if search.documents is not False and config.document_k:

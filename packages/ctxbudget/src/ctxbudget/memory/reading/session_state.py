@@ -47,6 +47,8 @@ class SessionState:
         pins: the session's pinned records (facts and tasks: a task has ``metadata["_task"]``)
             and then the user's user-wide pins.
         summaries: the session's stored summaries.
+        elsewhere: the partitions of other owners that hold ``user_id``'s messages, read with
+            the session's entry (None: not read; the search reads them).
     """
 
     last_seq: int | None
@@ -57,6 +59,7 @@ class SessionState:
     user_id: str | None
     pins: list[Record]
     summaries: list[Record]
+    elsewhere: tuple[str, ...] | None = None
 
 
 def read_session(
@@ -120,6 +123,7 @@ def read_session(
         user_id=user,
         pins=pins,
         summaries=view.summaries,
+        elsewhere=view.elsewhere[1] if view.elsewhere and view.elsewhere[0] == user else None,
     )
 
 
