@@ -24,6 +24,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 
 from ctxbudget import ContextMemory, MemoryConfig
+from ctxbudget.errors import StoreInputError
 from langchain_ctxbudget import CtxBudgetMiddleware
 from tests.lc_fakes import RecordingChatModel
 from tests.store_calls import StoreCalls
@@ -99,5 +100,24 @@ def test_an_agent_turn_of_a_user_reads_the_stamps_and_the_window(
         assert MARKER in sent
         assert probe.count("read") == 2, probe.calls  # the stamps (with elsewhere), the window
         assert probe.count("search") == 2, probe.calls
+    finally:
+        memory.close()
+
+
+@pytest.mark.parametrize("bad", ["u2-partition", [1], [""], 3, [None]])
+def test_a_bad_elsewhere_is_refused_with_what_to_pass(
+    tmp_path: Path, embedder: Any, bad: Any
+) -> None:
+    memory = ContextMemory(path=tmp_path / "db", embedder=embedder, write_behind=False)
+    try:
+        stored(memory)
+        with pytest.raises(StoreInputError, match="elsewhere must be a list of partition names"):
+            memory.store.search_many(
+                ["spare key"], namespace=memory.namespace, k=3, user_id="u1", elsewhere=bad
+            )
+        found = memory.store.search_many(
+            ["spare key"], namespace=memory.namespace, k=3, user_id="u1"
+        )
+        assert any(hit.record.text == MARKER for hit in found[0])  # nothing lost, still found
     finally:
         memory.close()

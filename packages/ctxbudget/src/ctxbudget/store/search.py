@@ -97,6 +97,16 @@ def search_many(
             )
             raise StoreInputError(msg)
 
+    if elsewhere is not None and (
+        isinstance(elsewhere, str)
+        or not isinstance(elsewhere, Sequence)
+        or not all(isinstance(p, str) and p for p in elsewhere)
+    ):
+        msg = (
+            f"elsewhere must be a list of partition names (Stamps.elsewhere), got "
+            f"{shown(elsewhere)}; pass None to have the search read them"
+        )
+        raise StoreInputError(msg)
     partitions = sessions.route(namespace, session_id, user_id, kinds, elsewhere)
     chosen = where_keys(
         namespace, session_id, user_id, exclude_session_id, kinds, user_where(where)

@@ -74,7 +74,7 @@ class Sessions:
         cols = self._collections
         ids = [session_key(ns, sid) for ns, sid in dict.fromkeys(sessions)]
         rows = cols.rows(cols.meta, ids=ids, documents=False) if ids else []
-        return {(m["ns"], m["sid"]): entry_of(m) for _, _, m in rows if "home" in m}
+        return {(m["ns"], m["sid"]): e for _, _, m in rows if (e := _entry(m)) is not None}
 
     def entry(self, namespace: str, session_id: str) -> SessionEntry | None:
         """The entry of one session (None: it has none: no record was ever written to it)."""
@@ -99,8 +99,7 @@ class Sessions:
             user = stamp_key(user_partition(cols.name, namespace, user_id))
             ids += [user, json_key("user", namespace, user_id)]
         found = {key: meta for key, _, meta in cols.rows(cols.meta, ids=ids, documents=False)}
-        meta = found.get(entry_id)
-        entry = entry_of(meta) if meta is not None and "home" in meta else None
+        entry = _entry(found.get(entry_id))
         if user_id is None and entry is not None and entry.owner:
             user_id = entry.owner
             user = stamp_key(user_partition(cols.name, namespace, user_id))
@@ -134,10 +133,7 @@ class Sessions:
         cols = self._collections
         entry_id, user = session_key(namespace, session_id), json_key("user", namespace, user_id)
         found = {k: m for k, _, m in cols.rows(cols.meta, ids=[entry_id, user], documents=False)}
-        meta = found.get(entry_id)
-        return (entry_of(meta) if meta is not None and "home" in meta else None), _elsewhere(
-            found.get(user)
-        )
+        return _entry(found.get(entry_id)), _elsewhere(found.get(user))
 
     def route(
         self,
@@ -357,3 +353,8 @@ def partition_owner(record: Record) -> dict[str, str]:
 def _elsewhere(meta: dict[str, Any] | None) -> tuple[str, ...]:
     """The ``elsewhere`` partitions of a user's entry in ``meta`` (none: no entry)."""
     return tuple(sorted(json.loads(str((meta or {}).get("elsewhere", "[]")))))
+
+
+def _entry(meta: dict[str, Any] | None) -> SessionEntry | None:
+    """The session entry ``meta`` holds (None: no row, or a row of another type)."""
+    return entry_of(meta) if meta is not None and "home" in meta else None
