@@ -76,6 +76,25 @@ class Sessions:
         rows = cols.rows(cols.meta, ids=ids, documents=False) if ids else []
         return {(m["ns"], m["sid"]): e for _, _, m in rows if (e := _entry(m)) is not None}
 
+    def entries_and_members(
+        self, sessions: Iterable[Session], records: Iterable[Record]
+    ) -> tuple[dict[Session, SessionEntry], frozenset[str]]:
+        """`entries`, and which of ``records``' (session, user) pairs are noted: one read.
+
+        The pairs go to `note_members` (``noted=``) after the write, which then reads only
+        what a write to another user's session needs (the user's ``elsewhere``).
+        """
+        cols = self._collections
+        ids = [session_key(ns, sid) for ns, sid in dict.fromkeys(sessions)]
+        pairs = set(_member_keys(records))
+        rows = cols.rows(cols.meta, ids=[*ids, *pairs], documents=False) if ids or pairs else []
+        entries = {
+            (m["ns"], m["sid"]): e
+            for key, _, m in rows
+            if key not in pairs and (e := _entry(m)) is not None
+        }
+        return entries, frozenset(key for key, _, _ in rows if key in pairs)
+
     def entry(self, namespace: str, session_id: str) -> SessionEntry | None:
         """The entry of one session (None: it has none: no record was ever written to it)."""
         return self.entries([(namespace, session_id)]).get((namespace, session_id))
@@ -161,13 +180,21 @@ class Sessions:
         return self._collections.partitions(namespace)
 
     # -- writing ---------------------------------------------------------------------------
-    def open(self, firsts: dict[Session, str | None]) -> dict[Session, SessionEntry]:
+    def open(
+        self,
+        firsts: dict[Session, str | None],
+        known: dict[Session, SessionEntry] | None = None,
+    ) -> dict[Session, SessionEntry]:
         """The entries of these sessions, created for new ones (home: their first user's).
 
         ``firsts`` gives each session the user of its first record in the write (None: no
-        user, so the session gets a partition of its own).
+        user, so the session gets a partition of its own). ``known``: their entries as the
+        caller read them under the store's lock (None: read here). A session another process
+        starts after that read is not lost: its entry is added with Chroma's ``add``, which
+        keeps the first write, and read back.
         """
-        known = self.entries(firsts)
+        if known is None:
+            known = self.entries(firsts)
         new = {s: user for s, user in firsts.items() if s not in known}
         if not new:
             return known
@@ -249,8 +276,14 @@ class Sessions:
                 wrote=wrote,
             )
 
-    def note_members(self, records: Iterable[tuple[Record, str]]) -> None:
-        """After a write of (record, partition): new (session, user) pairs, elsewhere partitions."""
+    def note_members(
+        self, records: Iterable[tuple[Record, str]], noted: frozenset[str] | None = None
+    ) -> None:
+        """After a write of (record, partition): new (session, user) pairs, elsewhere partitions.
+
+        ``noted``: the pairs found noted by `entries_and_members` under the write's lock (their
+        entries never change once written); None: read here.
+        """
         cols = self._collections
         members: dict[str, dict[str, Any]] = {}
         away: dict[tuple[str, str], set[str]] = {}
@@ -263,6 +296,8 @@ class Sessions:
                 members[json_key("member", ns, record.session_id, uid)] = member
             if partition != user_partition(cols.name, ns, uid):
                 away.setdefault((ns, uid), set()).add(partition)
+        if noted is not None:
+            members = {k: v for k, v in members.items() if k not in noted}
         if not members and not away:
             return
         users = {json_key("user", ns, uid): (ns, uid) for ns, uid in away}
@@ -358,3 +393,10 @@ def _elsewhere(meta: dict[str, Any] | None) -> tuple[str, ...]:
 def _entry(meta: dict[str, Any] | None) -> SessionEntry | None:
     """The session entry ``meta`` holds (None: no row, or a row of another type)."""
     return entry_of(meta) if meta is not None and "home" in meta else None
+
+
+def _member_keys(records: Iterable[Record]) -> Iterable[str]:
+    """The ids in ``meta`` of the (session, user) pairs of ``records``."""
+    for record in records:
+        if record.user_id is not None and record.session_id is not None:
+            yield json_key("member", record.namespace, record.session_id, record.user_id)

@@ -116,7 +116,8 @@ class Writer:
             vectors_of.embed_needed(batch, keys, stored, vectors, replace=replace)
         with cols.conn.lock:
             with unwritten():
-                stored = self._stored(batch, keys, self._sessions.entries(firsts))
+                known, noted = self._sessions.entries_and_members(firsts, batch)
+                stored = self._stored(batch, keys, known)
                 actions = _plan(batch, keys, stored, replace=replace)
                 vectors_of.embed_needed(batch, keys, stored, vectors, replace=replace)
                 dimensions = {len(v) for v in vectors.values()}
@@ -130,8 +131,8 @@ class Writer:
                     vectors_of.check_dimension(dimensions.pop())
                 if self._layout.pending:
                     self._layout.record()
-                entries = self._sessions.open(firsts)
-            return self._write(batch, keys, stored, actions, vectors, entries)
+                entries = self._sessions.open(firsts, known)  # read just above, locked
+            return self._write(batch, keys, stored, actions, vectors, entries, noted, replace)
 
     def _stored(
         self, batch: list[Record], keys: list[str], entries: dict[Session, SessionEntry]
@@ -156,6 +157,8 @@ class Writer:
         actions: list[str],
         vectors: dict[str, list[float]],
         entries: dict[Session, SessionEntry],
+        noted: frozenset[str],
+        replace: bool,
     ) -> list[Record]:
         results: dict[str, Record] = {}
         pending: list[str] = []
@@ -199,7 +202,10 @@ class Writer:
             self._collections.register(others)
         if replaced:  # a process keeping the session in memory reads it again
             self._sessions.touched(replaced, wrote="; nothing was written")
-        self._upsert_records(pending, results, vectors, partitions, stored)
+        first_wins = self._collections.conn.shared and not replace
+        self._upsert_records(pending, results, vectors, partitions, stored, first_wins)
+        lost = self._kept_first(pending, results, partitions, stored) if first_wins else set()
+        pending = [key for key in pending if key not in lost]
         self._sessions.removed(replaced)
         lasts: dict[Session, int] = {}
         for key in pending:
@@ -217,8 +223,49 @@ class Writer:
             if (entry := entries[session]).last < 0 or last - entry.last >= COUNTER_LAG
         }
         self._sessions.save(moved, wrote="; the records were written", fields=("last",))
-        self._sessions.note_members((results[k], partitions[k]) for k in pending)
+        self._sessions.note_members(((results[k], partitions[k]) for k in pending), noted)
+        if lost:
+            names = [
+                f"{r.namespace}/{' '.join(scope_of(r))}/{r.id}" for r in (results[k] for k in lost)
+            ]
+            msg = (
+                f"{len(lost)} record(s) are already stored with different content: {names[:10]}; "
+                "another writer stored them under these ids at the same moment, and the first "
+                "write wins, so these were not stored; the other records were written: use new "
+                "ids, or add them again with replace=True to overwrite"
+            )
+            raise StoreInputError(msg)
         return [results[key] for key in keys]
+
+    def _kept_first(
+        self,
+        pending: list[str],
+        results: dict[str, Record],
+        partitions: dict[str, str],
+        stored: dict[str, Record],
+    ) -> set[str]:
+        """On a server: the new records Chroma's ``add`` did not store (another writer's first).
+
+        Read back in one read per partition. A record another writer stored first with the same
+        content (the same message sent twice) is theirs in ``results``; one with other content
+        is returned. An embedded store needs no read: its writes run under one lock.
+        """
+        by_partition: dict[str, list[str]] = {}
+        for key in pending:
+            if key not in stored:
+                by_partition.setdefault(partitions[key], []).append(key)
+        lost: set[str] = set()
+        for partition, keys in by_partition.items():
+            back = self._collections.fetch(partition, keys)
+            for key in keys:
+                found = back.get(key)
+                if found is None or found == results[key]:
+                    continue  # ours (or deleted since, by a delete that came after it)
+                if same_write(dataclasses.replace(results[key], seq=None), found):
+                    results[key] = found
+                else:
+                    lost.add(key)
+        return lost
 
     def _upsert_records(
         self,
@@ -227,6 +274,7 @@ class Writer:
         vectors: dict[str, list[float]],
         partitions: dict[str, str],
         stored: dict[str, Record],
+        first_wins: bool,
     ) -> None:
         cols = self._collections
         name = self._vectors.embedder.name
@@ -236,15 +284,22 @@ class Writer:
         total = len(pending)
         bound = None if cols.conn.shared else EMBEDDED_WRITE_BATCH
         size = cols.batch if bound is None else max(1, min(cols.batch, bound))
-        order = sorted(pending, key=lambda k: partitions[k])  # a partition's records together
+        # On a server, a record new to this writer is written with Chroma's add, which keeps an
+        # id's first write: another process storing the same id at the same moment is not
+        # overwritten (`_kept_first` finds which writer that was). replace=True overwrites.
+
+        def method(key: str) -> str:
+            return "add" if first_wins and key not in stored else "upsert"
+
+        order = sorted(pending, key=lambda k: (partitions[k], method(k)))  # together
         chunks = [
-            (partition, chunk[start : start + size])
-            for partition in dict.fromkeys(partitions[k] for k in order)
-            for chunk in [[k for k in order if partitions[k] == partition]]
+            (partition, verb, chunk[start : start + size])
+            for partition, verb in dict.fromkeys((partitions[k], method(k)) for k in order)
+            for chunk in [[k for k in order if (partitions[k], method(k)) == (partition, verb)]]
             for start in range(0, len(chunk), size)
         ]
         written: list[str] = []
-        for partition, chunk in chunks:
+        for partition, verb, chunk in chunks:
             start = len(written)
             if start:
                 done = _some([results[k].id for k in written])
@@ -263,6 +318,7 @@ class Writer:
             upsert = partial(
                 _upsert,
                 cols,
+                verb=verb,
                 ids=chunk,
                 embeddings=[vectors[k] for k in chunk],
                 documents=[results[k].text for k in chunk],
@@ -286,8 +342,11 @@ def _replacing(meta: dict[str, Any], old: Record | None, embedder: str) -> dict[
     return {**meta, **dict.fromkeys(gone)} if gone else meta
 
 
-def _upsert(cols: Collections, collection: Any, *, wrote: str, unsure: str, **data: Any) -> None:
-    cols.conn.call("write records", partial(collection.upsert, **data), wrote=wrote, unsure=unsure)
+def _upsert(
+    cols: Collections, collection: Any, *, verb: str, wrote: str, unsure: str, **data: Any
+) -> None:
+    call = partial(getattr(collection, verb), **data)
+    cols.conn.call("write records", call, wrote=wrote, unsure=unsure)
 
 
 def _plan(

@@ -92,8 +92,9 @@ class SessionUpkeep:
     def delete_user(self, user_id: str) -> int:
         """Delete every record of a user; returns how many were removed.
 
-        Their sessions go whole (messages, session pins, tasks, summaries), and so does anything
-        else carrying their user id.
+        Their sessions (those they started) go whole (messages, session pins, tasks,
+        summaries), and so does anything else carrying their user id. In a session another user
+        started, only their own records go.
         """
         self._settle()
         return forget.delete_user(self.store, self.namespace, self._indexes, user_id)

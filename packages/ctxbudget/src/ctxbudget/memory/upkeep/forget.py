@@ -3,8 +3,8 @@
 What goes and what stays: `clear_session` removes a session's messages and summaries and keeps
 its pinned facts and tasks (unless ``pins=True``); `delete_session` removes everything of the
 session; `delete_user` removes the user's sessions whole and every other record with their user
-id. User-wide pins of other users and documents are never touched. The session's word index
-(`SessionIndexes`) is dropped with what it indexed.
+id (in a session another user started, only those). User-wide pins of other users and documents
+are never touched. The session's word index (`SessionIndexes`) is dropped with what it indexed.
 """
 
 from __future__ import annotations
@@ -42,9 +42,17 @@ def delete_session(
 
 
 def delete_user(store: ChromaStore, namespace: str, indexes: SessionIndexes, user_id: str) -> int:
-    """Remove the user's sessions whole and every other record of theirs; returns how many."""
+    """Remove the user's sessions whole and every other record of theirs; returns how many.
+
+    The user's sessions are those the user started, and those without an owner that hold a
+    record of theirs. A session another user started keeps everything but this user's records:
+    that user's own messages, pins and summaries are theirs (it went whole before 2026-11-29).
+    """
     removed = 0
     indexes.forget()
     for session in store.list_sessions(namespace=namespace, user_id=user_id):
+        stamp = store.session_stamp(namespace=namespace, session_id=session)
+        if stamp is not None and stamp.owner and stamp.owner != user_id:
+            continue  # another user's session: only this user's records go, below
         removed += store.delete_session(namespace=namespace, session_id=session)
     return removed + store.delete_user(namespace=namespace, user_id=user_id)
