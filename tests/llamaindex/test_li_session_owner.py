@@ -8,6 +8,7 @@ prompt is built, and nothing of theirs is stored. Without a user id nothing is c
 from __future__ import annotations
 
 import pytest
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import MockLLM
 
@@ -42,3 +43,28 @@ def test_a_second_user_on_one_session_is_refused(context_memory: ContextMemory) 
     # no user: nothing is checked (ContextMemory's own rule: a session may hold several users)
     anyone, _ = engine(None)
     anyone.chat("a note without a user")
+
+
+def test_a_session_started_a_moment_ago_and_still_queued_is_refused_too(
+    context_memory: ContextMemory,
+) -> None:
+    # The memory's own acknowledged messages (write-behind, not stored yet) count: the door
+    # reads the owner once they are stored, as every read of the memory waits for them. Before,
+    # it found no owner: alice was served bob's message, and her put claimed bob's session.
+    context_memory.add_message("s1", "user", "bob: my locker code is 4471", user_id="bob")
+    door = CtxBudgetMemory(
+        memory=context_memory, token_limit=8000, session_id="s1", user_id="alice"
+    )
+    with pytest.raises(SessionOwnerError) as refused:
+        door.get("what is the locker code?")
+    assert refused.value.owner == "bob"
+    context_memory.add_message("s2", "user", "bob: hello", user_id="bob")
+    door = CtxBudgetMemory(
+        memory=context_memory, token_limit=8000, session_id="s2", user_id="alice"
+    )
+    with pytest.raises(SessionOwnerError):
+        door.put(ChatMessage(role="user", content="alice: this is my session now"))
+    context_memory.flush()
+    stamp = context_memory.store.session_stamp(namespace=context_memory.namespace, session_id="s2")
+    assert stamp is not None and stamp.owner == "bob"
+    assert [r.user_id for r in context_memory.history("s2")] == ["bob"]

@@ -6,7 +6,12 @@ server) all work in one namespace. Each rule is one call on one actor: writes (a
 through the memory or an adapter; re-adding an id; replacing and deleting a message; pin and
 unpin; clear, ``delete_session``, ``delete_user``; summarize) update the reference model
 (`tests/memory/stateful_model.py`), and reads (assemble, candidates, history, search, the
-logged contexts and access counts, entities, the adapters' reads) are checked against it.
+logged contexts and access counts, entities, the adapters' reads) are checked against it
+(`tests/memory/stateful_checks.py`).
+
+A session is its owner's (its first writer's) at the doors: one add in four, through the memory
+itself (which takes several users in one session), writes as the other user, so sessions hold
+both users' messages; the LlamaIndex door refuses a user who is not the owner.
 
 The contract checked is the documented one: after ``flush()`` every reader sees what was
 acknowledged. So before an actor acts, every other actor that acted since its last flush is
@@ -24,6 +29,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
+from tests.memory.stateful_checks import (
+    check_assembly,
+    check_candidates,
+    check_contexts,
+    check_entities,
+    check_history,
+    check_search,
+)
 from tests.memory.stateful_model import (
     MAX_MESSAGES,
     MESSAGE_IDS,
@@ -32,12 +45,6 @@ from tests.memory.stateful_model import (
     SESSIONS,
     USERS,
     Model,
-    check_assembly,
-    check_candidates,
-    check_contexts,
-    check_entities,
-    check_history,
-    check_search,
     message_text,
     pin_text,
 )
@@ -88,25 +95,27 @@ def machine_class(  # noqa: C901 - one rule per operation
             self.steps[0] += 1
             for other in sorted(self.dirty - {who}):
                 self.driver.run(other, {"op": "flush"})
+                self.model.flushed(other)
+            if command["op"] in ("replace", "delete_message", "contexts"):
+                self.model.flushed(who)  # these flush the actor's log first (`Runner`, `records`)
             self.dirty = {who}
             return self.driver.run(who, command)
 
-        def owner(self, session: str, user: str) -> str:
-            return self.model.sessions[session].owner or user
-
-        @staticmethod
-        def refused_as_not_owner(got: dict[str, Any], user: str | None) -> bool:
+        def refused_as_not_owner(
+            self, got: dict[str, Any], session: str, user: str | None, via: str
+        ) -> bool:
             """Whether the LlamaIndex door refused ``user`` a session another user started.
 
-            The store keeps a session's first user as its owner (its entry outlives the
-            messages deleted one by one), which the model does not follow: such a refusal is
-            taken when it names another owner, and changes nothing.
+            It refuses exactly a user who is not the owner of a session that has one (the
+            model's `Session.owner`: its entry's first writer, kept while the entry is); a
+            refusal changes nothing.
             """
-            if "owner_refused" not in got:
-                return False
-            assert got["door"] == "llamaindex", got
-            assert user is not None and got["owner_refused"] != user, got
-            return True
+            owner = self.model.sessions[session].owner
+            expected = via == "llamaindex" and user is not None and owner not in (None, user)
+            assert ("owner_refused" in got) == expected, f"owner {owner!r}, {user!r}: {got}"
+            if expected:
+                assert got == {"owner_refused": owner, "door": "llamaindex"}, got
+            return expected
 
         # -- writes ----------------------------------------------------------------------------
         @rule(
@@ -116,6 +125,7 @@ def machine_class(  # noqa: C901 - one rule per operation
             batch=batches,
             same=st.booleans(),
             via=st.sampled_from(("memory", "memory", "langchain", "llamaindex")),
+            stranger=st.sampled_from((False, False, False, True)),
         )
         def add(
             self,
@@ -125,9 +135,19 @@ def machine_class(  # noqa: C901 - one rule per operation
             batch: list[tuple[str | None, str]],
             same: bool,
             via: str,
+            stranger: bool,
         ) -> None:
-            model, user = self.model, self.owner(session, user)
+            """Add a batch as the session's owner, or (``stranger``) as the other user.
+
+            The other user writes through the memory itself (the doors keep a session to its
+            owner). A session without an owner (new, or started by a pin) takes the drawn user.
+            """
+            model = self.model
             stored = model.sessions[session]
+            if stored.owner is not None and stranger:
+                user, via = next(u for u in USERS if u != stored.owner), "memory"
+            elif stored.owner is not None:
+                user = stored.owner
             messages: list[dict[str, Any]] = []
             for mid, role in batch:
                 old = None if mid is None else stored.message(mid)
@@ -144,10 +164,10 @@ def machine_class(  # noqa: C901 - one rule per operation
             if not messages or len(stored.messages) + new > MAX_MESSAGES:
                 self.read_history(who, session, None, "memory")  # full: a read instead
                 return
-            refused = model.conflicts(session, messages)
+            refused = model.conflicts(session, user, messages)
             command = {"op": "add", "session": session, "user": user, "messages": messages}
             got = self.act(who, {**command, "via": via})
-            if self.refused_as_not_owner(got, user):
+            if self.refused_as_not_owner(got, session, user, via):
                 return
             assert ("error" in got) == refused, f"refused={refused}, got {got}"
             if refused:
@@ -157,6 +177,13 @@ def machine_class(  # noqa: C901 - one rule per operation
                 assert all(g in (None, i) for g, i in zip(given, got["ids"], strict=True))
             assert len(got["ids"]) == len(messages), got
             model.add(session, user, messages, got["ids"], plain=via == "memory")
+
+        @rule(who=actor, session=sessions, user=users, batch=batches, same=st.booleans())
+        def add_as_other_user(
+            self, who: int, session: str, user: str, batch: list[tuple[str | None, str]], same: bool
+        ) -> None:
+            """`add` as the user who did not start the session, through the memory itself."""
+            self.add(who, session, user, batch, same, "memory", stranger=True)
 
         @precondition(lambda self: any(s.messages for s in self.model.sessions.values()))
         @rule(who=actor, session=sessions, pick=picks)
@@ -203,6 +230,8 @@ def machine_class(  # noqa: C901 - one rule per operation
             if not refused:
                 assert got["id"] == pid
                 pins[pid] = text
+                if session is not None:
+                    model.sessions[session].start(None)  # a pin's record carries no user
 
         @rule(who=actor, pid=st.sampled_from(PIN_IDS), scope=st.one_of(sessions, users))
         def unpin(self, who: int, pid: str, scope: str) -> None:
@@ -211,6 +240,8 @@ def machine_class(  # noqa: C901 - one rule per operation
             session, user = (scope, None) if scope in SESSIONS else (None, scope)
             got = self.act(who, {"op": "unpin", "id": pid, "session": session, "user": user})
             assert got["result"] == (pins.pop(pid, None) is not None)
+            if got["result"] and session is not None:
+                model.touched(session)
 
         @rule(
             who=actor,
@@ -238,10 +269,11 @@ def machine_class(  # noqa: C901 - one rule per operation
 
         @rule(who=actor, session=sessions)
         def summarize(self, who: int, session: str) -> None:
+            """Fold the session's unsummarized stretches into summaries, as the model plans."""
+            plan = self.model.summary_plan(session)
             got = self.act(who, {"op": "summarize", "session": session})
-            summaries = self.model.sessions[session].summaries
-            assert not set(got["ids"]) & summaries, f"summarized again: {got['ids']}"
-            self.model.summarized(session, got["ids"])
+            assert got["ids"] == [sid for sid, _ in plan], f"summarized {got['ids']}, not {plan}"
+            self.model.summarized(session, plan)
 
         # -- reads -----------------------------------------------------------------------------
         @rule(
@@ -268,7 +300,7 @@ def machine_class(  # noqa: C901 - one rule per operation
             got = self.act(
                 who, {"op": "assemble", **command, "other_sessions": other_sessions, "via": via}
             )
-            if self.refused_as_not_owner(got, user):
+            if self.refused_as_not_owner(got, session, user, via):
                 return
             for_user = model.user_for(session, user)
             allowed = model.offerable(
@@ -318,7 +350,7 @@ def machine_class(  # noqa: C901 - one rule per operation
         @rule(who=actor, session=sessions)
         def contexts(self, who: int, session: str) -> None:
             got = self.act(who, {"op": "contexts", "session": session})
-            check_contexts(self.model, session, got)
+            self.model.logs[session] = check_contexts(self.model, session, got)
 
         @rule(who=actor, session=sessions)
         def entities(self, who: int, session: str) -> None:

@@ -1,29 +1,39 @@
-"""A reference model of one namespace of a `ContextMemory`, and the checks of every read against it.
+"""A reference model of one namespace of a `ContextMemory`: what is stored, what a read may offer.
 
-The model says what is stored: per session its messages in order (id, role, text, user), its
-pinned facts and summaries; per user the user-wide pins; per session the logged assemblies. A
-session belongs to the user of its messages (one user at a time; another may start it again
-once it has no messages). Every text carries a token unique to its write (``w17`` for a message,
-``p3`` for a pin), so a piece of any read names the write it came from.
+The model says what is stored: per session its messages in order (id, role, text, user, seq),
+its pinned facts and summaries (each with the user it carries and what it may quote); per user
+the user-wide pins; per session the logged assemblies. Every text carries a token unique to its
+write (``w17`` for a message, ``p3`` for a pin), so a piece of any read names the write it came
+from. The checks of every read against it are in `tests/memory/stateful_checks.py`.
 
-Each ``check_*`` compares one read (the data `tests/memory/stateful_runner.py` observed) with
-the model: nothing deleted, nothing of another user or session, nothing missing that was
-flushed (the budget holds every session whole), and the report is a partition of what was
-offered. A failed check raises AssertionError from its own line, so hypothesis tells the classes
-of failures apart.
+Sessions may hold several users' messages (``add_message(..., user_id=)`` into a session another
+user started: a group chat), as the store keeps them (`ctxbudget.store.sessions`):
+
+- a session's **entry** is created by its first write; its **owner** is that write's user (none
+  for a session started by a pin) and stays while the entry does: through deletes of its
+  records one by one and `clear` (``pins=False``), until `delete_session` (or ``clear(pins=
+  True)``), or a `delete_user` that deletes the session whole or leaves it without records;
+  its message seqs count on while it stays;
+- a session's own reads (history, assembly, search of the session) hold every message of it,
+  whoever wrote it; an assembly without a user is for the user of its newest message;
+- a user's other sessions (an assembly with ``other_sessions``, a search of the user) offer only
+  records carrying that user's id: the user's messages wherever they are, and the summaries
+  that carry the user; never another user's message, in a summary either;
+- a summary carries the user of its stretch's messages, or none if they are several users';
+- `delete_user(U)` removes U's user-wide pins and every record of U; the sessions U started go
+  whole (the other users' messages in them too), and those without an owner that hold a record
+  of U; in a session another user started, the other users' records stay, but not a summary
+  quoting U (docs/reliability.md, "Deleting a user"); U's assemblies leave every session's log.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxbudget.core.items import Tier
-from ctxbudget.memory.log.analytics import is_memory_tier
+from ctxbudget.core.ids import internal_id
 from ctxbudget.store.records import scoped_item_id
 
 USERS = ("alice", "bob")
@@ -56,8 +66,7 @@ QUERIES = (
     "did someone mention Lisbon?",
 )
 TOKEN = re.compile(r"\b[wp]\d+\b")
-SCOPED = re.compile(r"^ctxbudget:(session|user|entity):(\[.*\])$")
-NEVER_LEFT_OUT = {"over_budget", "tier_cap", "over_limit"}  # the budget holds everything
+STRETCH = 2  # messages per summary (`tests/memory/stateful_runner.py` summarizes with stretch=2)
 
 
 def message_text(token: str, user: str, session: str, n: int) -> str:
@@ -85,24 +94,56 @@ class Message:
     text: str
     user: str
     plain: bool  # stored as `ContextMemory.add_messages` stores it (no timestamp, no metadata)
+    seq: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A stored summary: the user it carries, whose words it quotes, what it may quote."""
+
+    user: str | None  # its stretch's one user (None: several users' messages)
+    authors: frozenset[str]  # the users of its stretch's messages
+    covers: frozenset[str]  # the ids of its stretch's messages
+    quotes: frozenset[str]  # the write tokens of its stretch's texts when it was made
+    own: frozenset[str]  # those of ``user``'s messages: all it may quote outside its session
+    last: int  # the seq of its stretch's last message
 
 
 @dataclass
 class Session:
-    """One session's records; ``ever``: tokens written in this life (summaries may quote them)."""
+    """One session's records, and its entry in the store (see the module docstring)."""
 
     messages: list[Message] = field(default_factory=list)
     pins: dict[str, str] = field(default_factory=dict)
-    summaries: set[str] = field(default_factory=set)
-    ever: set[str] = field(default_factory=set)
-    summarized_for: str | None = None  # the user the summaries carry (their messages')
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    started: bool = False  # the store holds the session's entry
+    owner: str | None = None  # the user of its first write (None: not started, or by a pin)
+    members: set[str] = field(default_factory=set)  # users who wrote a message here (entries)
+    seqs: int = 0  # the seq of its next message (kept while the entry stays)
+
+    def start(self, user: str | None) -> None:
+        """A write to the session: its entry is created by the first (owner: its user)."""
+        if not self.started:
+            self.started, self.owner = True, user
 
     @property
-    def owner(self) -> str | None:
-        """The user of the session's messages, else of its summaries (None: neither)."""
-        if self.messages:
-            return self.messages[-1].user
-        return self.summarized_for if self.summaries else None
+    def newest_user(self) -> str | None:
+        """The user of the newest message (whom an assembly without a user is for)."""
+        return self.messages[-1].user if self.messages else None
+
+    def users(self) -> set[str]:
+        """The users whose id one of the session's records carries (messages, summaries)."""
+        carried = {s.user for s in self.summaries.values() if s.user is not None}
+        return {m.user for m in self.messages} | carried
+
+    def whole_for(self, user: str) -> bool:
+        """Whether `delete_user` of ``user`` deletes this session whole.
+
+        It does a session the user started, and one without an owner holding their records.
+        """
+        return self.started and (
+            self.owner == user or (self.owner is None and user in self.users())
+        )
 
     def records(self) -> int:
         return len(self.messages) + len(self.pins) + len(self.summaries)
@@ -113,10 +154,19 @@ class Session:
 
 @dataclass
 class Logged:
-    """One logged assembly: its user and what it included (id, tier)."""
+    """One logged assembly: its user and what it included (id, tier).
+
+    The log is written in the background: an entry still queued (``pending``: its actor not
+    flushed since) when a delete changes its session's records is taken back when written, or
+    not if it was written before (`ctxbudget.store.context_log`: "a log, never memory"); such an
+    entry is ``doubtful`` until a read of the log shows which.
+    """
 
     user: str | None
     included: tuple[tuple[str, int], ...]
+    actor: int
+    pending: bool = True
+    doubtful: bool = False
 
 
 class Model:
@@ -137,11 +187,16 @@ class Model:
         return f"{kind}{self.writes}"
 
     # -- writes --------------------------------------------------------------------------------
-    def conflicts(self, session: str, messages: Iterable[dict[str, Any]]) -> bool:
-        """Whether a batch reuses an id of the session with other content (it is refused)."""
+    def conflicts(self, session: str, user: str, messages: Iterable[dict[str, Any]]) -> bool:
+        """Whether a batch reuses an id of the session with other content (it is refused).
+
+        The user is part of the content: another user's message sent again under one's own id
+        is refused like a changed text.
+        """
         s = self.sessions[session]
         return any(
-            (old := s.message(m["id"])) is not None and old.text != m["text"]
+            (old := s.message(m["id"])) is not None
+            and (old.text, old.role, old.user) != (m["text"], m["role"], user)
             for m in messages
             if m.get("id")
         )
@@ -158,14 +213,17 @@ class Model:
         s = self.sessions[session]
         for message, mid in zip(messages, ids, strict=True):
             if s.message(mid) is None:
-                s.messages.append(Message(mid, message["role"], message["text"], user, plain))
-                s.ever |= tokens(message["text"])
+                s.start(user)
+                s.members.add(user)
+                s.messages.append(
+                    Message(mid, message["role"], message["text"], user, plain, s.seqs)
+                )
+                s.seqs += 1
 
     def replace(self, session: str, mid: str, text: str) -> None:
         message = self.sessions[session].message(mid)
         assert message is not None
         message.text, message.plain = text, True
-        self.sessions[session].ever |= tokens(text)
 
     def delete_message(self, session: str, mid: str) -> int:
         s = self.sessions[session]
@@ -174,12 +232,15 @@ class Model:
         return before - len(s.messages)
 
     def clear(self, session: str, *, pins: bool) -> int:
+        """`clear`: messages and summaries go; pins, the entry (owner, seqs) and the log stay."""
         if pins:
             return self.delete_session(session)
         s = self.sessions[session]
         count = len(s.messages) + len(s.summaries)
-        self.sessions[session] = Session(pins=s.pins)
+        s.messages, s.summaries = [], {}
         self.life[session] += count > 0
+        if count:
+            self.touched(session)
         return count
 
     def delete_session(self, session: str) -> int:
@@ -190,55 +251,112 @@ class Model:
         return count
 
     def delete_user(self, user: str) -> int:
+        """`delete_user`: the user's pins and records; the sessions that are theirs, whole.
+
+        The sessions the user started go whole, and those without an owner that hold a record
+        of theirs (`Session.whole_for`); in one another user started, the user's messages go,
+        and every summary quoting them. A session the user wrote in that is left without
+        records loses its entry (and log); the user's assemblies leave every log.
+        """
         count = len(self.user_pins[user])
         self.user_pins[user] = {}
-        for name, s in self.sessions.items():
-            if s.owner == user:
+        for name, s in list(self.sessions.items()):
+            if s.whole_for(user):
                 count += self.delete_session(name)
-            else:  # the user's records in other users' session logs go too
-                self.logs[name] = [e for e in self.logs[name] if e.user != user]
+                continue
+            before = s.records()
+            s.messages = [m for m in s.messages if m.user != user]
+            s.summaries = {k: x for k, x in s.summaries.items() if user not in x.authors}
+            if s.records() < before:
+                count += before - s.records()
+                self.life[name] += 1
+                self.touched(name)
+            if user in s.members:
+                s.members.discard(user)
+                if not s.records():
+                    self.sessions[name] = Session()
+                    self.logs[name] = []
+        for name, entries in self.logs.items():
+            self.logs[name] = [e for e in entries if e.user != user]
         return count
 
-    def summarized(self, session: str, ids: list[str]) -> None:
+    def summary_plan(self, session: str) -> list[tuple[str, list[Message]]]:
+        """What `summarize` (``keep_recent=0``) folds: each whole stretch after the last summary.
+
+        Each as (summary id, its messages); the id names the stretch's first and last seqs.
+        """
         s = self.sessions[session]
-        if ids:
-            s.summaries.update(ids)
-            s.summarized_for = s.owner
+        covered = max((x.last for x in s.summaries.values()), default=-1)
+        todo = [m for m in s.messages if m.seq > covered]
+        parts = [todo[i : i + STRETCH] for i in range(0, len(todo) - STRETCH + 1, STRETCH)]
+        return [(internal_id("summary", f"{p[0].seq}-{p[-1].seq}"), p) for p in parts]
+
+    def summarized(self, session: str, plan: list[tuple[str, list[Message]]]) -> None:
+        s = self.sessions[session]
+        for sid, part in plan:
+            authors = frozenset(m.user for m in part)
+            user = next(iter(authors)) if len(authors) == 1 else None
+            quotes = frozenset(t for m in part for t in tokens(m.text))
+            own = frozenset(t for m in part if m.user == user for t in tokens(m.text))
+            covers = frozenset(m.id for m in part)
+            s.summaries[sid] = Summary(user, authors, covers, quotes, own, part[-1].seq)
 
     def log(self, actor: int, session: str, user: str | None, included: list[list[Any]]) -> None:
-        entry = Logged(user, tuple((str(i[0]), int(i[1])) for i in included))
+        entry = Logged(user, tuple((str(i[0]), int(i[1])) for i in included), actor)
         self.logs[session].append(entry)
         # A context of a session with records: its next life must not share a prefix with it.
         had = self.sessions[session].records() > 0
         self.assembled[(actor, session)] = self.life[session] if had else None
 
+    def flushed(self, actor: int) -> None:
+        """``actor``'s logged assemblies are written (`ContextMemory.flush` and log reads)."""
+        for entries in self.logs.values():
+            for entry in entries:
+                entry.pending &= entry.actor != actor
+
+    def touched(self, session: str) -> None:
+        """A delete changed the session's records: its queued log entries may be taken back."""
+        for entry in self.logs[session]:
+            entry.doubtful |= entry.pending
+
     def user_for(self, session: str, given: str | None) -> str | None:
-        """The user an assembly is for: the one given, else the session's."""
-        return given if given is not None else self.sessions[session].owner
+        """The user an assembly is for: the one given, else the newest message's."""
+        return given if given is not None else self.sessions[session].newest_user
 
     # -- what a read may and must offer --------------------------------------------------------
     def offerable(
         self, session: str, user: str | None, *, other_sessions: bool, entities: bool
     ) -> Offerable:
+        """What an assembly of ``session`` for ``user`` may offer, and must.
+
+        The session's own records, whoever wrote them; the user's pins; from the other sessions
+        (``other_sessions``) only the user's messages and the summaries carrying the user.
+        """
         s = self.sessions[session]
         exact = {m.id: m.text for m in s.messages}
         exact.update(s.pins)
-        quoting = dict.fromkeys(s.summaries, frozenset(s.ever))
-        if user is not None:
-            exact.update(
-                {scoped_item_id(("user", user), pid): t for pid, t in self.user_pins[user].items()}
-            )
-            for name, other in self.sessions.items():
-                if name == session or other.owner != user or not other_sessions:
-                    continue
-                scope = ("session", name)
-                exact.update({scoped_item_id(scope, m.id): m.text for m in other.messages})
-                quoting.update(
-                    {scoped_item_id(scope, sid): frozenset(other.ever) for sid in other.summaries}
-                )
+        quoting = {sid: x.quotes for sid, x in s.summaries.items()}
         pinned = set(s.pins)
         if user is not None:
-            pinned |= {scoped_item_id(("user", user), pid) for pid in self.user_pins[user]}
+            mine = {
+                scoped_item_id(("user", user), pid): t for pid, t in self.user_pins[user].items()
+            }
+            exact.update(mine)
+            pinned |= set(mine)
+            for name, other in self.sessions.items():
+                if name == session or not other_sessions:
+                    continue
+                scope = ("session", name)
+                exact.update(
+                    {scoped_item_id(scope, m.id): m.text for m in other.messages if m.user == user}
+                )
+                quoting.update(
+                    {
+                        scoped_item_id(scope, sid): x.own
+                        for sid, x in other.summaries.items()
+                        if x.user == user
+                    }
+                )
         current = {t for m in s.messages for t in tokens(m.text)}
         cities = {c for m in s.messages for c in ALL_CITIES if c in m.text}
         return Offerable(
@@ -265,143 +383,3 @@ class Offerable:
     summaries: set[str]
     entity_tokens: set[str] | None  # None: entity memory is off for this object
     entity_cities: set[str]
-
-
-# -- checks --------------------------------------------------------------------------------------
-
-
-def check_item(allowed: Offerable, item: list[Any], query: str | None) -> None:
-    """One offered item ``[id, tier, text, ...]`` is something the model says may be offered."""
-    item_id, tier, text = str(item[0]), int(item[1]), str(item[2])
-    if tier in (Tier.SYSTEM, Tier.QUERY):
-        assert query is None or text == query or not tokens(text), f"query item {item}"
-        return
-    if item_id in allowed.exact:
-        assert text == allowed.exact[item_id], (
-            f"{item_id!r} offered as {text!r}, stored {allowed.exact[item_id]!r}"
-        )
-        return
-    if item_id in allowed.quoting:
-        stray = tokens(text) - allowed.quoting[item_id]
-        assert not stray, f"summary {item_id!r} quotes {sorted(stray)} not of its session: {text!r}"
-        return
-    scoped = SCOPED.match(item_id)
-    if scoped and scoped.group(1) == "entity" and allowed.entity_tokens is not None:
-        owner = json.loads(scoped.group(2))[0]
-        assert owner == allowed.session, f"entity card {item_id!r} of another session"
-        stray = tokens(text) - allowed.entity_tokens
-        assert not stray, f"entity card {item_id!r} quotes deleted or foreign {sorted(stray)}"
-        named = {c for c in ALL_CITIES if c in text} - allowed.entity_cities
-        assert not named, f"entity card {item_id!r} names {sorted(named)}, not in the session"
-        return
-    raise AssertionError(f"offered an item the model does not hold: {item}")
-
-
-def check_assembly(allowed: Offerable, observed: dict[str, Any], query: str | None) -> None:
-    """An assembly offers only what may be offered, all of it, and reports a partition."""
-    included, pruned = observed["included"], observed["pruned"]
-    for item in [*included, *pruned]:
-        check_item(allowed, item, query)
-    kept = [str(i[0]) for i in included]
-    assert len(kept) == len(set(kept)), f"an id included twice: {kept}"
-    twice = {str(p[0]) for p in pruned if p[3] != "duplicate"} & set(kept)
-    assert not twice, f"included and pruned: {sorted(twice)}"
-    for tier, (offered, n_kept, n_pruned) in observed["tiers"].items():
-        assert offered == n_kept + n_pruned, f"tier {tier}: {offered} != {n_kept} + {n_pruned}"
-        assert n_kept == sum(int(i[1]) == int(tier) for i in included), f"tier {tier} kept"
-    assert observed["tokens_used"] <= observed["tokens_available"]
-    offered_ids = set(kept) | {str(p[0]) for p in pruned}
-    missing = (allowed.messages | allowed.summaries) - offered_ids
-    assert not missing, f"flushed records not offered: {sorted(missing)}"
-    left_out = allowed.pinned - set(kept)
-    assert not left_out, f"pinned facts not included: {sorted(left_out)}"
-    cut = [p for p in pruned if str(p[0]) in allowed.messages and p[3] in NEVER_LEFT_OUT]
-    assert not cut, f"messages cut though everything fits: {cut}"
-
-
-def check_candidates(allowed: Offerable, observed: dict[str, Any], user: str | None) -> None:
-    """Candidates hold only what may be offered, and every message, summary and pin."""
-    for item in observed["items"]:
-        check_item(allowed, item, None)
-    ids = {str(i[0]) for i in observed["items"]}
-    missing = (allowed.messages | allowed.summaries | allowed.pinned) - ids
-    assert not missing, f"flushed records not among the candidates: {sorted(missing)}"
-    assert observed["user_id"] == user, f"candidates for {observed['user_id']!r}, not {user!r}"
-
-
-def check_history(model: Model, session: str, observed: dict[str, Any], limit: int | None) -> None:
-    """A session's history is its stored messages in order, exactly (the last ``limit``)."""
-    stored = model.sessions[session].messages
-    if "records" in observed:
-        expected = [["message", session, m.user, m.id, m.text, m.role] for m in stored]
-        if limit is not None:
-            expected = expected[-limit:] if limit else []
-        assert observed["records"] == expected
-    elif "messages" in observed:  # LangChain
-        assert observed["messages"] == [[m.id, m.text] for m in stored]
-    else:  # LlamaIndex
-        assert observed["texts"] == [m.text for m in stored]
-
-
-def check_search(
-    model: Model,
-    observed: dict[str, Any],
-    *,
-    session: str | None,
-    user: str | None,
-    messages_only: bool,
-) -> None:
-    """Hits are stored records of the scope searched, with their text; every message is found."""
-    hits = observed["hits"]
-    in_scope = [
-        (name, s)
-        for name, s in model.sessions.items()
-        if (session is None or name == session) and (user is None or s.owner == user)
-    ]
-    exact = {("message", name, m.id): m.text for name, s in in_scope for m in s.messages}
-    for name, s in in_scope:
-        exact.update({("pinned", name, pid): t for pid, t in s.pins.items()})
-    if session is None and user is not None:
-        exact.update({("pinned", None, pid): t for pid, t in model.user_pins[user].items()})
-    quoting = {("summary", name, sid): s.ever for name, s in in_scope for sid in s.summaries}
-    for kind, sid, _uid, rid, text, _role in hits:
-        key = (kind, sid, rid)
-        if key in exact:
-            assert text == exact[key], f"hit {key} is {text!r}, stored {exact[key]!r}"
-        elif key in quoting:
-            stray = tokens(text) - quoting[key]
-            assert not stray, f"summary hit {key} quotes {sorted(stray)}"
-        else:
-            raise AssertionError(f"hit {key} ({text!r}) is not a stored record of the scope")
-    if messages_only:
-        found = {(k, s, r) for k, s, _u, r, _t, _ro in hits}
-        missing = {k for k in exact if k[0] == "message"} - found
-        assert not missing, f"stored messages not found: {sorted(missing)}"
-
-
-def check_contexts(model: Model, session: str, observed: dict[str, Any]) -> None:
-    """The log holds exactly the session's assemblies (newest first); access counts sum it."""
-    expected = [[e.user, [list(p) for p in e.included]] for e in reversed(model.logs[session])]
-    assert observed["records"] == expected, (
-        f"logged assemblies of {session} differ from those made: {observed['records']} != "
-        f"{expected}"
-    )
-    counts: Counter[str] = Counter()
-    for entry in model.logs[session]:
-        counts.update({i for i, tier in entry.included if is_memory_tier(tier)})
-    assert observed["access"] == dict(counts), (
-        f"access counts of {session} are {observed['access']}, its logged assemblies {counts}"
-    )
-
-
-def check_entities(model: Model, session: str, observed: dict[str, Any]) -> None:
-    """A session's entities are the cities its messages name, counted in its messages now."""
-    messages = model.sessions[session].messages
-    names = set()
-    for name, mentions, turns in observed["entities"]:
-        names.add(name)
-        naming = [m.id for m in messages if name in m.text]
-        assert mentions == len(naming), f"{name}: {mentions} mentions, stored {len(naming)}"
-        assert set(turns) <= set(naming), f"{name}: turns {turns}, stored {naming}"
-    named = {c for m in messages for c in ALL_CITIES if c in m.text}
-    assert names == named, f"entities {sorted(names)}, the messages name {sorted(named)}"

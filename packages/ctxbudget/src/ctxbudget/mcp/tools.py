@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ctxbudget.core.explain import context_document
 from ctxbudget.core.numbers import shown
 from ctxbudget.errors import ConfigurationError
-from ctxbudget.memory.writing.owners import check_owner, claim_session
+from ctxbudget.memory.writing.owners import check_session_owner, claim_session
 from ctxbudget.store.records import require_name, scope_of
 from ctxbudget.store.search import search_k
 
@@ -262,14 +262,7 @@ class MemoryTools:
         if write:
             claim_session(memory, session_id, user_id=user, door=self._door)
         else:
-            stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session_id)
-            check_owner(
-                stamp,
-                namespace=memory.namespace,
-                session_id=session_id,
-                user_id=user,
-                door=self._door,
-            )
+            check_session_owner(memory, session_id, user_id=user, door=self._door)
         return session_id
 
     @property

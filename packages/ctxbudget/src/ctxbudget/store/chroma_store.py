@@ -369,9 +369,15 @@ class ChromaStore(Closable, SessionMethods, DeleteMethods):
             elsewhere=elsewhere,
         )
 
-    def list_sessions(self, *, namespace: str, user_id: str | None = None) -> list[str]:
-        """The sessions of a namespace (or of one user in it) that hold records, sorted."""
-        return self._reader.list_sessions(namespace=namespace, user_id=user_id)
+    def list_sessions(
+        self, *, namespace: str, user_id: str | None = None, holding: bool = True
+    ) -> list[str]:
+        """The sessions of a namespace (or of one user in it) that hold records, sorted.
+
+        ``holding=False`` (with a user): every session the user wrote in, whether a record of
+        theirs is left there or not.
+        """
+        return self._reader.list_sessions(namespace=namespace, user_id=user_id, holding=holding)
 
     def count(self, *, namespace: str | None = None) -> int:
         """How many records the store holds, in one namespace or in all."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.context_log import ContextLogs
@@ -23,9 +24,11 @@ from ctxbudget.store.doc_entities import DocEntities
 from ctxbudget.store.keys import matches, where_keys
 from ctxbudget.store.layout import Collections, scoped_keys
 from ctxbudget.store.partitions import session_partition, user_partition
-from ctxbudget.store.records import KINDS, Scope, json_key, require_name
+from ctxbudget.store.records import KINDS, USER_PREFIX, Scope, json_key, require_name
 from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.values import ValueStore
+
+AUTHORS = USER_PREFIX + "_authors"  # a summary's users, `summarize._author`
 
 __all__ = ["DeleteMethods", "Deleter"]
 
@@ -123,13 +126,16 @@ class Deleter:
                 if row[2].get("type") == "member" and row[2].get("ns") == ns
             ]
             sessions = {str(m["sid"]) for _, _, m in members}
-            homes = {e.home for e in self._sessions.entries((ns, s) for s in sessions).values()}
+            known = self._sessions.entries((ns, s) for s in sessions)
+            homes = {e.home for e in known.values()}
             partitions = [mine, *sorted((homes | set(self._sessions.elsewhere(ns, uid))) - {mine})]
             user_scope = where_keys(ns, None, uid, None, None)
             deleted = 0
             for partition in partitions:
                 rows = cols.part_rows(partition, where=user_scope, documents=False)
                 rows = [row for row in rows if matches(row[2], ns, None, uid, None, None)]
+                homed = {sid for (_, sid), e in known.items() if e.home == partition}
+                rows += self._quoting(partition, ns, uid, rows, homed)
                 sessions |= {str(m["sid"]) for _, _, m in rows if "sid" in m}
                 self._sessions.touched(rows, wrote="; nothing was deleted")
                 cols.delete_in(partition, [key for key, _, _ in rows])
@@ -151,6 +157,42 @@ class Deleter:
             self._sessions.removed([], users=[(ns, uid)])
             self.logs.delete_user(ns, uid, sessions=gone)
         return deleted
+
+    def _quoting(
+        self,
+        partition: str,
+        namespace: str,
+        user_id: str,
+        rows: list[tuple[str, str, dict[str, Any]]],
+        sessions: set[str],
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        """The summaries in ``partition`` that quote ``user_id``, not among ``rows``.
+
+        A summary lists the users whose words it holds (``_authors``, `summarize._authors`;
+        one of several users' carries no user); one stored before 2026-11-29 lists none and is
+        matched by the messages it covers among ``rows``. Read in ``sessions`` (the user's
+        there) and those of ``rows``.
+        """
+        quoted: dict[str, set[str]] = {sid: set() for sid in sessions}
+        for _, _, meta in rows:
+            if meta.get("kind") == "message" and "sid" in meta:
+                quoted.setdefault(str(meta["sid"]), set()).add(str(meta["rid"]))
+        cols = self._collections
+        taken = {key for key, _, _ in rows}
+        found: list[tuple[str, str, dict[str, Any]]] = []
+        for sid, ids in sorted(quoted.items()):
+            where = where_keys(namespace, sid, None, None, ["summary"])
+            for row in cols.part_rows(partition, where=where, documents=False):
+                meta = row[2]
+                if row[0] in taken or not matches(meta, namespace, sid, None, None, ["summary"]):
+                    continue
+                authors = meta.get(AUTHORS)
+                if authors is not None:
+                    if user_id in json.loads(str(authors)):
+                        found.append(row)
+                elif ids & set(json.loads(str(meta.get("summary_of", "[]")))):
+                    found.append(row)
+        return found
 
     def _drop_if_empty(self, partition: str) -> None:
         cols = self._collections

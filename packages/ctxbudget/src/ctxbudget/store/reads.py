@@ -298,7 +298,9 @@ class Reader:
         found.sort(key=lambda r: (r.kind, -1 if r.seq is None else r.seq, r.id))
         return found
 
-    def list_sessions(self, *, namespace: str, user_id: str | None = None) -> list[str]:
+    def list_sessions(
+        self, *, namespace: str, user_id: str | None = None, holding: bool = True
+    ) -> list[str]:
         """`ChromaStore.list_sessions`: from the session and member entries of ``meta``."""
         ns = require_name("namespace", namespace)
         # Chroma evaluates each clause against the whole store (ctxbudget.store.keys): ask only
@@ -314,7 +316,7 @@ class Reader:
         found = sorted(
             {str(m["sid"]) for _, _, m in rows if m.get("type") == kind and m.get("ns") == ns}
         )
-        if user_id is None:
+        if user_id is None or not holding:
             return found
         # A member entry says the user once wrote there; the session may hold none of their
         # records now (cleared, or their messages deleted): only those that do are theirs.

@@ -31,7 +31,7 @@ from ctxbudget.core.summaries import Summarizer
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.presets import StrategyLike
-from ctxbudget.memory.writing.owners import check_owner, claim_session
+from ctxbudget.memory.writing.owners import check_session_owner, claim_session
 from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.async_calls import AsyncCalls
 from llama_index.ctxbudget.blocks import run_sync, session_blocks
@@ -360,11 +360,8 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
         """A session another user started is refused (`SessionOwnerError`); a write claims it."""
         if write:
             claim_session(self._memory, self.session_id, user_id=self.user_id, door=_DOOR)
-        elif self.user_id is not None:
-            memory, session = self._memory, self.session_id
-            stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
-            ns = memory.namespace
-            check_owner(stamp, namespace=ns, session_id=session, user_id=self.user_id, door=_DOOR)
+        else:
+            check_session_owner(self._memory, self.session_id, user_id=self.user_id, door=_DOOR)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the session's messages (pinned facts stay)."""

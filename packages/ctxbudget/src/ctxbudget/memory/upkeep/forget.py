@@ -44,15 +44,19 @@ def delete_session(
 def delete_user(store: ChromaStore, namespace: str, indexes: SessionIndexes, user_id: str) -> int:
     """Remove the user's sessions whole and every other record of theirs; returns how many.
 
-    The user's sessions are those the user started, and those without an owner that hold a
-    record of theirs. A session another user started keeps everything but this user's records:
-    that user's own messages, pins and summaries are theirs (it went whole before 2026-11-29).
+    The user's sessions are those the user started (also when none of their records is left
+    there: the session's entry names them), and those without an owner that hold a record of
+    theirs. A session another user started keeps everything but this user's records and the
+    summaries quoting them: that user's own messages, pins and summaries are theirs (it went
+    whole before 2026-11-29).
     """
     removed = 0
     indexes.forget()
-    for session in store.list_sessions(namespace=namespace, user_id=user_id):
+    holding = set(store.list_sessions(namespace=namespace, user_id=user_id))
+    for session in store.list_sessions(namespace=namespace, user_id=user_id, holding=False):
         stamp = store.session_stamp(namespace=namespace, session_id=session)
-        if stamp is not None and stamp.owner and stamp.owner != user_id:
-            continue  # another user's session: only this user's records go, below
-        removed += store.delete_session(namespace=namespace, session_id=session)
+        if stamp is None:
+            continue
+        if stamp.owner == user_id or (not stamp.owner and session in holding):
+            removed += store.delete_session(namespace=namespace, session_id=session)
     return removed + store.delete_user(namespace=namespace, user_id=user_id)

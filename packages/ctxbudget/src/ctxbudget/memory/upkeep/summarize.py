@@ -3,11 +3,12 @@
 A summary is a record of kind ``summary`` with the ids of the messages it covers
 (``summary_of``) and their first and last seqs (``metadata["_first_seq"]``, ``["_last_seq"]``);
 candidates offer it in tier SUMMARY, and the core uses it in place of what it covers when those
-messages do not fit.
+messages do not fit. It carries the user of what it covers, when they have one user (`_author`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from ctxbudget.core.ids import internal_id
@@ -57,13 +58,29 @@ def summarize_session(
                 text=text,
                 namespace=namespace,
                 session_id=session_id,
-                user_id=part[-1].user_id,
+                user_id=_author(part),
                 timestamp=part[-1].timestamp,
                 summary_of=tuple(m.id for m in part),
-                metadata={"_first_seq": first, "_last_seq": last},
+                metadata={"_first_seq": first, "_last_seq": last, **_authors(part)},
                 tokens={counter.name: counter.count(text)},
             )
         )
     if records:
         store.add(records)
     return [r.id for r in records]
+
+
+def _author(part: list[Record]) -> str | None:
+    """The user of a stretch whose messages have one (None: no user, or several).
+
+    A summary of several users' words carries none: it is offered in its session only, never
+    to one of them elsewhere (their other sessions, a search by user); `delete_user` deletes a
+    summary quoting any message it deletes (`ctxbudget.store.deletes`).
+    """
+    users = {m.user_id for m in part if m.user_id is not None}
+    return users.pop() if len(users) == 1 else None
+
+
+def _authors(part: list[Record]) -> dict[str, str]:
+    """``{"_authors": "[...]"}``: the users whose words a summary holds (`delete_user` reads it)."""
+    return {"_authors": json.dumps(sorted({m.user_id for m in part if m.user_id is not None}))}

@@ -8,10 +8,16 @@ started by one user is never silently continued by another:
 
 - `check_owner`: refuse a call whose user is not the owner of a stamp the door already read
   (no extra read).
+- `check_session_owner`: before a read, read the session's stamp and check it.
 - `claim_session`: before a write, make the user the owner of a new session (the entry is
   created with Chroma's ``add``, first write wins, and read back), then check. Of two users
   writing a new session id at the same moment (two processes on one server), one owns it and
   the other is refused: never both into one conversation.
+
+Both read the stamp once the memory's own acknowledged messages are stored (as every read of
+the memory does): a session whose first message this memory acknowledged a moment ago, still
+queued by write-behind, has its owner already (it had none, and another user was served that
+message, or claimed the session, before 2026-11-29).
 
 >>> claim_session(memory, "s1", user_id="maya", door="ctxbudget mcp")  # doctest: +SKIP
 Stamp(generation='...', last=-1, version=0, owner='maya')
@@ -27,7 +33,7 @@ if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
     from ctxbudget.store.sessions import Stamp
 
-__all__ = ["check_owner", "claim_session"]
+__all__ = ["check_owner", "check_session_owner", "claim_session"]
 
 
 def check_owner(
@@ -75,8 +81,33 @@ def claim_session(
     if user_id is None:
         return None
     store, namespace = memory.store, memory.namespace
-    stamp = store.session_stamp(namespace=namespace, session_id=session_id)
+    stamp = _settled_stamp(memory, session_id)
     if stamp is None and user_id is not None:
         stamp = store.claim_session(namespace=namespace, session_id=session_id, user_id=user_id)
     check_owner(stamp, namespace=namespace, session_id=session_id, user_id=user_id, door=door)
     return stamp
+
+
+def check_session_owner(
+    memory: ContextMemory, session_id: str, *, user_id: str | None, door: str
+) -> Stamp | None:
+    """Before a read: refuse ``user_id`` a session another user started (one read by id).
+
+    Returns:
+        The session's stamp (None: no user, nothing read; or no such session yet).
+
+    Raises:
+        SessionOwnerError: the session was started by another user; nothing was read.
+    """
+    if user_id is None:
+        return None
+    stamp = _settled_stamp(memory, session_id)
+    namespace = memory.namespace
+    check_owner(stamp, namespace=namespace, session_id=session_id, user_id=user_id, door=door)
+    return stamp
+
+
+def _settled_stamp(memory: ContextMemory, session_id: str) -> Stamp | None:
+    """The session's stamp once this memory's acknowledged messages are stored."""
+    memory._settle()  # noqa: SLF001 - the memory's own rule for its reads
+    return memory.store.session_stamp(namespace=memory.namespace, session_id=session_id)
