@@ -21,7 +21,7 @@ from typing import Any
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.doc_entities import DocEntities
-from ctxbudget.store.keys import matches, where_keys
+from ctxbudget.store.keys import address, matches, where_keys
 from ctxbudget.store.layout import Collections, scoped_keys
 from ctxbudget.store.partitions import session_partition, user_partition
 from ctxbudget.store.records import KINDS, USER_PREFIX, Scope, json_key, require_name
@@ -177,21 +177,27 @@ class Deleter:
         for _, _, meta in rows:
             if meta.get("kind") == "message" and "sid" in meta:
                 quoted.setdefault(str(meta["sid"]), set()).add(str(meta["rid"]))
-        cols = self._collections
+        if not quoted:
+            return []
         taken = {key for key, _, _ in rows}
+        at = [address(namespace, ("session", sid), "summary") for sid in sorted(quoted)]
         found: list[tuple[str, str, dict[str, Any]]] = []
-        for sid, ids in sorted(quoted.items()):
-            where = where_keys(namespace, sid, None, None, ["summary"])
-            for row in cols.part_rows(partition, where=where, documents=False):
-                meta = row[2]
-                if row[0] in taken or not matches(meta, namespace, sid, None, None, ["summary"]):
-                    continue
-                authors = meta.get(AUTHORS)
-                if authors is not None:
-                    if user_id in json.loads(str(authors)):
-                        found.append(row)
-                elif ids & set(json.loads(str(meta.get("summary_of", "[]")))):
+        # One read for all of them (the selective key only, see ctxbudget.store.keys).
+        for row in self._collections.part_rows(
+            partition, where={"at": {"$in": at}}, documents=False
+        ):
+            key, _, meta = row
+            ids = quoted.get(str(meta.get("sid")))
+            if ids is None or key in taken:
+                continue
+            if not matches(meta, namespace, str(meta["sid"]), None, None, ["summary"]):
+                continue
+            authors = meta.get(AUTHORS)
+            if authors is not None:
+                if user_id in json.loads(str(authors)):
                     found.append(row)
+            elif ids & set(json.loads(str(meta.get("summary_of", "[]")))):
+                found.append(row)
         return found
 
     def _drop_if_empty(self, partition: str) -> None:
