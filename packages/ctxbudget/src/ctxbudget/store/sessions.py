@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 from ctxbudget.store.layout import Collections
+from ctxbudget.store.members import member_keys, note_members
 from ctxbudget.store.partitions import (
     docs_partition,
     session_partition,
@@ -86,7 +87,7 @@ class Sessions:
         """
         cols = self._collections
         ids = [session_key(ns, sid) for ns, sid in dict.fromkeys(sessions)]
-        pairs = set(_member_keys(records))
+        pairs = set(member_keys(records))
         rows = cols.rows(cols.meta, ids=[*ids, *pairs], documents=False) if ids or pairs else []
         entries = {
             (m["ns"], m["sid"]): e
@@ -282,35 +283,9 @@ class Sessions:
         """After a write of (record, partition): new (session, user) pairs, elsewhere partitions.
 
         ``noted``: the pairs found noted by `entries_and_members` under the write's lock (their
-        entries never change once written); None: read here.
+        entries never change once written); None: read here (`ctxbudget.store.members`).
         """
-        cols = self._collections
-        members: dict[str, dict[str, Any]] = {}
-        away: dict[tuple[str, str], set[str]] = {}
-        for record, partition in records:
-            if record.user_id is None:
-                continue
-            ns, uid = record.namespace, record.user_id
-            if record.session_id is not None:
-                member = {"type": "member", "ns": ns, "sid": record.session_id, "uid": uid}
-                members[json_key("member", ns, record.session_id, uid)] = member
-            if partition != user_partition(cols.name, ns, uid):
-                away.setdefault((ns, uid), set()).add(partition)
-        if noted is not None:
-            members = {k: v for k, v in members.items() if k not in noted}
-        if not members and not away:
-            return
-        users = {json_key("user", ns, uid): (ns, uid) for ns, uid in away}
-        rows = cols.rows(cols.meta, ids=[*members, *users], documents=False)
-        stored = {key: meta for key, _, meta in rows}
-        entries = {k: v for k, v in members.items() if k not in stored}
-        for key, (ns, uid) in users.items():
-            had = set(json.loads(str(stored.get(key, {}).get("elsewhere", "[]"))))
-            if not away[(ns, uid)] <= had:
-                everywhere = json.dumps(sorted(had | away[(ns, uid)]))
-                entries[key] = {"type": "user", "ns": ns, "uid": uid, "elsewhere": everywhere}
-        if entries:
-            cols.upsert_meta(entries, wrote="; the records were written")
+        note_members(self._collections, records, noted)
 
     def touched(self, rows: list[tuple[str, str, dict[str, Any]]], *, wrote: str) -> None:
         """Before these rows are deleted or replaced: new generations for their sessions.
@@ -393,10 +368,3 @@ def _elsewhere(meta: dict[str, Any] | None) -> tuple[str, ...]:
 def _entry(meta: dict[str, Any] | None) -> SessionEntry | None:
     """The session entry ``meta`` holds (None: no row, or a row of another type)."""
     return entry_of(meta) if meta is not None and "home" in meta else None
-
-
-def _member_keys(records: Iterable[Record]) -> Iterable[str]:
-    """The ids in ``meta`` of the (session, user) pairs of ``records``."""
-    for record in records:
-        if record.user_id is not None and record.session_id is not None:
-            yield json_key("member", record.namespace, record.session_id, record.user_id)

@@ -52,11 +52,13 @@ def delete_user(store: ChromaStore, namespace: str, indexes: SessionIndexes, use
     """
     removed = 0
     indexes.forget()
-    holding = set(store.list_sessions(namespace=namespace, user_id=user_id))
     for session in store.list_sessions(namespace=namespace, user_id=user_id, holding=False):
         stamp = store.session_stamp(namespace=namespace, session_id=session)
-        if stamp is None:
-            continue
-        if stamp.owner == user_id or (not stamp.owner and session in holding):
-            removed += store.delete_session(namespace=namespace, session_id=session)
+        if stamp is None or (stamp.owner and stamp.owner != user_id):
+            continue  # gone, or another user's: only this user's records go, below
+        if not stamp.owner and not store.find(
+            namespace=namespace, session_id=session, user_id=user_id
+        ):
+            continue  # no owner and nothing of theirs left: nothing ties it to them
+        removed += store.delete_session(namespace=namespace, session_id=session)
     return removed + store.delete_user(namespace=namespace, user_id=user_id)
