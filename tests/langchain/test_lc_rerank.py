@@ -69,3 +69,38 @@ def test_the_scores_follow_the_compressor() -> None:
     assert scored == [1.0, 0.0, -1.0, 1.0]  # "more tea" was dropped: below every kept one
     ordered = compressor_reranker(KeywordRerank(word="sunrise", scored=False))("q", texts)
     assert ordered[0] > ordered[1] and ordered[3] > ordered[1] and ordered[2] < ordered[1]
+
+
+class Rewriting(BaseDocumentCompressor):
+    """Answers in one of the ways a real compressor may: see ``how``."""
+
+    how: str
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        best = sorted(documents, key=lambda d: "sunrise" not in d.page_content)
+        if self.how == "in place":  # rewrites the documents it was given, metadata gone
+            for document in best:
+                document.page_content = document.page_content.upper()
+                document.metadata.clear()
+            return best
+        # "some scored": only the first document carries a relevance_score
+        return [
+            Document(page_content=d.page_content, metadata={"relevance_score": 0.9} if n else {})
+            for n, d in enumerate(best)
+        ][::-1]
+
+
+def test_documents_rewritten_in_place_keep_their_places() -> None:
+    texts = ["tea", "a sunrise", "more tea"]
+    scores = compressor_reranker(Rewriting(how="in place"))("q", texts)
+    assert scores[1] == max(scores) and scores[1] > scores[0]
+
+
+def test_scores_on_some_documents_only_rank_by_place() -> None:
+    texts = ["tea", "a sunrise", "more tea"]
+    scores = compressor_reranker(Rewriting(how="some scored"))("q", texts)
+    # answered last-first: "more tea" (unscored), then "tea" (0.9), then "a sunrise" (0.9):
+    # a 0.9 is not on one scale with places, so the answer's order decides
+    assert scores[2] > scores[0] > scores[1]

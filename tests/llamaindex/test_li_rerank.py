@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from rerank_setup import EVIDENCE, QUERY, memory, session_of
 
 from ctxbudget.embed.onnx import OnnxEmbedder
@@ -77,3 +77,18 @@ def test_the_llamaindex_memory_sends_what_the_postprocessor_ranks_first(
 
     assert not any(EVIDENCE in text for text in sent(None))
     assert any(EVIDENCE in text for text in sent(KeywordRerank(word="sunrise")))
+
+
+class Fresh(BaseNodePostprocessor):
+    """Answers with new nodes (new ids) of the same texts, the sunrise first, unscored."""
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        ranked = sorted(nodes, key=lambda n: "sunrise" not in n.node.get_content())
+        return [NodeWithScore(node=TextNode(text=n.node.get_content()), score=None) for n in ranked]
+
+
+def test_new_nodes_of_the_same_texts_are_matched_by_text() -> None:
+    scores = postprocessor_reranker(Fresh())(QUERY, ["tea", "a sunrise", "more tea"])
+    assert scores[1] == max(scores) and len(set(scores)) == 3

@@ -3,7 +3,8 @@
 `compressor_reranker` turns a ``BaseDocumentCompressor`` (Cohere's, a cross-encoder's, your own)
 into the core's `Reranker`: the texts become `Document`s, ``compress_documents`` is called once,
 and each text's score is the ``relevance_score`` its document came back with, or (a compressor
-that only reorders) its place in the answer; a text dropped scores below every kept one.
+that only reorders, or scores some documents only) its place in the answer; a text dropped
+scores below every kept one.
 Importing this module also lets `MemoryConfig(reranker=compressor)` take the compressor as it is.
 
 >>> from ctxbudget.memory.policy.config import MemoryConfig
@@ -28,25 +29,40 @@ def compressor_reranker(compressor: BaseDocumentCompressor) -> Reranker:
 
     def scores(query: str, texts: Sequence[str], /) -> list[float]:
         documents = [Document(page_content=t, metadata={_INDEX: n}) for n, t in enumerate(texts)]
+        made = {id(d): n for n, d in enumerate(documents)}
         answer = list(compressor.compress_documents(documents, query))
-        return _scores_of(answer, texts)
+        return _scores_of(answer, texts, made)
 
     scores.__name__ = f"compressor_reranker({type(compressor).__name__})"
     return scores
 
 
-def _scores_of(answer: list[Document], texts: Sequence[str]) -> list[float]:
+def _scores_of(
+    answer: list[Document], texts: Sequence[str], made: dict[int, int] | None = None
+) -> list[float]:
+    """Each text's score, as the compressor answered (see the module docstring).
+
+    A document's ``relevance_score`` when every document kept has one, else its place in the
+    answer (scores on some documents only are not on one scale with places); a text not in
+    the answer scores below every kept one. A document is matched to its text as given (the
+    same object, even rewritten in place), by the index kept in its metadata, or by its text.
+    """
     unused = {n: t for n, t in enumerate(texts)}
-    found: dict[int, float] = {}
-    for place, document in enumerate(answer):
-        index = document.metadata.get(_INDEX)
+    kept: list[tuple[int, object]] = []
+    for document in answer:
+        index = made.get(id(document)) if made else None
+        if index is None or index not in unused:
+            index = document.metadata.get(_INDEX)
         if not isinstance(index, int) or index not in unused:  # metadata not kept: by text
             index = next((n for n, t in unused.items() if t == document.page_content), None)
             if index is None:
                 continue
         del unused[index]
-        score = document.metadata.get("relevance_score")
-        found[index] = float(score) if score is not None else float(len(answer) - place)
+        kept.append((index, document.metadata.get("relevance_score")))
+    scored = all(score is not None for _, score in kept)
+    found: dict[int, float] = {}
+    for place, (index, score) in enumerate(kept):
+        found[index] = float(score) if scored else float(len(kept) - place)  # type: ignore[arg-type]
     floor = min(found.values(), default=1.0) - 1.0
     return [found.get(n, floor) for n in range(len(texts))]
 

@@ -4,7 +4,8 @@
 (``SentenceTransformerRerank``, ``CohereRerank``, ``LLMRerank``, your own) into the core's
 `Reranker`: the texts become `TextNode`s, ``postprocess_nodes(nodes, query_str=query)`` is
 called once, and each text's score is the score its node came back with, or (a postprocessor
-that only reorders) its place in the answer; a text dropped scores below every kept one.
+that only reorders, or scores some nodes only) its place in the answer; a text dropped scores
+below every kept one. Nodes come back as given, with their ids, or new (matched by text).
 Importing this module also lets `MemoryConfig(reranker=postprocessor)` take it as it is.
 
 >>> from ctxbudget.memory.policy.config import MemoryConfig
@@ -33,21 +34,46 @@ def postprocessor_reranker(postprocessor: BaseNodePostprocessor) -> Reranker:
             NodeWithScore(node=TextNode(text=t, id_=f"{_PREFIX}{n}"), score=None)
             for n, t in enumerate(texts)
         ]
+        made = {id(scored.node): n for n, scored in enumerate(nodes)}
         answer = postprocessor.postprocess_nodes(nodes, query_str=query)
-        found: dict[int, float] = {}
-        for place, scored in enumerate(answer):
-            name = scored.node.node_id
-            if not name.startswith(_PREFIX) or not name[len(_PREFIX) :].isdigit():
-                continue
-            index = int(name[len(_PREFIX) :])
-            if 0 <= index < len(texts) and index not in found:
-                score = scored.score
-                found[index] = float(score) if score is not None else float(len(answer) - place)
-        floor = min(found.values(), default=1.0) - 1.0
-        return [found.get(n, floor) for n in range(len(texts))]
+        return _scores_of(answer, texts, made)
 
     scores.__name__ = f"postprocessor_reranker({type(postprocessor).__name__})"
     return scores
+
+
+def _scores_of(
+    answer: Sequence[NodeWithScore], texts: Sequence[str], made: dict[int, int]
+) -> list[float]:
+    """Each text's score, as the postprocessor answered (see the module docstring).
+
+    A node's score when every node kept has one, else its place in the answer; a text not in
+    the answer scores below every kept one. A node is matched to its text as given (the same
+    node, even rewritten in place), by its id, or by its text (a postprocessor that returns
+    new nodes).
+    """
+    unused = {n: t for n, t in enumerate(texts)}
+    kept: list[tuple[int, float | None]] = []
+    for scored in answer:
+        node = scored.node
+        index = made.get(id(node))
+        if index is None or index not in unused:
+            name = node.node_id
+            digits = name[len(_PREFIX) :] if name.startswith(_PREFIX) else ""
+            index = int(digits) if digits.isdigit() else None
+        if index is None or index not in unused:  # a new node: by its text
+            text = node.get_content()
+            index = next((n for n, t in unused.items() if t == text), None)
+            if index is None:
+                continue
+        del unused[index]
+        kept.append((index, scored.score))
+    every = all(score is not None for _, score in kept)
+    found: dict[int, float] = {}
+    for place, (index, score) in enumerate(kept):
+        found[index] = float(score) if every and score is not None else float(len(kept) - place)
+    floor = min(found.values(), default=1.0) - 1.0
+    return [found.get(n, floor) for n in range(len(texts))]
 
 
 def _convert(obj: object) -> Reranker | None:

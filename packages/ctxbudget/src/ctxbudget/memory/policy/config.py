@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,6 +192,13 @@ class MemoryConfig:
             object.__setattr__(self, name, flag(getattr(self, name), f"MemoryConfig.{name}"))
         if self.reranker is not None:
             object.__setattr__(self, "reranker", as_reranker(self.reranker))
+        if self.reranker_timeout > threading.TIMEOUT_MAX:
+            msg = (
+                f"MemoryConfig.reranker_timeout must be at most {threading.TIMEOUT_MAX:g} "
+                f"seconds (the longest a thread can be waited for), got "
+                f"{self.reranker_timeout:g}"
+            )
+            raise ConfigurationError(msg)
         if self.reranker_top < 1 or self.reranker_timeout <= 0:
             msg = (
                 "MemoryConfig.reranker_top must be positive and reranker_timeout more than 0 "

@@ -16,22 +16,27 @@ adapter that gathers through it), once per call, after the candidates are scored
    [0, 1] over the ``N`` (the reranker's scores as ``r``; the pipeline's relevance, each
    score's ``relevance_weight``-th root, as ``p``), and mixed by
    `MemoryConfig.reranker_weight` ``w``: ``b = w * r + (1 - w) * p``; then
-   ``score = top * b ** relevance_weight * recency ** recency_weight``, where ``top`` is the
-   best score the ``N`` had (so the pool keeps its range against the other tiers),
-   ``relevance_weight`` and ``recency`` are `Scoring`'s (age counted to the newest candidate);
-   candidates past the ``N`` keep their scores. Packing then picks by the new scores, within
-   the same tiers, floors and caps. ``w = 1`` is the reranker's scores replacing the
-   pipeline's; below it, what the reranker gets wrong about a candidate the pipeline ranks
-   low is outweighed (a noisy reranker over a deep pool did worse than none when its scores
-   replaced the pipeline's; blended at the default 0.5 it does better at every budget:
-   docs/benchmarks.md, "Rerankers: what the pipeline carries").
+   ``score = low + (top - low) * b ** relevance_weight * recency ** recency_weight``, where
+   ``top`` is the best score the ``N`` had and ``low`` the best of the candidates past them
+   (0 when there are none), ``relevance_weight`` and ``recency`` are `Scoring`'s (age counted
+   to the newest candidate). Candidates past the ``N`` keep their scores, so the ``N`` stay
+   above them (as they were: the ``N`` are the best) and within the range they had against
+   the other tiers; a reranker that agrees with the pipeline changes no order. A message's
+   successor (`ctxbudget.memory.reading.successors`) is again scored at least as the message
+   it restates. Packing then picks by the new scores, within the same tiers, floors and caps.
+   ``w = 1`` is the reranker's scores replacing the pipeline's; below it, what the reranker
+   gets wrong about a candidate the pipeline ranks low is outweighed (a noisy reranker over a
+   deep pool did worse than none when its scores replaced the pipeline's; blended at the
+   default 0.5 it does better at every budget: docs/benchmarks.md, "Rerankers: what the
+   pipeline carries").
 
 It runs on a thread of its own and is waited for at most `MemoryConfig.reranker_timeout`
-seconds. A reranker that raises (``failed``), is late (``timeout``) or returns something
-other than one finite number per text (``invalid``) leaves the candidates as they were: the
-call never fails for it. Each kind of failure is logged once per memory (`RerankWarnings`);
-every call records ``ctxbudget.rerank.status`` (``ok``, ``failed``, ``timeout``, ``invalid``)
-on the ``ctxbudget.candidates`` span.
+seconds; while a reranker that was late still runs, the memory's later calls skip it
+(``timeout``) instead of starting another thread. A reranker that raises (``failed``), is late
+(``timeout``) or returns something other than one finite number per text (``invalid``) leaves
+the candidates as they were: the call never fails for it. Each kind of failure is logged once
+per memory (`RerankWarnings`); every call records ``ctxbudget.rerank.status`` (``ok``,
+``failed``, ``timeout``, ``invalid``) on the ``ctxbudget.candidates`` span.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ import inspect
 import logging
 import math
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from decimal import Decimal
 from numbers import Real
 from typing import TYPE_CHECKING, Any
@@ -76,11 +81,17 @@ logger = logging.getLogger(__name__)
 
 
 class RerankWarnings:
-    """The kinds of reranker failure a memory has logged: each is logged once, thread-safe."""
+    """The kinds of reranker failure a memory has logged (each is logged once), thread-safe.
+
+    It also holds the thread of a reranker that outlived its call (``timeout``): while it
+    runs, later calls skip the reranker at once (status ``timeout``) rather than wait for it
+    again and leave one more thread behind, so a hung reranker holds one thread per memory.
+    """
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
         self._lock = threading.Lock()
+        self.late: threading.Thread | None = None
 
     def first(self, kind: str) -> bool:
         """True the first time ``kind`` is seen (then it is logged), False afterwards."""
@@ -105,7 +116,7 @@ def rerank(
         return found
     top = list(retrieved[: config.reranker_top])
     texts = [item.text for item in top]
-    status, scores, detail = _run(reranker, query, texts, config.reranker_timeout)
+    status, scores, detail = _run(reranker, query, texts, config.reranker_timeout, warnings)
     note_on_span({"ctxbudget.rerank.status": status, "ctxbudget.rerank.candidates": len(top)})
     if scores is None:
         if warnings.first(status):
@@ -116,10 +127,30 @@ def rerank(
                 detail,
             )
         return found
-    rescored = _rescored(top, scores, config)
-    rest = retrieved[len(top) :]
-    ordered = sorted([*rescored, *rest], key=lambda it: (-it.score, it.id))
+    rest = list(retrieved[len(top) :])
+    low = max((it.score for it in rest), default=0.0)
+    rescored = sorted(_rescored(top, scores, config, low), key=lambda it: (-it.score, it.id))
+    # The N first: a tie with the best of the rest (the N's lowest lands on it) keeps them above.
+    ordered = _successors_kept([*rescored, *rest])
     return dataclasses.replace(found, retrieved=tuple(ordered))
+
+
+def _successors_kept(items: list[ContextItem]) -> list[ContextItem]:
+    """``items`` with each successor scored at least as the message naming it in ``newer``."""
+    floors: dict[str, float] = {}
+    for item in items:
+        for later in item.newer:
+            floors[later] = max(floors.get(later, item.score), item.score)
+    if not floors:
+        return items
+    out = [
+        dataclasses.replace(it, score=floors[it.id])
+        if it.id in floors and it.score < floors[it.id]
+        else it
+        for it in items
+    ]
+    changed = any(a is not b for a, b in zip(out, items, strict=True))
+    return sorted(out, key=lambda it: -it.score) if changed else out  # stable: ties as they were
 
 
 def blended(pipeline: list[float], reranker: list[float], weight: float) -> list[float]:
@@ -142,13 +173,18 @@ def _scaled(values: list[float]) -> list[float]:
     low, high = min(values, default=0.0), max(values, default=0.0)
     if high <= low:
         return [1.0] * len(values)
-    return [(v - low) / (high - low) for v in values]
+    if not math.isfinite(high - low):  # finite scores whose span overflows (-1e308 to 1e308)
+        return _scaled([v / 4.0 for v in values])
+    return [min(1.0, max(0.0, (v - low) / (high - low))) for v in values]
 
 
-def _rescored(top: list[ContextItem], scores: list[float], config: MemoryConfig) -> list[Any]:
+def _rescored(
+    top: list[ContextItem], scores: list[float], config: MemoryConfig, low: float
+) -> list[Any]:
     if max(scores) <= min(scores):  # one score for all: no order to take
         return top
     best = max(item.score for item in top)
+    low = min(low, best)
     weights = config.scoring
     sharpen = weights.relevance_weight
     # The pipeline's relevance behind each score (score = relevance ** relevance_weight x ...).
@@ -160,15 +196,19 @@ def _rescored(top: list[ContextItem], scores: list[float], config: MemoryConfig)
     for item, relevance in zip(top, mixed, strict=True):
         age = 0.0 if newest is None or item.timestamp is None else newest - item.timestamp
         recency = 0.5 ** (max(0.0, age) / (weights.half_life_days * 86_400.0))
-        value = best * relevance**sharpen * recency**weights.recency_weight
+        value = low + (best - low) * relevance**sharpen * recency**weights.recency_weight
         out.append(dataclasses.replace(item, score=value))
     return out
 
 
 def _run(
-    reranker: Reranker, query: str, texts: list[str], timeout: float
+    reranker: Reranker, query: str, texts: list[str], timeout: float, warnings: RerankWarnings
 ) -> tuple[str, list[float] | None, str]:
     """(status, scores or None, what went wrong) of one call on a thread of its own."""
+    late = warnings.late
+    if late is not None and late.is_alive():
+        detail = f"is still running an earlier call past reranker_timeout={timeout:g}s"
+        return "timeout", None, detail
     box: dict[str, Any] = {}
     done = threading.Event()
 
@@ -188,6 +228,7 @@ def _run(
     thread.daemon = True  # a hung reranker never keeps the process from exiting
     thread.start()
     if not done.wait(timeout):
+        warnings.late = thread
         return "timeout", None, f"took longer than reranker_timeout={timeout:g}s"
     if "error" in box:
         error = box["error"]
@@ -207,8 +248,8 @@ async def _awaited(out: Awaitable[Any]) -> Any:
 
 def _valid(scores: object, size: int) -> list[float] | None:
     """``scores`` as ``size`` finite floats (a list, tuple or numpy array), else None."""
-    if isinstance(scores, str | bytes) or not hasattr(scores, "__len__"):
-        return None
+    if isinstance(scores, str | bytes | Mapping) or not hasattr(scores, "__len__"):
+        return None  # a dict's keys are not scores
     try:
         values = list(scores)  # type: ignore[call-overload]
     except TypeError:
@@ -219,7 +260,10 @@ def _valid(scores: object, size: int) -> list[float] | None:
     for value in values:
         if isinstance(value, bool) or not isinstance(value, Real | Decimal):
             return None
-        number = float(value)
+        try:
+            number = float(value)
+        except (ValueError, OverflowError, TypeError):  # Decimal('sNaN'), 10**400
+            return None
         if not math.isfinite(number):
             return None
         out.append(number)
