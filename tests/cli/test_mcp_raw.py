@@ -15,7 +15,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,25 +93,6 @@ class RawServer:
         if self.process.poll() is None:
             self.process.kill()
         self.process.communicate()
-
-
-@pytest.fixture(scope="module")
-def raw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawServer]:
-    server = RawServer(tmp_path_factory.mktemp("mcp-raw") / "store")
-    try:
-        ok = server.call("remember", '{"session_id": "s", "role": "user", "text": "hello"}')
-        assert not ok.get("isError"), ok
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def core(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ContextMemory]:
-    """A memory of the same kind, for the message the core gives the same value."""
-    with ContextMemory(path=tmp_path_factory.mktemp("mcp-core") / "store") as memory:
-        memory.add_message("s", "user", "hello")
-        yield memory
 
 
 def core_refusal(call: Callable[[], object]) -> str:

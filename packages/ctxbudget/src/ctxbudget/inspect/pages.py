@@ -13,12 +13,13 @@ import html
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from ctxbudget.inspect.svg import budget_bar, tier_colour, usage_chart
 
 __all__ = [
     "assembly_html",
+    "path_part",
     "error_html",
     "message_html",
     "search_html",
@@ -72,7 +73,25 @@ def session_url(session: str, *rest: str) -> str:
     >>> session_url("a/b", "message", "m 1")
     '/session/a%2Fb/message/m%201'
     """
-    return "/" + "/".join(quote(part, safe="") for part in ("session", session, *rest))
+    return "/" + "/".join(_quoted(part) for part in ("session", session, *rest))
+
+
+def _quoted(part: str) -> str:
+    # A browser resolves a segment "." or ".." (or "%2E") as a step in the path: such an id,
+    # and so any id starting with "~", gets one "~" more (`path_part` takes it off).
+    if part in (".", "..") or part.startswith("~"):
+        part = "~" + part
+    return quote(part, safe="")
+
+
+def path_part(segment: str) -> str:
+    """The id in one segment of a page's path (`session_url` wrote it).
+
+    >>> path_part(session_url("..")[len("/session/"):])
+    '..'
+    """
+    part = unquote(segment)
+    return part[1:] if part.startswith("~") else part
 
 
 def _tag(tier: int, name: str) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from ctxbudget.errors import CtxBudgetError, MemoryClosedError, StoreInputError
 from ctxbudget.inspect import data, pages
@@ -164,20 +164,22 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s " + format, self.address_string(), *args)
 
     def _answer(self, *, body: bool) -> None:
-        problem = self._refusal()
-        if problem is not None:
-            self._error(HTTPStatus.FORBIDDEN, problem, body=body)
-            return
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
         as_json = query.get("format", [""])[-1] == "json"
+        problem = self._refusal()
+        if problem is not None:
+            self._error(HTTPStatus.FORBIDDEN, problem, body=body, as_json=as_json)
+            return
         try:
-            found = self._route([unquote(p) for p in parts.path.split("/")[1:]], query)
+            found = self._route([pages.path_part(p) for p in parts.path.split("/")[1:]], query)
         except StoreInputError as exc:  # an id the store cannot hold: nothing has it
             found = None
             logger.debug("inspect: %s", exc)
         except MemoryClosedError:
-            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "the memory is closed", body=body)
+            self._error(
+                HTTPStatus.SERVICE_UNAVAILABLE, "the memory is closed", body=body, as_json=as_json
+            )
             return
         except CtxBudgetError as exc:
             logger.warning("inspect %s failed: %s", parts.path, exc)

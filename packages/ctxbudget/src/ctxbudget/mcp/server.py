@@ -28,7 +28,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ctxbudget.errors import CtxBudgetError
-from ctxbudget.mcp.stdio import relayed, restore
+from ctxbudget.mcp.stdio import CALLS, relayed, restore
 from ctxbudget.mcp.tools import DEFAULT_BUDGET, FORMATS, RECALL_KINDS, ROLES, MemoryTools
 
 if TYPE_CHECKING:
@@ -253,8 +253,18 @@ def build_server(
         function.__name__: frozenset(inspect.signature(function).parameters)
         for function, _ in registered
     }
+    server.middleware.append(_counted)
     server.middleware.append(partial(_check_call, arguments))
     return server
+
+
+async def _counted(ctx: Any, call_next: CallNext) -> HandlerResult:
+    """Every request, counted while it is answered (`ctxbudget.mcp.stdio.CALLS`)."""
+    CALLS.start()
+    try:
+        return await call_next(ctx)
+    finally:
+        CALLS.end()
 
 
 def _tool(work: Callable[[], _T]) -> _T:
@@ -285,15 +295,16 @@ async def _check_call(
     known = arguments.get(name) if isinstance(name, str) else None
     if known is None or not isinstance(given, Mapping):
         return await call_next(ctx)
-    unknown = sorted(str(key) for key in given if key not in known)
+    restored = restore(given) if relayed(given) else given
+    unknown = sorted(str(key) for key in restored if key not in known)
     if unknown:
         msg = (
             f"{name} has no argument {', '.join(map(repr, unknown))}: its arguments are "
             f"{sorted(known)}; check the spelling (nothing was done)"
         )
         return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
-    if relayed(given):
-        params = {**params, "arguments": restore(given)}
+    if restored is not given:
+        params = {**params, "arguments": restored}
         return await call_next(dataclasses.replace(ctx, params=params))
     return await call_next(ctx)
 

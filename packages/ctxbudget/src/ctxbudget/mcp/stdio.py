@@ -4,22 +4,40 @@ The SDK reads stdin with a blocking read on a worker thread, which nothing in th
 interrupt: a server told to stop (SIGTERM, Ctrl+C) while its client keeps stdin open would
 wait for the client. `relayed_stdin` points file descriptor 0 at a pipe fed by a relay thread
 from the real stdin; `stop` ends the relay and closes the pipe, so the SDK reads the end of
-its input and stops as it does when a client leaves (replies sent, nothing cut off).
+its input and stops as it does when a client leaves.
+
+The SDK stops at the end of its input without waiting for the requests it is still answering:
+their work is done (what they stored is kept) but their replies were dropped (about 45 of 100
+writes sent back to back, then SIGTERM or stdin closed). So before it closes the pipe, the
+relay waits (at most `DRAIN` seconds) until the SDK has read every line passed on and answers
+no request (`CALLS`, counted by `ctxbudget.mcp.server` around each one), for `_QUIET` checks
+in a row: the replies of requests in flight are sent.
 
 The relay also passes each line on so that the SDK can read it. Its JSON parser refuses some
 valid JSON: a lone surrogate escape (``"\\ud800"``), an integer of more than 4,300 digits,
 nesting deeper than 200; such a line was dropped without a reply (the client waited forever).
-The relay rewrites each such value as ``{"$ctxbudget.json": "<its JSON text>"}``, which
-`restore` turns back (`ctxbudget.mcp.server` does, before the tool runs), so the value
-reaches the core's checks and is refused with the message any caller gets.
+The relay rewrites each such value as ``{TAG: "<its JSON text>"}``, which `restore` turns back
+(`ctxbudget.mcp.server` does, before the tool runs), so the value reaches the core's checks and
+is refused with the message any caller gets. `TAG` is drawn when the process starts: a client
+cannot write one, so only what the relay rewrote is ever turned back (a client's own
+``{"$ctxbudget.json": "150"}`` stays an object, refused as one). An object key holding a lone
+surrogate becomes ``TAG + ":" + <its JSON text>``, turned back the same way (the call is then
+refused for an argument it does not have). A line that is not valid UTF-8 is read with each
+invalid byte as a lone surrogate (Python's ``surrogateescape``), so the text holding it is
+refused as any lone surrogate is, rather than stored with the byte replaced.
 """
 
 from __future__ import annotations
 
+import array
+import fcntl
 import json
 import os
+import secrets
 import select
+import termios
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
@@ -29,10 +47,43 @@ from pydantic_core import from_json
 
 from ctxbudget.store.records import first_surrogate
 
-__all__ = ["TAG", "relayed", "relayed_stdin", "restore"]
+__all__ = ["CALLS", "DRAIN", "TAG", "Calls", "relayed", "relayed_stdin", "restore"]
 
-#: The key of a value the relay rewrote (`restore` reads it back).
-TAG = "$ctxbudget.json"
+#: The key of a value the relay rewrote (`restore` reads it back): new in each process.
+TAG = f"$ctxbudget.json.{secrets.token_hex(8)}"
+_KEY_TAG = f"{TAG}:"  # the start of an object key the relay rewrote
+
+#: The longest the relay waits for the requests in flight before it ends the SDK's input.
+DRAIN = 30.0
+_QUIET = 3  # checks in a row, `_TICK` apart, that find nothing unread and nothing answering
+_TICK = 0.02
+
+
+class Calls:
+    """How many requests the server is answering, thread-safe (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._running = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """A request is being answered."""
+        with self._lock:
+            self._running += 1
+
+    def end(self) -> None:
+        """A request was answered."""
+        with self._lock:
+            self._running -= 1
+
+    @property
+    def running(self) -> int:
+        """Requests being answered now."""
+        return self._running
+
+
+#: The requests this process's server is answering.
+CALLS = Calls()
 
 _MAX_DIGITS = 4000  # below Python's and the SDK parser's 4,300-digit limit
 _MAX_DEPTH = 64  # a line's arguments sit a few levels deep; the SDK parser stops at 200
@@ -104,7 +155,27 @@ def _relay(source: int, sink: int, wake: int) -> None:
     except OSError:  # the SDK stopped reading (a broken pipe): nothing more to pass on
         return
     finally:
+        _drain(sink)
         os.close(sink)
+
+
+def _drain(sink: int) -> None:
+    """Wait until the SDK has read ``sink`` whole and answers nothing (at most `DRAIN` s)."""
+    deadline = time.monotonic() + DRAIN
+    quiet = 0
+    while quiet < _QUIET and time.monotonic() < deadline:
+        quiet = quiet + 1 if _unread(sink) == 0 and CALLS.running <= 0 else 0
+        time.sleep(_TICK)
+
+
+def _unread(fd: int) -> int:
+    """Bytes written to the pipe ``fd`` and not read yet (0 when it cannot say)."""
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, count, True)
+    except OSError:
+        return 0
+    return count[0]
 
 
 def _ready(fd: int, wake: int, event: int) -> bool:
@@ -136,13 +207,14 @@ def readable(line: bytes) -> bytes:
     """``line`` as the SDK's JSON parser reads it: unchanged, or with unreadable values tagged."""
     body = line.rstrip(b"\r\n")
     try:
+        body.decode("utf-8")
         from_json(body)
-    except ValueError:
+    except ValueError:  # UnicodeDecodeError too: the SDK would replace the bytes
         pass
     else:
         return line
     try:
-        text = _shallow(body.decode("utf-8", "replace"))
+        text = _shallow(body.decode("utf-8", "surrogateescape"))
         value = json.loads(text, parse_int=_parse_int)
     except (ValueError, RecursionError):
         return line  # not JSON at all: the SDK says so
@@ -204,13 +276,19 @@ def _tagged(value: object, depth: int) -> object:
     if isinstance(value, list):
         return [_tagged(item, depth + 1) for item in value]
     if isinstance(value, dict):
-        return {key: _tagged(item, depth + 1) for key, item in value.items()}
+        return {_key(key): _tagged(item, depth + 1) for key, item in value.items()}
     return value
+
+
+def _key(key: str) -> str:
+    return _KEY_TAG + json.dumps(key) if first_surrogate(key) else key
 
 
 def relayed(arguments: Mapping[str, Any]) -> bool:
     """Whether any argument holds a value the relay rewrote (cheap: a text search)."""
-    return any(TAG in str(value) for value in arguments.values() if isinstance(value, dict | list))
+    return any(key.startswith(_KEY_TAG) for key in arguments) or any(
+        TAG in str(value) for value in arguments.values() if isinstance(value, dict | list)
+    )
 
 
 def restore(value: Any) -> Any:
@@ -221,10 +299,19 @@ def restore(value: Any) -> Any:
                 return _loads(value[TAG])
             except (ValueError, IndexError):
                 return value  # not a value the relay wrote: left as sent
-        return {key: restore(item) for key, item in value.items()}
+        return {_restored_key(key): restore(item) for key, item in value.items()}
     if isinstance(value, list):
         return [restore(item) for item in value]
     return value
+
+
+def _restored_key(key: object) -> object:
+    if isinstance(key, str) and key.startswith(_KEY_TAG):
+        try:
+            return json.loads(key[len(_KEY_TAG) :])
+        except ValueError:
+            return key
+    return key
 
 
 def _whole(text: str) -> int:
