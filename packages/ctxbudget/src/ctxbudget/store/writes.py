@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from ctxbudget.errors import StoreError, StoreInputError
+from ctxbudget.errors import MemoryClosedError, StoreError, StoreInputError
 from ctxbudget.store.layout import Collections
 from ctxbudget.store.migration import LayoutVersion
 from ctxbudget.store.records import Record, encode_record, record_key, same_content, scope_of
@@ -63,7 +63,7 @@ def unwritten() -> Iterator[None]:
     """Add "nothing was written" to a `StoreError` raised inside (input errors say it already)."""
     try:
         yield
-    except StoreInputError:
+    except (StoreInputError, MemoryClosedError):  # they say "nothing was done" already
         raise
     except StoreError as exc:
         msg = f"{exc}; nothing was written"
