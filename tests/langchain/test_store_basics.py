@@ -270,7 +270,7 @@ def test_memory_and_its_arguments_are_not_both_given(memory: ContextMemory, tmp_
 
 def test_search_arguments_are_checked_by_the_core(store: CtxBudgetStore) -> None:
     for bad in [
-        {"limit": 0},
+        {"limit": -1},
         {"limit": True},
         {"limit": "3"},
         {"offset": -1},
@@ -279,6 +279,7 @@ def test_search_arguments_are_checked_by_the_core(store: CtxBudgetStore) -> None
         with pytest.raises(CtxBudgetError):
             store.search(("docs",), **bad)
     assert store.search(("docs",), limit=np.int64(3)) == []
+    assert store.search(("docs",), limit=0) == []  # as LangGraph's InMemoryStore answers
 
 
 def test_a_closed_store_says_so_and_a_memory_passed_in_stays_open(memory: ContextMemory) -> None:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
 
-from ctxbudget.errors import InvalidValueError
+from ctxbudget.errors import ConfigurationError, InvalidValueError
 from ctxbudget.memory.context import ContextMemory
 from langchain_ctxbudget.store import CtxBudgetStore
 
@@ -60,10 +60,10 @@ def test_a_users_namespace_reads_only_that_users_items(
 
 def test_the_user_is_the_partition_not_the_namespace_text(memory: ContextMemory) -> None:
     alice = CtxBudgetStore(memory, user_at=1)
-    shared = CtxBudgetStore(memory)  # no user_at: the shared values only
+    shared = CtxBudgetStore(memory)  # no user_at: would look in the shared values only
     alice.put(("memories", "alice"), "diet", {"text": "vegetarian"})
-    assert shared.get(("memories", "alice"), "diet") is None
-    assert shared.search(("memories",)) == []
+    with pytest.raises(ConfigurationError, match=r"put by CtxBudgetStore\(user_at=1\)"):
+        shared.get(("memories", "alice"), "diet")  # refused: not a silent None (test_store_edges)
     assert memory.get_value(("memories", "alice"), "diet", user_id="alice") is not None
     assert memory.get_value(("memories", "alice"), "diet", user_id="bob") is None
 

@@ -31,9 +31,10 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxbudget.core.numbers import count, real
+from ctxbudget.core.numbers import count, flag
 from ctxbudget.errors import (
     ConfigurationError,
+    InvalidValueError,
     MemoryClosedError,
     MissingDependencyError,
     StoreError,
@@ -68,10 +69,13 @@ from langchain_ctxbudget.store_ops import (
     conditions,
     index_fields,
     item_of,
+    nothing_asked,
     search_item_of,
+    sweep_minutes,
     translated,
     translated_async,
     ttl_config,
+    waited,
 )
 
 __all__ = ["CtxBudgetStore", "InvalidNamespaceError"]
@@ -94,18 +98,24 @@ class CtxBudgetStore(Closable, BaseStore):
             every user's partition and the shared items (`ContextMemory.search_values`'
             ``all_users``): answers as LangGraph's stores give them, an administrative read
             whose cost grows with the number of users. None: every item is shared within the
-            memory's namespace.
+            memory's namespace. ``user_at`` decides where items are kept, so a memory
+            namespace's items must always be opened with the same one: the first put records
+            it, and a store opened with another is refused (`ConfigurationError`) before it
+            reads or writes anything.
         ttl: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes) for puts that give none,
             ``refresh_on_read`` (default True), ``sweep_interval_minutes`` for
             `start_ttl_sweeper`. Expired items are never returned (``omit_expired`` may only
-            be True) and are deleted by the next write to their partition or a sweep.
+            be True) and are deleted by the next write to their partition or a sweep. A ttl is
+            at most 1,000,000,000 minutes (about 1,900 years; None: never expires), a sweep
+            interval at most a year.
         index: ``{"fields": [...]}``: the paths whose text is embedded for a put that gives
             no ``index=`` (default ``["$"]``, the whole value). The embedder is always the
             memory's; ``embed`` and ``dims`` are refused.
 
-    Searches with ``query`` rank by meaning and words (score in [0, 1]); without one, newest
-    ``updated_at`` first. Items put with ``index=False`` are found by filters only and follow
-    ranked ones with score None.
+    Searches with ``query`` rank by meaning and words (score in [0, 1]; a blank query is no
+    query); without one, newest ``updated_at`` first. ``offset`` and ``limit`` page one ranking:
+    an item's score and place do not depend on them. Items put with ``index=False`` are found
+    by filters only and follow ranked ones with score None.
 
     >>> store = CtxBudgetStore(path="./.ctxbudget", user_at=1)  # doctest: +SKIP
     >>> store.put(("memories", "alice"), "diet", {"text": "vegetarian"})  # doctest: +SKIP
@@ -155,6 +165,7 @@ class CtxBudgetStore(Closable, BaseStore):
         self._owns = memory is None
         self.memory = ContextMemory(**memory_kwargs) if memory is None else memory
         self._sweeper: tuple[threading.Event, concurrent.futures.Future[None]] | None = None
+        self._layout_checked = False
 
     def _where(self) -> str:
         return f"namespace {self.memory.namespace!r} in {self.memory.store.location}"
@@ -174,11 +185,16 @@ class CtxBudgetStore(Closable, BaseStore):
         puts: dict[str | None, list[ValuePut]] = {}
         for n, (op, user) in enumerate(zip(ops, users, strict=True)):
             if isinstance(op, GetOp):
-                gets.setdefault((user, bool(op.refresh_ttl)), []).append((n, op))
+                gets.setdefault((user, self._refresh(op)), []).append((n, op))
             elif isinstance(op, PutOp):
                 index = self.index_fields if op.index is None else op.index
                 put = ValuePut(op.namespace, op.key, op.value, index=index, ttl=op.ttl)
                 puts.setdefault(user, []).append(put)
+        if ops and not self._layout_checked:
+            if puts:  # checked before the layout is recorded by this first write
+                for user, written in puts.items():
+                    check_puts(user, written)
+            self._check_layout(writing=bool(puts))
         for (user, refresh), asked in gets.items():
             keys = [(op.namespace, op.key) for _, op in asked]
             found = self.memory.get_values(keys, user_id=user, refresh_ttl=refresh)
@@ -204,25 +220,64 @@ class CtxBudgetStore(Closable, BaseStore):
         """
         return await self.memory.arun(self.batch, list(ops))
 
+    def _layout(self) -> str:
+        return f"CtxBudgetStore(user_at={self.user_at})"
+
+    def _check_layout(self, *, writing: bool) -> None:
+        """Refuse a memory namespace whose items were put with another ``user_at``.
+
+        Its first write records this store's ``user_at`` (`ContextMemory.value_layout`): a
+        store with another would look for items in other partitions (miss them, put second
+        copies, leave them behind on delete). Once the record is seen, never again.
+        """
+        mine = self._layout()
+        recorded = self.memory.value_layout(mine if writing else None)
+        if recorded is None:
+            return
+        if recorded != mine:
+            msg = (
+                f"{mine} cannot use the items of memory {self._where()}: they were put by "
+                f"{recorded}, which "
+                "keeps them in other partitions, so this store would miss them, put second "
+                "copies and leave them behind on delete. Open it with the same user_at, or "
+                "keep this store's items in another memory namespace "
+                "(ContextMemory(namespace=...)); nothing was read or written"
+            )
+            raise ConfigurationError(msg)
+        self._layout_checked = True
+
+    def _refresh(self, op: GetOp | SearchOp) -> bool:
+        """Whether ``op`` refreshes ttls: its ``refresh_ttl`` (None: the store's default)."""
+        if op.refresh_ttl is None:
+            return bool((self.ttl_config or {}).get("refresh_on_read", True))
+        return flag(op.refresh_ttl, "refresh_ttl", error=InvalidValueError)
+
     def _everyone(self, user: str | None) -> bool:
         """Whether a search or listing reads every user's items: ``user_at`` and no user named."""
         return self.user_at is not None and user is None
 
     def _search(self, op: SearchOp, user: str | None) -> list[SearchItem]:
+        if nothing_asked(op.limit):  # limit=0: no item, as LangGraph's stores answer
+            return []
+        query = op.query
+        if query is None or (isinstance(query, str) and not query.strip()):
+            query = None  # LangGraph's stores treat "" (and a blank query) as no query
         found = self.memory.search_values(
             op.namespace_prefix,
-            query=op.query or None,  # LangGraph's stores treat "" as no query
+            query=query,
             filter=op.filter,
             limit=op.limit,
             offset=op.offset,
             user_id=user,
-            refresh_ttl=bool(op.refresh_ttl),
+            refresh_ttl=self._refresh(op),
             all_users=self._everyone(user),
         )
         return [search_item_of(value) for value in found]
 
     def _list(self, op: ListNamespacesOp, user: str | None) -> list[tuple[str, ...]]:
         prefix, suffix = conditions(op)
+        if nothing_asked(op.limit):
+            return []
         return self.memory.list_value_namespaces(
             prefix=prefix,
             suffix=suffix,
@@ -236,6 +291,8 @@ class CtxBudgetStore(Closable, BaseStore):
     def _user_of(self, op: Op) -> str | None:
         """The user ``op`` acts for (None: shared), after LangGraph's namespace checks."""
         check_namespaces(op)
+        if isinstance(op, GetOp | SearchOp):
+            self._refresh(op)  # refused before any operation of the batch runs
         at = self.user_at
         if isinstance(op, GetOp | PutOp):
             return op.namespace[at] if at is not None and len(op.namespace) > at else None
@@ -276,22 +333,25 @@ class CtxBudgetStore(Closable, BaseStore):
         given = sweep_interval_minutes
         if given is None:
             given = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        minutes = real(given, "start_ttl_sweeper(sweep_interval_minutes=)", above=0)
+        minutes = sweep_minutes(given, "start_ttl_sweeper(sweep_interval_minutes=)")
         stop, done = threading.Event(), concurrent.futures.Future[None]()
 
         def sweep() -> None:
             try:
-                while not stop.wait(minutes * 60):
+                while not waited(stop, minutes * 60):
                     try:
                         swept = self.memory.sweep_values()
                     except MemoryClosedError:
-                        return
+                        break
                     except StoreError as exc:  # the store failed this round: try again later
                         logger.warning("TTL sweep failed, retrying in %g min: %s", minutes, exc)
                         continue
                     logger.debug("TTL sweep deleted %d expired items", swept)
-            finally:
-                done.set_result(None)
+            except BaseException as exc:  # the thread ends: its future says why, and the log
+                logger.exception("the TTL sweeper stopped")
+                done.set_exception(exc)
+                return
+            done.set_result(None)
 
         threading.Thread(target=sweep, name="ctxbudget-ttl-sweeper", daemon=True).start()
         self._sweeper = (stop, done)
@@ -307,7 +367,7 @@ class CtxBudgetStore(Closable, BaseStore):
         stop, done = self._sweeper
         stop.set()
         try:
-            done.result(timeout)
+            done.exception(timeout)  # a sweeper that failed has stopped too (and logged why)
         except concurrent.futures.TimeoutError:
             return False
         self._sweeper = None

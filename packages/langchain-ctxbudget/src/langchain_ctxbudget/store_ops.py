@@ -1,13 +1,17 @@
 """LangGraph's store operations for `CtxBudgetStore`: checked, and answered as LangGraph items.
 
 LangGraph's namespace rules raised as `InvalidNamespaceError` (ctxbudget's and LangGraph's),
-the store's options (``ttl``, ``index``) checked, a listing's match conditions, the core's
-checks of a batch's writes, and `StoredValue` to ``Item``/``SearchItem``.
+the store's options (``ttl``: a ``default_ttl`` of at most `MAX_TTL_MINUTES`, a sweep interval
+of at most a year; ``index``) checked, a listing's match conditions, the core's checks of a
+batch's writes, ``limit=0`` (`nothing_asked`), the sweeper's wait (`waited`), and `StoredValue`
+to ``Item``/``SearchItem``.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar
 
@@ -23,10 +27,18 @@ from langgraph.store.base import (
 )
 
 from ctxbudget.compat import refuse_unknown
-from ctxbudget.core.numbers import flag, real
+from ctxbudget.core.numbers import count, flag, real
 from ctxbudget.errors import ConfigurationError, InvalidValueError
 from ctxbudget.memory.values import StoredValue, ValuePut
-from ctxbudget.memory.values.model import check_key, check_namespace, index_arg, json_text, ttl_arg
+from ctxbudget.memory.values.model import (
+    MAX_TTL_MINUTES,
+    check_key,
+    check_namespace,
+    check_prefix,
+    index_arg,
+    json_text,
+    ttl_arg,
+)
 from ctxbudget.store.records import require_name
 
 __all__ = [
@@ -36,10 +48,13 @@ __all__ = [
     "conditions",
     "index_fields",
     "item_of",
+    "nothing_asked",
     "search_item_of",
+    "sweep_minutes",
     "translated",
     "translated_async",
     "ttl_config",
+    "waited",
 ]
 
 P = ParamSpec("P")
@@ -47,6 +62,9 @@ R = TypeVar("R")
 _TTL_OPTIONS = frozenset(
     {"refresh_on_read", "default_ttl", "sweep_interval_minutes", "omit_expired"}
 )
+_MAX_LIMIT = 10_000  # the core's largest page
+MAX_SWEEP_MINUTES = 525_600
+"""The longest interval between TTL sweeps: a year."""
 
 
 class InvalidNamespaceError(InvalidValueError, lg.InvalidNamespaceError):
@@ -115,7 +133,7 @@ def check_puts(user: str | None, puts: Sequence[ValuePut]) -> None:
         if put.value is not None:
             json_text(put.value, space, key)
             index_arg(put.index, f"namespace {space!r}, key {key!r}")
-            ttl_arg(put.ttl)
+            ttl_arg(put.ttl, f"namespace {space!r}, key {key!r}")
 
 
 def check_namespaces(op: Op) -> None:
@@ -141,7 +159,10 @@ def conditions(op: ListNamespacesOp) -> tuple[tuple[str, ...] | None, tuple[str,
                 f"{[c.match_type for c in op.match_conditions or ()]}"
             )
             raise ConfigurationError(msg)
-        found[kind] = tuple(condition.path)
+        try:
+            found[kind] = check_prefix(condition.path, f"list_namespaces({kind}=)")
+        except InvalidValueError as exc:  # e.g. prefix="memories": a str, not a tuple
+            raise InvalidNamespaceError(str(exc)) from exc
     return found.get("prefix"), found.get("suffix")
 
 
@@ -157,9 +178,18 @@ def ttl_config(ttl: TTLConfig | None) -> TTLConfig | None:
     if "refresh_on_read" in ttl:
         checked["refresh_on_read"] = flag(ttl["refresh_on_read"], "ttl['refresh_on_read']")
     if ttl.get("default_ttl") is not None:
-        checked["default_ttl"] = real(ttl["default_ttl"], "ttl['default_ttl'] (minutes)", above=0)
+        default = real(ttl["default_ttl"], "CtxBudgetStore(ttl=)['default_ttl'] (minutes)", above=0)
+        if default > MAX_TTL_MINUTES:
+            msg = (
+                f"CtxBudgetStore(ttl=)['default_ttl'] is {default:g} minutes, more than "
+                f"{MAX_TTL_MINUTES:,} (about 1,900 years: a later expiry cannot be dated); "
+                "leave it out (or None) for items that never expire"
+            )
+            raise ConfigurationError(msg)
+        checked["default_ttl"] = default
     if ttl.get("sweep_interval_minutes") is not None:
-        minutes = real(ttl["sweep_interval_minutes"], "ttl['sweep_interval_minutes']", above=0)
+        where = "CtxBudgetStore(ttl=)['sweep_interval_minutes']"
+        minutes = sweep_minutes(ttl["sweep_interval_minutes"], where)
         checked["sweep_interval_minutes"] = minutes  # type: ignore[typeddict-item]
     if "omit_expired" in ttl:
         if not flag(ttl["omit_expired"], "ttl['omit_expired']"):
@@ -169,6 +199,18 @@ def ttl_config(ttl: TTLConfig | None) -> TTLConfig | None:
             )
             raise ConfigurationError(msg)
         checked["omit_expired"] = True
+    return checked
+
+
+def sweep_minutes(minutes: object, where: str) -> float:
+    """An interval between TTL sweeps in minutes: more than 0, at most a year."""
+    checked = real(minutes, where, above=0, hint="e.g. 5")
+    if checked > MAX_SWEEP_MINUTES:
+        msg = (
+            f"{where} is {checked:g} minutes, more than a year ({MAX_SWEEP_MINUTES:,}); give "
+            "a shorter interval (expired items are never returned anyway: sweeping frees space)"
+        )
+        raise ConfigurationError(msg)
     return checked
 
 
@@ -203,3 +245,17 @@ def index_fields(index: Mapping[str, Any] | None) -> list[str] | None:
 def _bad_field(field: object) -> str:
     msg = f"CtxBudgetStore(index=)['fields'] holds {field!r:.80}: each path must be a str"
     raise ConfigurationError(msg)
+
+
+def nothing_asked(limit: object) -> bool:
+    """Whether a search or listing asks for no item (``limit=0``); a bad limit is refused."""
+    return count(limit, "limit", least=0, most=_MAX_LIMIT, error=InvalidValueError) == 0
+
+
+def waited(stop: threading.Event, seconds: float) -> bool:
+    """Wait ``seconds`` (in slices a platform's timer holds) or until ``stop``; whether stopped."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if stop.wait(min(left, threading.TIMEOUT_MAX, 86_400.0)):
+            return True
+    return stop.is_set()

@@ -24,23 +24,21 @@ from ctxbudget.errors import InvalidValueError
 from ctxbudget.memory.awaitable import awaitable
 from ctxbudget.memory.inputs import check_query
 from ctxbudget.memory.reading.record_items import value_item
-from ctxbudget.memory.values.matching import check_filter, namespace_matches, passes
+from ctxbudget.memory.values.layout import is_layout, value_layout
+from ctxbudget.memory.values.matching import check_filter, namespace_matches
 from ctxbudget.memory.values.model import (
+    MAX_TTL_MINUTES,
     StoredValue,
     ValuePut,
     ValueQuery,
     check_key,
     check_namespace,
     check_prefix,
-    index_arg,
-    index_text,
-    json_text,
     now_micros,
     page_args,
-    ttl_arg,
-    utc,
 )
 from ctxbudget.memory.values.ranking import best_first, ranked, shown_text
+from ctxbudget.memory.values.rows import passes_row, stored_value, value_write
 from ctxbudget.store.records import require_name
 from ctxbudget.store.values import ValueRow, ValueWrite
 
@@ -53,36 +51,6 @@ __all__ = ["ValueMethods", "ValueQuery", "stored_value"]
 
 def _user(user_id: object) -> str | None:
     return None if user_id is None else require_name("user_id", user_id)
-
-
-def _passes(row: ValueRow, *, wanted: dict[str, Any] | None) -> bool:
-    return passes(json.loads(row.document), wanted)
-
-
-def stored_value(row: ValueRow, score: float | None = None) -> StoredValue:
-    """A stored row as the `StoredValue` callers get (its value a fresh copy)."""
-    return StoredValue(
-        row.namespace,
-        row.key,
-        json.loads(row.document),
-        utc(row.created),
-        utc(row.updated),
-        score,
-        None if row.expires is None else utc(row.expires),
-    )
-
-
-def _write(put: ValuePut) -> ValueWrite:
-    space = check_namespace(put.namespace)
-    key = check_key(put.key, space)
-    if put.value is None:
-        return ValueWrite(space, key, None)
-    where = f"namespace {space!r}, key {key!r}"
-    document = json_text(put.value, space, key)
-    paths = index_arg(put.index, where)
-    text = index_text(json.loads(document), paths)
-    index = None if text is None else json.dumps(paths)
-    return ValueWrite(space, key, document, text, index, ttl_arg(put.ttl))
 
 
 class ValueMethods:
@@ -137,7 +105,7 @@ class ValueMethods:
         in the batch wins (earlier ones get None, as deletes do).
         """
         uid = _user(user_id)
-        writes = [_write(p) for p in puts]
+        writes = [value_write(p) for p in puts]
         self._settle()
         rows = self.store.values.write(self.namespace, uid, writes, now_micros())
         return [None if r is None else stored_value(r) for r in rows]
@@ -177,10 +145,34 @@ class ValueMethods:
         rows = self.store.values.read(self.namespace, uid, pairs, now)
         found = [r for r in rows if r is not None]
         if refresh and found:
-            fresh = self.store.values.refresh(self.namespace, uid, found, now)
-            by_id = {id(r): f for r, f in zip(found, fresh, strict=True)}
+            by_id = dict(zip(map(id, found), self._refreshed(uid, found, now), strict=True))
             rows = [None if r is None else by_id[id(r)] for r in rows]
         return [None if r is None else stored_value(r) for r in rows]
+
+    def _refreshed(self, uid: str | None, rows: list[ValueRow], now: int) -> list[ValueRow]:
+        """``rows`` with their expiry pushed a ttl from ``now`` (those with a ttl).
+
+        A ttl longer than `MAX_TTL_MINUTES` (stored before it was refused) never expires and
+        is left as it is.
+        """
+        timed = [r for r in rows if r.ttl is not None and r.ttl <= MAX_TTL_MINUTES]
+        if not timed:
+            return list(rows)
+        fresh = self.store.values.refresh(self.namespace, uid, timed, now)
+        by_id = dict(zip(map(id, timed), fresh, strict=True))
+        return [by_id.get(id(r), r) for r in rows]
+
+    def value_layout(self, layout: str | None = None) -> str | None:
+        """The rule this namespace's values were laid out by (None: none recorded yet).
+
+        ``layout`` (a string a door chooses, e.g. ``CtxBudgetStore``'s ``user_at``) is recorded
+        when none was, and the recorded one returned: a door compares it with its own before
+        it reads or writes (`ctxbudget.memory.values.layout`).
+        """
+        if layout is not None and not isinstance(layout, str):
+            msg = f"layout must be a str or None, got {shown(layout)}"
+            raise InvalidValueError(msg)
+        return value_layout(self.store.values, self.namespace, layout, now_micros())
 
     def delete_value(
         self, namespace: Sequence[str], key: str, *, user_id: str | None = None
@@ -261,12 +253,12 @@ class ValueMethods:
             check_query(query)  # (added by H2) a lone surrogate refused as every door refuses it
         now = now_micros()
         vector = None if query is None or not owners else self.store.embedder.embed_query(query)
-        found: list[tuple[str | None, ValueRow, float | None]] = []
+        found: list[tuple[str | None, ValueRow, float | None, float]] = []
         for uid in owners:
             if query is None or vector is None:
-                keep = partial(_passes, wanted=wanted)
+                keep = partial(passes_row, wanted=wanted)
                 rows = self.store.values.newest(self.namespace, uid, space, now, skip + first, keep)
-                found += [(uid, r, None) for r in rows]
+                found += [(uid, r, None, 0.0) for r in rows]
                 continue
             unembedded = partial(self._matching, uid, space, wanted, now, embedded=False)
             scored = ranked(
@@ -281,18 +273,17 @@ class ValueMethods:
                 now,
                 unembedded,
             )
-            found += [(uid, r, s) for r, s in scored]
+            found += [(uid, r, s, similarity) for r, s, similarity in scored]
         if len(owners) > 1:
-            merged = best_first([(r, s) for _, r, s in found])
-            owner_of = {id(r): uid for uid, r, _ in found}
-            found = [(owner_of[id(r)], r, s) for r, s in merged]
+            owner_of = {id(r): uid for uid, r, _, _ in found}
+            merged = best_first([(r, s, similarity) for _, r, s, similarity in found])
+            found = [(owner_of[id(r)], r, s, similarity) for r, s, similarity in merged]
         page = found[skip : skip + first]
         fresh: dict[int, ValueRow] = {}
-        for uid in dict.fromkeys(o for o, _, _ in page) if refresh else ():
-            mine = [r for o, r, _ in page if o == uid]
-            got = self.store.values.refresh(self.namespace, uid, mine, now)
-            fresh.update(zip(map(id, mine), got, strict=True))
-        return [(fresh.get(id(r), r), s) for _, r, s in page]
+        for uid in dict.fromkeys(o for o, _, _, _ in page) if refresh else ():
+            mine = [r for o, r, _, _ in page if o == uid]
+            fresh.update(zip(map(id, mine), self._refreshed(uid, mine, now), strict=True))
+        return [(fresh.get(id(r), r), s) for _, r, s, _ in page]
 
     def _with_values(self, found: Candidates, query: str, values: ValueQuery) -> Candidates:
         """``found`` with the values ``values`` asks for, scored for ``query`` (tier SAVED)."""
@@ -338,7 +329,7 @@ class ValueMethods:
         embedded: bool | None,
     ) -> list[ValueRow]:
         rows = self.store.values.scan(self.namespace, uid, space, now, embedded=embedded)
-        return [r for r in rows if passes(json.loads(r.document), wanted)]
+        return [r for r in rows if passes_row(r, wanted=wanted)]
 
     def list_value_namespaces(
         self,
@@ -361,7 +352,7 @@ class ValueMethods:
         depth = (
             None
             if max_depth is None
-            else count(max_depth, "max_depth", least=1, error=InvalidValueError)
+            else count(max_depth, "max_depth", least=0, error=InvalidValueError)
         )
         first, skip = page_args(limit, offset)
         owners = self._owners(user_id, all_users)
@@ -375,7 +366,7 @@ class ValueMethods:
             r.namespace
             for uid in owners
             for r in self.store.values.scan(self.namespace, uid, fixed, now, documents=False)
-            if namespace_matches(r.namespace, prefix=head, suffix=tail)
+            if not is_layout(r) and namespace_matches(r.namespace, prefix=head, suffix=tail)
         }
         if depth is not None:
             spaces = {s[:depth] for s in spaces}

@@ -5,6 +5,9 @@ must equal it (nested dicts field by field, lists element by element), and a dic
 compares it (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``), as LangGraph's
 ``InMemoryStore`` and Postgres JSONB do. Order comparisons hold between numbers (bools aside)
 and between strings; any other pair does not match (LangGraph's in-memory store raises there).
+A filter's operands are read as values are stored (`check_filter`): numpy numbers, bools and
+arrays become Python ones (so ``{"n": {"$gt": np.int64(2)}}`` compares), and NaN, which no
+value equals or orders against, is refused.
 
 `namespace_matches` is `list_value_namespaces`' prefix and suffix: ``"*"`` stands for any one
 element.
@@ -17,8 +20,13 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from numbers import Real
 from typing import Any
+
+import numpy as np
 
 from ctxbudget.core.numbers import shown
 from ctxbudget.errors import InvalidValueError
@@ -36,7 +44,31 @@ def check_filter(filter: object) -> dict[str, Any] | None:  # noqa: A002 - LangG
         msg = f"filter must be a dict of value fields, got {shown(filter)}"
         raise InvalidValueError(msg)
     _check_operators(filter, "filter")
-    return dict(filter)
+    return {key: _operand(wanted, f"filter[{key!r}]") for key, wanted in filter.items()}
+
+
+def _operand(wanted: Any, path: str) -> Any:
+    """A filter operand as plain Python (numpy's numbers, bools and arrays converted)."""
+    if isinstance(wanted, np.ndarray):
+        wanted = wanted.tolist()
+    elif isinstance(wanted, np.generic):
+        wanted = wanted.item()
+    if isinstance(wanted, bool) or wanted is None or isinstance(wanted, str | int):
+        return wanted
+    if isinstance(wanted, Real | Decimal):
+        number = float(wanted)
+        if math.isnan(number):
+            msg = (
+                f"{path} is NaN, which no value equals or orders against; give a number "
+                "(or drop the condition)"
+            )
+            raise InvalidValueError(msg)
+        return number
+    if isinstance(wanted, Mapping):
+        return {k: _operand(v, f"{path}[{k!r}]") for k, v in wanted.items()}
+    if isinstance(wanted, list | tuple):
+        return [_operand(v, f"{path}[{n}]") for n, v in enumerate(wanted)]
+    return wanted
 
 
 def _check_operators(spec: Mapping[Any, Any], path: str) -> None:

@@ -36,12 +36,14 @@ from ctxbudget.errors import InvalidValueError
 __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
+    "MAX_TTL_MINUTES",
     "StoredValue",
     "ValuePut",
     "ValueQuery",
     "check_key",
     "check_namespace",
     "check_prefix",
+    "expiry",
     "index_arg",
     "index_text",
     "json_text",
@@ -57,6 +59,9 @@ MAX_DEPTH = 100
 
 MAX_BYTES = 1_000_000
 """The largest value, as UTF-8 JSON text."""
+
+MAX_TTL_MINUTES = 1_000_000_000
+"""The longest ttl (about 1,900 years): a later expiry could not be dated (year 9999 at most)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +127,20 @@ def utc(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
 
 
+def expiry(micros: int | None) -> datetime | None:
+    """A stored expiry as a datetime; None for none, or one past what a datetime holds.
+
+    `ttl_arg` refuses such a ttl now, but a value stored before may carry one: it never
+    expires, and reading it must not fail.
+    """
+    if micros is None:
+        return None
+    try:
+        return utc(micros)
+    except (OverflowError, ValueError):
+        return None
+
+
 clock = time.time_ns
 """Where values' times come from (epoch nanoseconds): a test replaces it to move time."""
 
@@ -182,11 +201,19 @@ def check_key(key: object, namespace: Sequence[str]) -> str:
     return key
 
 
-def ttl_arg(ttl: object) -> float | None:
-    """A ttl in minutes (a finite number > 0) or None."""
+def ttl_arg(ttl: object, where: str = "") -> float | None:
+    """A ttl in minutes (a finite number > 0, at most `MAX_TTL_MINUTES`) or None."""
     if ttl is None:
         return None
-    return real(ttl, "ttl (minutes)", above=0, error=InvalidValueError, hint="or None")
+    what = f"ttl (minutes) of {where}" if where else "ttl (minutes)"
+    minutes = real(ttl, what, above=0, error=InvalidValueError, hint="or None for no expiry")
+    if minutes > MAX_TTL_MINUTES:
+        msg = (
+            f"{what} is {minutes:g}, more than {MAX_TTL_MINUTES:,} (about 1,900 years: a later "
+            "expiry cannot be dated); pass ttl=None for a value that never expires"
+        )
+        raise InvalidValueError(msg)
+    return minutes
 
 
 def _plain(value: Any, path: str, where: str, depth: int) -> Any:
