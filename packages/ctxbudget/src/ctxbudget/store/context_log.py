@@ -298,6 +298,18 @@ class ContextLogs:
                 self.delete_session(namespace, session_id)
             self._parts.drop_user(namespace, user_id)
 
+    def delete_naming(self, namespace: str, session_id: str, ids: Sequence[str]) -> None:
+        """Drop the records of a session's log that name records deleted from it (``ids``).
+
+        Entries still queued for the session are discarded: an assembly that held them must not
+        be written after the delete (the writer's generation check catches another process's).
+        """
+        if not ids:
+            return
+        with self._collections.conn.lock:
+            self._discard(lambda e: (e.namespace, e.session_id) == (namespace, session_id))
+            self._parts.drop_naming(namespace, session_id, ids)
+
     def _discard(self, which: Callable[[LogEntry], bool]) -> None:
         # The queues of this store's siblings too: the same folder or server in this process.
         with _SIBLINGS_GUARD:

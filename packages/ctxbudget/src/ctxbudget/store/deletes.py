@@ -82,6 +82,9 @@ class Deleter:
                     chunks = [(name, str(json.loads(key)[-1])) for key, _, _ in rows]
                     self.entities.remove(namespace, chunks)
                 self._sessions.removed(rows)
+                if kind == "session" and rows:  # its log's records naming them go too
+                    ids = [str(m["rid"]) for _, _, m in rows if "rid" in m]
+                    self.logs.delete_naming(namespace, name, ids)
         return deleted
 
     def delete_session(self, *, namespace: str, session_id: str) -> int:
@@ -131,12 +134,16 @@ class Deleter:
             partitions = [mine, *sorted((homes | set(self._sessions.elsewhere(ns, uid))) - {mine})]
             user_scope = where_keys(ns, None, uid, None, None)
             deleted = 0
+            named: dict[str, list[str]] = {}  # session: the records deleted from it
             for partition in partitions:
                 rows = cols.part_rows(partition, where=user_scope, documents=False)
                 rows = [row for row in rows if matches(row[2], ns, None, uid, None, None)]
                 homed = {sid for (_, sid), e in known.items() if e.home == partition}
                 rows += self._quoting(partition, ns, uid, rows, homed)
                 sessions |= {str(m["sid"]) for _, _, m in rows if "sid" in m}
+                for _, _, m in rows:
+                    if "sid" in m and "rid" in m:
+                        named.setdefault(str(m["sid"]), []).append(str(m["rid"]))
                 self._sessions.touched(rows, wrote="; nothing was deleted")
                 cols.delete_in(partition, [key for key, _, _ in rows])
                 deleted += len(rows)
@@ -156,6 +163,9 @@ class Deleter:
             self._values.drop_user(ns, uid)  # the user's keyed values (ctxbudget.store.values)
             self._sessions.removed([], users=[(ns, uid)])
             self.logs.delete_user(ns, uid, sessions=gone)
+            for sid, ids in named.items():  # another user's session keeps its log, not them
+                if sid not in gone:
+                    self.logs.delete_naming(ns, sid, ids)
         return deleted
 
     def _quoting(

@@ -24,8 +24,9 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import json
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,6 +213,32 @@ class LogPartitions:
             else:
                 cols.delete_in(partition, mine)
                 cols.delete(cols.meta, [json_key("log", namespace, session_id, user_id)])
+
+    def drop_naming(self, namespace: str, session_id: str, ids: Collection[str]) -> None:
+        """Delete the records of a session's log that name any of ``ids`` (records deleted).
+
+        A record names an item by its id (included or pruned) and, with ``keep_context``,
+        holds the context as sent: so a deleted message's id and text stay in no record. A
+        record is matched by the id as a JSON string anywhere in its document (an item's own id,
+        or inside another scope's id), which may also take a record that merely quotes it: a
+        log, never memory.
+        """
+        if not ids:
+            return
+        cols = self._collections
+        partition = log_partition(cols.name, namespace, session_id)
+        rows = cols.part_rows(partition, documents=False)
+        if not rows:
+            return
+        needles = set()
+        for record_id in ids:
+            for text in (json.dumps(record_id), json.dumps(record_id, ensure_ascii=False)):
+                needles |= {text, json.dumps(text, ensure_ascii=False)[1:-1]}
+        doomed = [key for key, _, meta in rows if any(n in _unpacked(meta) for n in needles)]
+        if len(doomed) == len(rows):
+            self.drop(namespace, session_id)
+        elif doomed:
+            cols.delete_in(partition, doomed)
 
 
 def _row_meta(entry: LogEntry, document: str) -> dict[str, Any]:
