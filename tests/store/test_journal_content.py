@@ -169,6 +169,25 @@ def test_a_line_cut_by_a_crash_at_the_end_is_ignored_not_quarantined(
     assert not path.exists() and not path.with_suffix(".quarantined").exists()
 
 
+@pytest.mark.parametrize(
+    "tail",
+    [b"\x00" * 2048, b"garbage without an end", b'{"batch":"b","rec\x00\x00'],
+    ids=["zeroed by a crash", "not a line of ours", "ours, then zeros"],
+)
+def test_an_unterminated_end_no_append_leaves_is_kept_aside_not_dropped(
+    folder: Path, embedder: OnnxEmbedder, caplog: pytest.LogCaptureFixture, tail: bytes
+) -> None:
+    # A file zeroed at its size after a crash (ext4 may leave one) held acknowledged batches:
+    # it was read as one line cut by a crash and deleted without a word.
+    path = write_journal(folder, [tail])
+    caplog.set_level(logging.WARNING)
+    with ChromaStore(folder, embedder=embedder) as store:
+        assert stored(store, NS) == []
+    target = path.with_suffix(".quarantined")
+    assert target.read_bytes() == tail
+    assert warned_about(caplog, target)
+
+
 def test_read_batches_skips_what_the_code_did_not_write(tmp_path: Path) -> None:
     path = tmp_path / "j.jsonl"
     path.write_bytes(

@@ -78,7 +78,12 @@ def read_journal(path: Path) -> JournalContent:
     with path.open("rb") as file:  # a line at a time: a batch's line may be large
         for number, raw in enumerate(file, start=1):
             if not raw.endswith(b"\n"):
-                logger.info("journal %s: line %d cut by a crash, never acknowledged", path, number)
+                if _cut(raw):
+                    logger.info(
+                        "journal %s: line %d cut by a crash, never acknowledged", path, number
+                    )
+                else:  # no append of ours ends so (a file zeroed by a crash): kept aside
+                    bad.append((number, raw))
                 break
             if not raw.strip():
                 continue
@@ -91,6 +96,16 @@ def read_journal(path: Path) -> JournalContent:
             else:
                 bad.append((number, raw))
     return JournalContent(tuple(batches.values()), tuple(bad))
+
+
+_STARTS = (b'{"batch":', b'{"done":')  # how every line the code writes starts
+
+
+def _cut(raw: bytes) -> bool:
+    """Whether an unterminated last line can be the start of a line the code writes."""
+    if b"\x00" in raw:
+        return False
+    return any(start.startswith(raw) or raw.startswith(start) for start in _STARTS)
 
 
 def _parse(raw: bytes) -> JournalBatch | list[str] | None:
