@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from numbers import Integral, Real
 from typing import Any
+
+import numpy as np
 
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.core.items import ContextItem
@@ -63,9 +65,18 @@ def to_timestamp(value: float | int | datetime | str | None) -> float | None:
     """Seconds since the epoch from a number, a datetime (naive means UTC) or ISO-8601 text.
 
     Any number but a bool is taken (numpy's too); one too large for a float is not a date.
+    A numpy ``datetime64`` is the moment it holds (UTC), a ``date`` its midnight UTC.
     """
     if value is None:
         return None
+    if isinstance(value, np.datetime64):
+        moment: object = value.astype("datetime64[us]").item()  # None for NaT
+        if not isinstance(moment, datetime):
+            msg = f"timestamp {shown(value)} is not a date (NaT, or out of datetime's years)"
+            raise InvalidItemError(msg)
+        value = moment
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
     if isinstance(value, bool):
         msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {value!r}"
         raise InvalidItemError(msg)
@@ -84,7 +95,11 @@ def to_timestamp(value: float | int | datetime | str | None) -> float | None:
         except ValueError as exc:
             msg = f"timestamp {shown(value)} is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)"
             raise InvalidItemError(msg) from exc
-    msg = f"timestamp must be a number, a datetime or ISO-8601 text, got {type(value).__name__}"
+    msg = (
+        f"timestamp must be a number (seconds since 1970-01-01 UTC), a datetime or ISO-8601 "
+        f"text, got {type(value).__name__} ({shown(value)}); convert it to one of those "
+        "(nothing was written)"
+    )
     raise InvalidItemError(msg)
 
 
@@ -171,13 +186,19 @@ def given_id(what: str, given: object, otherwise: str) -> str | None:
 def user_metadata(
     what: str, raw: object, reserved: frozenset[str] = frozenset()
 ) -> dict[str, MetadataValue]:
-    """A caller's metadata, refusing the keys ctxbudget keeps its own fields under."""
+    """A caller's metadata, refusing the keys ctxbudget keeps its own fields under.
+
+    numpy scalars become the Python values they hold (``float32`` a float, ``int64`` an int,
+    ``bool_`` a bool), as numbers are taken everywhere else; the store then checks them.
+    """
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         msg = f"{what}: metadata must be a dict, got {type(raw).__name__}"
         raise StoreInputError(msg)
-    metadata: dict[str, MetadataValue] = dict(raw)
+    metadata: dict[str, MetadataValue] = {
+        key: value.item() if isinstance(value, np.generic) else value for key, value in raw.items()
+    }
     for key, value in metadata.items():
         if isinstance(key, str) and (key.startswith("_") or key in reserved):
             names = "keys starting with '_'" + "".join(f", {n!r}" for n in sorted(reserved))

@@ -170,7 +170,8 @@ def _check_metadata_value(index: int, record: object, key: str, value: object) -
             raise bad_record(index, record, f"metadata[{key!r}] = {value} is not finite")
         return
     problem = (
-        f"metadata[{key!r}] is a {type(value).__name__}; Chroma keeps only str, int, float and "
-        "bool values (encode anything else, e.g. as a JSON string)"
+        f"metadata[{key!r}] is a {type(value).__name__} ({shown(value)}); a metadata value "
+        "must be a str, an int, a float or a bool (encode anything else, e.g. a date as an "
+        "ISO-8601 str or a JSON string)"
     )
     raise bad_record(index, record, problem)
