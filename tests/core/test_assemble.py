@@ -294,3 +294,21 @@ def test_the_memory_layer_imports_from_the_package_root() -> None:
 
     assert ctxbudget.ContextMemory.__name__ == "ContextMemory"
     assert ctxbudget.MemoryConfig().recent_messages > 0
+
+
+@pytest.mark.parametrize("budget", range(60, 260, 7))
+def test_with_the_question_apart_history_is_whole_exchanges(budget: int) -> None:
+    # The newest exchange of history was reduced to its user turn when its answer did not fit,
+    # as an agent's turn still going on may be: with the question sent apart (a query), that
+    # exchange is answered, and the model got two user turns in a row.
+    items = [
+        *chat(6, words=8),
+        ContextItem("m6", "turn 6 " + "word " * 10, tier=Tier.RECENT, role="user"),
+        ContextItem("m7", "turn 7 " + "word " * 40, tier=Tier.RECENT, role="assistant"),
+        ContextItem("q", "and what now?", tier=Tier.QUERY),
+    ]
+    ctx = ContextAssembler(COUNTER, min_exchanges=0).assemble(items, budget=budget)
+    history = [it for it in ctx.included if it.tier == Tier.RECENT]
+    roles = [it.role for it in history]
+    assert roles == ["user", "assistant"] * (len(roles) // 2)  # whole exchanges only
+    assert ("m6" in ctx.included_ids) == ("m7" in ctx.included_ids)

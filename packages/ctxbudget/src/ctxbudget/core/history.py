@@ -222,6 +222,9 @@ class HistoryPacker:
     ``cost`` gives the tokens of consecutive messages (with any date lines among them);
     ``refund(older, newer)`` the tokens saved when ``older`` is placed right before ``newer``
     (a date line ``newer`` no longer needs). ``block_costs`` holds what each kept block adds.
+    ``going_on``: the newest exchange is still going on (the question is its user message, as
+    in an agent's turn), so it may be reduced to its question; with the question sent apart
+    (a query), every exchange of history is answered, and one is kept whole or not at all.
     """
 
     exchanges: Iterator[Exchange]
@@ -233,6 +236,7 @@ class HistoryPacker:
     blocks: list[list[ContextItem]] = field(default_factory=list)
     block_costs: list[int] = field(default_factory=list)
     refund: Callable[[Sequence[ContextItem], Sequence[ContextItem]], int] | None = None
+    going_on: bool = True
 
     def _joined(self, block: Sequence[ContextItem], cost: int) -> int:
         if self.refund is not None and self.blocks:
@@ -287,7 +291,7 @@ class HistoryPacker:
         if not taken_steps and exchange.head is not None and exchange.steps:
             # A user message alone whose whole answer was cut would read as unanswered; only the
             # newest exchange (the one still going on) may be reduced to its question.
-            if self.exchanges_kept > 0:
+            if self.exchanges_kept > 0 or not self.going_on:
                 self.cut.extend(exchange.items())
                 return 0
         if exchange.head is not None:

@@ -122,6 +122,7 @@ def pack_tiers(
         refund=lambda older, newer: layout.join_refund(older, newer, "history"),
         kept=[],
         cut=[],
+        going_on=not queries,  # a question sent apart: every exchange of history is answered
     )
 
     def room(tier: int) -> int:
