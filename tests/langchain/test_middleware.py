@@ -323,7 +323,7 @@ def test_a_state_without_a_system_prompt_or_facts_sends_no_system_message() -> N
     agent.invoke({"messages": [SystemMessage("From the state."), HumanMessage("hi")]})
     sent, _ = model.calls[0]
     assert [m.type for m in sent] == ["system", "human"]
-    assert sent[0].text == "From the state.\n"
+    assert sent[0].text == "From the state."  # sent as given
     orphan = RecordingChatModel(messages=iter(["ok"]))
     agent = create_agent(orphan, middleware=[CtxBudgetMiddleware(model="gpt-4o", budget=200)])
     agent.invoke({"messages": [ToolMessage("stray result", tool_call_id="x"), HumanMessage("hi")]})

@@ -31,21 +31,25 @@ class CallAssembler:
     def __init__(self, *, min_exchanges: int, trim: TrimOptions) -> None:
         self.min_exchanges = min_exchanges
         self.trim = trim
-        self._assemblers: dict[int, ContextAssembler] = {}
+        self._assemblers: dict[tuple[int, bool], ContextAssembler] = {}
         self._lock = threading.Lock()
 
-    def assembler(self, counter: TokenCounter) -> ContextAssembler:
-        """The (cached) assembler of ``counter``."""
+    def assembler(self, counter: TokenCounter, *, joined: bool = False) -> ContextAssembler:
+        """The (cached) assembler of ``counter`` (``joined``: the call has a system message).
+
+        With ``joined``, what ctxbudget renders goes inside the call's own system message
+        (`langchain_ctxbudget.system`).
+        """
         with self._lock:
-            assembler = self._assemblers.get(id(counter))
+            assembler = self._assemblers.get((id(counter), joined))
             if assembler is None or assembler.counter is not counter:
                 assembler = ContextAssembler(
                     counter,
                     min_exchanges=self.min_exchanges,
-                    layouts=one_system_layouts(counter),
+                    layouts=one_system_layouts(counter, joined=joined),
                     **self.trim,
                 )
-                self._assemblers[id(counter)] = assembler
+                self._assemblers[(id(counter), joined)] = assembler
             return assembler
 
     def assemble(
@@ -56,6 +60,7 @@ class CallAssembler:
         *,
         tools: bool,
         previous: AssembledContext | None,
+        joined: bool = False,
     ) -> AssembledContext:
         """One call's context (``tools``: the call carries tool schemas, counted in the reserve).
 
@@ -63,7 +68,9 @@ class CallAssembler:
             BudgetExceededError: the never-pruned items alone do not fit.
         """
         try:
-            return self.assembler(counter).assemble(items, budget=budget, previous=previous)
+            return self.assembler(counter, joined=joined).assemble(
+                items, budget=budget, previous=previous
+            )
         except BudgetExceededError as exc:
             if not tools:
                 raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
@@ -12,9 +13,12 @@ from langchain_core.messages import BaseMessage
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.writing.owners import check_session_owner, claim_session
 from langchain_ctxbudget.convert import from_record, to_record_payload
 
 __all__ = ["CtxBudgetChatMessageHistory"]
+
+_DOOR = "CtxBudgetChatMessageHistory"
 
 
 class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
@@ -24,6 +28,10 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
     names and tool calls, embedded by the memory's model so they can be recalled later, and
     read back in order. New code should use `CtxBudgetMiddleware` with ``memory=`` instead: it
     stores the conversation the same way and also keeps every model call within the window.
+
+    With a ``user_id``, a session another user started is refused on every read and write
+    (`SessionOwnerError`, as `CtxBudgetMiddleware` refuses it; docs/memory.md), and the first
+    write to a new session makes the user its owner.
 
     Args:
         memory: where the messages are kept.
@@ -46,13 +54,26 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         self.session_id = session_id
         self.user_id = user_id
 
+    def _owner(self, *, write: bool) -> None:
+        """A session another user started is refused (`SessionOwnerError`); a write claims it."""
+        if write:
+            claim_session(self.memory, self.session_id, user_id=self.user_id, door=_DOOR)
+        else:
+            check_session_owner(self.memory, self.session_id, user_id=self.user_id, door=_DOOR)
+
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """Every message of the session, oldest first."""
+        """Every message of the session, oldest first.
+
+        Raises:
+            SessionOwnerError: the session was started by another user than ``user_id``.
+        """
+        self._owner(write=False)
         return [from_record(r) for r in self.memory.history(self.session_id)]
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async `messages` (`ContextMemory.ahistory`)."""
+        await self.memory.arun(partial(self._owner, write=False))
         records = await self.memory.ahistory(self.session_id)
         return [from_record(r) for r in records]
 
@@ -65,6 +86,8 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         Raises:
             StoreInputError: a message the store cannot keep; nothing was written.
             InvalidItemError: a message id in ctxbudget's own id space (``ctxbudget:...``);
+                nothing was written.
+            SessionOwnerError: the session was started by another user than ``user_id``;
                 nothing was written.
         """
         now = time.time()
@@ -85,6 +108,7 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
                 continue
             payloads.append(payload)
         if payloads:
+            self._owner(write=True)
             self.memory.add_messages(
                 self.session_id, payloads, user_id=self.user_id, progress=False
             )
@@ -97,9 +121,14 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         """Forget the session's messages and summaries (`ContextMemory.clear`).
 
         Pinned facts of the session stay unless ``pins=True``, as LlamaIndex's ``reset()``.
+
+        Raises:
+            SessionOwnerError: the session was started by another user than ``user_id``.
         """
+        self._owner(write=False)
         self.memory.clear(self.session_id, pins=pins)
 
     async def aclear(self) -> None:
         """Async `clear`."""
+        await self.memory.arun(partial(self._owner, write=False))
         await self.memory.aclear(self.session_id)

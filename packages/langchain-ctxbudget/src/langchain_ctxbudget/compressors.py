@@ -109,7 +109,8 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
                 core's check (`ctxbudget.memory.inputs.check_query`), as for every query.
         """
         check_query(query)  # not scored, but it reaches callbacks, logs and spans
-        docs = [d for d in documents if d.page_content.strip()]
+        given = [(i, d) for i, d in enumerate(documents) if d.page_content.strip()]
+        docs = [d for _, d in given]
         if not docs:
             return []
         counter = resolve_counter(self.counter, self.model)
@@ -121,7 +122,7 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
                 internal_id("doc", index),
                 doc.page_content,
                 tier=Tier.RETRIEVED,
-                score=self._score(doc, index),
+                score=self._score(doc, index, given[index][0]),
                 shrink=Shrink.TRUNCATE if self.truncate else Shrink.DROP,
                 embedding=None if vectors is None else vectors[index],
                 record_id=doc.id or None,  # reports name the document by its own id
@@ -146,13 +147,14 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
             out.append(original.model_copy(update=update))
         return out
 
-    def _score(self, doc: Document, rank: int) -> float:
+    def _score(self, doc: Document, rank: int, position: int) -> float:
+        """The document's score (``rank``: among the non-blank; ``position``: as given)."""
         keys = (self.score_key,) if self.score_key else _SCORE_KEYS
         for key in keys:
             value = doc.metadata.get(key)
             if value is not None or self.score_key:
                 # Any real number: a reranker's numpy float32 relevance_score too.
                 hint = "higher is better"
-                where = f"document {rank}: metadata[{key!r}]"
+                where = f"document {position}: metadata[{key!r}]"
                 return real(value, where, error=InvalidItemError, hint=hint)
         return 1.0 / (1.0 + rank)

@@ -35,7 +35,8 @@ from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
 from ctxbudget.store.chroma_store import Record
-from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
+from langchain_ctxbudget.blocks import content_parts
+from langchain_ctxbudget.message_checks import check_call_args, check_unicode
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -150,14 +151,19 @@ def openai_message(message: BaseMessage) -> dict[str, Any]:
     return _openai_form(message, "string")
 
 
+def _where(message: BaseMessage, index: int | None) -> str:
+    return f"message {index} ({message.type})" if index is not None else message.type
+
+
 def _openai_form(
     message: BaseMessage, text_format: Literal["string", "block"], index: int | None = None
 ) -> dict[str, Any]:
     """``convert_to_openai_messages`` of one message; a block it cannot convert is an error."""
+    where = _where(message, index)
     try:
         return dict(convert_to_openai_messages(message, text_format=text_format))
     except (ValueError, TypeError) as exc:
-        where = f"message {index} ({message.type})" if index is not None else message.type
+        check_call_args(message, where)
         msg = (
             f"{where} has content LangChain cannot convert to OpenAI's form ({exc}); keep its "
             "text and image blocks only, or convert the others to text"
@@ -187,6 +193,8 @@ def item_of(
     plain = _plain_text(message)
     if plain is not None:
         # Plain text: the hot path of long histories (same result as the general one below).
+        if not (plain[1].isascii() and (message.name or "").isascii()):
+            check_unicode({"content": plain[1], "name": message.name}, _where(message, index))
         return ContextItem(
             id,
             plain[1],
@@ -204,6 +212,7 @@ def item_of(
             message.name or None,
         )
     data = _openai_form(message, "block" if isinstance(message.content, list) else "string", index)
+    check_unicode(data, _where(message, index))
     role = _ROLE_ALIASES.get(data.get("role"), data.get("role"))
     if role not in ROLES:
         msg = (
@@ -216,8 +225,8 @@ def item_of(
     if text is None:
         text = ""
     elif not isinstance(text, str):
-        parts = _content_parts(text, index, message.type)
-        text = "\n".join(p["text"] for p in parts if p["type"] in TEXT_PARTS)
+        calls_of = {str(c.get("id")) for c in data.get("tool_calls") or ()}
+        parts, text = content_parts(text, index, message.type, calls_of)
     calls = list(data.get("tool_calls") or [])
     if isinstance(message, AIMessage):
         calls.extend(_invalid_call(call) for call in message.invalid_tool_calls)
@@ -236,30 +245,6 @@ def item_of(
         source="history",
         parts=None if parts is None else tuple(parts),
     )
-
-
-def _content_parts(content: Sequence[Any], index: int, kind: str) -> list[Any]:
-    """The blocks of a message in OpenAI form, checked: text and images only."""
-    parts: list[Any] = []
-    for number, part in enumerate(content):
-        block = part.get("type") if isinstance(part, Mapping) else type(part).__name__
-        if isinstance(part, Mapping) and block in TEXT_PARTS:
-            if isinstance(part.get("text"), str):
-                parts.append(part)
-                continue
-            got = type(part.get("text")).__name__
-            msg = f"message {index} ({kind}): text block {number} has a {got} text, not a str"
-            raise InvalidItemError(msg)
-        if isinstance(part, Mapping) and block in IMAGE_PARTS:
-            parts.append(part)
-            continue
-        msg = (
-            f"message {index} ({kind}) has a content block {number} of type {block!r} that "
-            "ctxbudget cannot count (it counts text blocks exactly and images by OpenAI's "
-            "rule); convert that block to text, or leave it out of the messages given"
-        )
-        raise InvalidItemError(msg)
-    return parts
 
 
 def _invalid_call(call: Mapping[str, Any]) -> dict[str, Any]:

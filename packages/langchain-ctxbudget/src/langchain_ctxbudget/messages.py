@@ -30,8 +30,9 @@ from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, TrimOptions, tr
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 from langchain_ctxbudget.convert import item_of, resolve_counter
-from langchain_ctxbudget.model_request import current_turn
+from langchain_ctxbudget.model_request import current_turn, own_keys
 from langchain_ctxbudget.observe import CallContext, budget_summary
+from langchain_ctxbudget.system import SYSTEM_KEY, exact_system, lifted_item, system_plan
 
 __all__ = ["budget_messages"]
 
@@ -114,8 +115,11 @@ def budget_messages(
     Multimodal messages are kept as given: text blocks are counted exactly, images by OpenAI's
     rule (`ctxbudget.image_tokens`, size from the block's ``width``/``height`` or the header of
     inline base64 data); an image of unknown size counts as the most an image can cost (1,445
-    tokens, logged at INFO). Other blocks (audio, files, reasoning...) raise
-    `InvalidItemError`.
+    tokens, logged at INFO). Reasoning blocks (Anthropic ``thinking``, OpenAI and LangChain
+    ``reasoning``) are kept as given and count as the text they hold. Other blocks (audio,
+    files...) raise `InvalidItemError`. A `SystemMessage` after the first is not returned in
+    its place (providers take a system message only first): its text goes into the system
+    message, after the given one's, never cut.
 
     Called without ``messages`` it returns a Runnable, for LCEL:
     ``prompt | budget_messages(max_tokens=2000) | model``.
@@ -142,10 +146,11 @@ def budget_messages(
         allow_partial: only False: a message is kept or dropped whole.
         text_splitter: not supported (it only serves ``allow_partial``).
         pinned: facts that are always sent, in the system message after its text. The system
-            message returned is then a new one holding both.
+            message returned is then a copy of the given one with them after its text (past
+            a blank line; a text block of its own after a block content), every field kept.
         extra: more items offered beside the conversation, as they are: files and folder
             trees (`ctxbudget.file_item`, `ctxbudget.folder_tree_item`), facts, notes. Those
-            that fit go in the system message (a new one), by tier and score; the report says
+            that fit go in the system message (as ``pinned``), by tier and score; the report says
             why each other one was pruned. Not system, query or history items.
         history_trim: ``"step"`` cuts history only at anchors that stay put as messages are
             appended (kept history is between ``max_tokens - step`` and ``max_tokens``, less
@@ -157,7 +162,8 @@ def budget_messages(
             ``context``: ``explain()``, ``prefix_tokens``; no thread, session or user).
 
     Returns:
-        The kept messages in order: the given objects (a new `SystemMessage` when ``pinned``).
+        The kept messages in order: the given objects (the system message a copy when
+        something is added to it).
 
     Raises:
         BudgetExceededError: the system message, the pinned facts and the newest human
@@ -186,31 +192,29 @@ def budget_messages(
     if end_on is not None:
         while given and not _is_type(given[-1], end_on):
             given.pop()
-    system: BaseMessage | None = None
+    system: SystemMessage | None = None
     if include_system and given and isinstance(given[0], SystemMessage):
         system, given = given[0], given[1:]
     if start_on is not None:
         first = next((i for i, m in enumerate(given) if isinstance(m, HumanMessage)), len(given))
         given = given[first:]
 
-    items: list[ContextItem] = []
-    originals: dict[str, BaseMessage] = {}
-    if system is not None:
-        if pinned or extras:
-            items.append(
-                ContextItem(internal_id("system"), system.text, tier=Tier.SYSTEM, source="system")
-            )
-        else:
-            # Sent verbatim as its own message, so it is counted exactly as given.
-            key = _key(0)
-            items.append(item_of(system, id=key, index=0, shrink=Shrink.NEVER))
-            originals[key] = system
     offset = 1 if system is not None else 0
+    lifts = [  # system messages later on go into the one system message
+        isinstance(m, SystemMessage) and (position > 0 or include_system)
+        for position, m in enumerate(given)
+    ]
+    plan = system_plan(system, adds=bool(pinned or extras or any(lifts)), keep_blank=True)
+    items: list[ContextItem] = plan.items()
+    originals: dict[str, BaseMessage] = {}
     question = current_turn(given)  # the newest human message: never pruned
     for position, message in enumerate(given):
         # Keyed by position in ctxbudget's own id space: the caller's message ids play no part.
         index = position + offset
         key = _key(index)
+        if lifts[position]:
+            items.extend(item for item in [lifted_item(message, key)] if item is not None)
+            continue
         shrink = Shrink.NEVER if position == question else Shrink.DROP
         items.append(item_of(message, id=key, index=index, shrink=shrink))
         originals[key] = message
@@ -221,9 +225,10 @@ def budget_messages(
         for i, fact in enumerate(pinned)
     )
     items.extend(extras)
-    ctx = _assembler(counter, trim).assemble(
-        items, budget=Budget.coerce(max_tokens), previous=_sent(previous)
-    )
+    assembler = _assembler(counter, trim, joined=plan.item is not None)
+    run = partial(assembler.assemble, budget=Budget.coerce(max_tokens), previous=_sent(previous))
+    own = own_keys(originals, plan)
+    ctx = exact_system(run(items), plan, items, own, run)
     if on_context is not None:
         on_context(CallContext(ctx, None, None, None, budget_summary(ctx)))
     if ctx.estimated:
@@ -234,11 +239,10 @@ def budget_messages(
             IMAGE_TOKENS_MAX,
             ", ".join(key.removeprefix(_key_prefix) for key in ctx.estimated),
         )
-    prefix, kept_ids = split_prefix(ctx, originals)
-    kept = [originals[key] for key in kept_ids]
-    if prefix is None:
-        return kept
-    return [SystemMessage(content=prefix, id=system.id if system is not None else None), *kept]
+    prefix, kept_ids = split_prefix(ctx, own)
+    sent = plan.sent(prefix)
+    kept = [originals[key] for key in kept_ids if key != SYSTEM_KEY]
+    return kept if sent is None else [sent, *kept]
 
 
 _key_prefix = internal_id("message", "")
@@ -267,13 +271,17 @@ def _messages_of(messages: _Input) -> list[BaseMessage]:
     return out
 
 
-def _assembler(counter: TokenCounter, trim: TrimOptions) -> ContextAssembler:
-    key = f"{counter.name}:{counter.model}:{id(counter)}:{trim['history_trim']}:{trim['trim_step']}"
+def _assembler(counter: TokenCounter, trim: TrimOptions, *, joined: bool) -> ContextAssembler:
+    key = (
+        f"{counter.name}:{counter.model}:{id(counter)}:{trim['history_trim']}:"
+        f"{trim['trim_step']}:{joined}"
+    )
     assembler = _ASSEMBLERS.get(key)
     if assembler is None or assembler.counter is not counter:
         if len(_ASSEMBLERS) > 32:
             _ASSEMBLERS.clear()
-        layouts = one_system_layouts(counter)  # the prefix is sent as one system message
+        # The prefix is sent as one system message, inside the caller's (joined) if given.
+        layouts = one_system_layouts(counter, joined=joined)
         assembler = _ASSEMBLERS[key] = ContextAssembler(counter, layouts=layouts, **trim)
     return assembler
 

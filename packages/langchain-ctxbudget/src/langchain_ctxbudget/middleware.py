@@ -37,6 +37,7 @@ from langchain_ctxbudget.identity import (
 from langchain_ctxbudget.model_request import (
     conversation_items,
     fixed_items,
+    own_keys,
     request_parts,
     sent_request,
 )
@@ -48,6 +49,7 @@ from langchain_ctxbudget.observe import (
 )
 from langchain_ctxbudget.recall import Recalled, recall
 from langchain_ctxbudget.storing import StoredKeys, store_messages, store_run
+from langchain_ctxbudget.system import exact_system, system_plan
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -77,7 +79,9 @@ class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any
     the model's tokenizer. The call gets the result through ``request.override``: the agent's
     state keeps every message. What the model receives:
 
-    * one system message: the system prompt, then pinned facts, then (with ``memory``) stored
+    * one system message: the request's own as it was given (blocks and fields kept), with
+      after it (past a blank line, or as a text block of its own) the text of any system
+      message later in the conversation, pinned facts, then (with ``memory``) stored
       summaries, the agent's saved values (``values=``), retrieved memories and documents;
     * the newest whole exchanges of the conversation (a user message and everything that
       answers it), the very message objects of the state. History never starts with a tool
@@ -319,18 +323,20 @@ class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any
         """The request to send, its context, and the session's generation (None: no memory)."""
         counter = self._counter or self._counter_of(request.model)
         system, messages = request_parts(request)
-        items = fixed_items(system, self.pinned)
-        items.extend(self.extra)
         keys = message_keys(messages, ids[0] if ids is not None else None, thread)
         if self.memory is not None and ids is not None:  # stored later, in the background
             check_storable(self.memory, messages, keys, ids)  # refused now, as add_messages
         conversation, originals = conversation_items(messages, keys)
-        items.extend(conversation)
+        lifted = len(conversation) > len(originals)  # system messages of the conversation
+        adds = bool(self.pinned or self.extra or lifted) or (self.memory is not None and bool(ids))
+        plan = system_plan(system, adds=adds)
+        joined = plan.item is not None
+        items = [*fixed_items(plan, self.pinned), *self.extra, *conversation]
         added: Additions | None = None
         generation: str | None = None
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
-            layout = self._assembly.assembler(counter).layout("messages")
+            layout = self._assembly.assembler(counter, joined=joined).layout("messages")
             added, generation = recall(
                 self.memory,
                 self._recalled,
@@ -351,20 +357,24 @@ class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any
 
         # Its report: the prefix they share; only a call of this generation of the session.
         previous = self._observer.previous(thread, generation)
-        run = partial(self._assembly.assemble, counter, budget=budget, tools=bool(request.tools))
+        tools = bool(request.tools)
+        run = partial(self._assembly.assemble, counter, budget=budget, tools=tools, joined=joined)
         ctx = run(items, previous=previous)
         if added is not None and added.copies:
             # Older turns of this conversation come back as memories only when the history
             # lost them: a second pass offers the copies of the messages the first one cut.
             lost = added.lost(ctx)
             if lost:
-                ctx = run([*items, *lost], previous=previous)
+                items = [*items, *lost]
+                ctx = run(items, previous=previous)
+        own = own_keys(originals, plan)
+        ctx = exact_system(ctx, plan, items, own, partial(run, previous=previous))
         if self.memory is not None and ids is not None:
             self.memory.record_context(
                 ctx, session_id=ids[0], user_id=ids[1], counter=counter, generation=generation or ""
             )
-        # Prefix and memories in one system message (see `ctxbudget.core.split`).
-        return sent_request(request, ctx, originals, system), ctx, generation
+        # What ctxbudget adds goes inside the system message (`langchain_ctxbudget.system`).
+        return sent_request(request, ctx, originals, plan), ctx, generation
 
     # -- memory -----------------------------------------------------------------------------
     def _identity(self, runtime: Runtime[Any] | None) -> tuple[str, str | None] | None:

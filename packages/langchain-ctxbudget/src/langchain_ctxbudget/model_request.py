@@ -2,8 +2,9 @@
 
 `CtxBudgetMiddleware` turns each model call's request into items (`request_parts`,
 `fixed_items`, `conversation_items`), hands them to the core with whatever memory adds, and
-sends the model `sent_request`: one system message holding everything rendered before the
-conversation, then the very message objects of the state that were kept.
+sends the model `sent_request`: one system message (the request's own, unchanged, with what
+ctxbudget adds inside it: `langchain_ctxbudget.system`), then the very message objects of the
+state that were kept.
 
 Separate from `langchain_ctxbudget.middleware`, which decides when to assemble and what else
 to offer (memories, the budget of the call, the report): this module only converts between
@@ -13,7 +14,7 @@ LangChain's agents only for type checking.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
@@ -23,11 +24,19 @@ from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.split import split_prefix
 from langchain_ctxbudget.convert import item_of
+from langchain_ctxbudget.system import SYSTEM_KEY, SystemPlan, lifted_item
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import ModelRequest
 
-__all__ = ["conversation_items", "current_turn", "fixed_items", "request_parts", "sent_request"]
+__all__ = [
+    "conversation_items",
+    "current_turn",
+    "fixed_items",
+    "own_keys",
+    "request_parts",
+    "sent_request",
+]
 
 
 def request_parts(request: ModelRequest[Any]) -> tuple[SystemMessage | None, list[AnyMessage]]:
@@ -43,17 +52,13 @@ def request_parts(request: ModelRequest[Any]) -> tuple[SystemMessage | None, lis
     return system, messages
 
 
-def fixed_items(system: SystemMessage | None, pinned: Sequence[str]) -> list[ContextItem]:
-    """The items every call offers: the system prompt (unless blank), then the pinned facts.
+def fixed_items(plan: SystemPlan, pinned: Sequence[str]) -> list[ContextItem]:
+    """The items every call offers: the system message (unless blank), then the pinned facts.
 
     Both get ids in ctxbudget's own id space (`ctxbudget.core.ids.internal_id`), which no
-    message can take; pinned facts are never shrunk.
+    message can take; neither is ever cut.
     """
-    items: list[ContextItem] = []
-    if system is not None and system.text.strip():
-        items.append(
-            ContextItem(internal_id("system"), system.text, tier=Tier.SYSTEM, source="system")
-        )
+    items: list[ContextItem] = plan.items()
     items.extend(
         ContextItem(
             internal_id("pinned", i),
@@ -85,12 +90,17 @@ def conversation_items(
 ) -> tuple[list[ContextItem], dict[str, AnyMessage]]:
     """The conversation's items (one per message, id ``keys[i]``) and the messages by key.
 
-    The question's is never pruned (`current_turn`).
+    The question's is never pruned (`current_turn`). A system message goes into the one system
+    message (`langchain_ctxbudget.system.lifted_item`): it is not among the messages by key.
     """
     items: list[ContextItem] = []
     originals: dict[str, AnyMessage] = {}
     question = current_turn(messages)
     for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
+        if isinstance(message, SystemMessage):
+            lifted = lifted_item(message, key)
+            items.extend([] if lifted is None else [lifted])
+            continue
         shrink = Shrink.NEVER if index == question else Shrink.DROP
         items.append(item_of(message, id=key, index=index, shrink=shrink))
         originals[key] = message
@@ -101,18 +111,19 @@ def sent_request(
     request: ModelRequest[Any],
     context: AssembledContext,
     originals: Mapping[str, AnyMessage],
-    system: SystemMessage | None,
+    plan: SystemPlan,
 ) -> ModelRequest[Any]:
     """``request`` with the assembled context: what the model receives.
 
-    Everything rendered before the conversation (system prompt, pinned facts, memories) becomes
-    one system message, with the id of ``system`` (see `ctxbudget.core.split`); the messages
-    are the original objects of the conversation that were kept, in order.
+    The request's system message as it was given, with everything ctxbudget rendered (pinned
+    facts, memories...) inside it (`SystemPlan.sent`); the messages are the original objects
+    of the conversation that were kept, in order.
     """
-    prefix, kept_ids = split_prefix(context, originals)
-    new_system: SystemMessage | None = None
-    if prefix is not None:
-        new_system = SystemMessage(content=prefix, id=system.id if system is not None else None)
-    return request.override(
-        system_message=new_system, messages=[originals[key] for key in kept_ids]
-    )
+    prefix, kept_ids = split_prefix(context, own_keys(originals, plan))
+    messages = [originals[key] for key in kept_ids if key != SYSTEM_KEY]
+    return request.override(system_message=plan.sent(prefix), messages=messages)
+
+
+def own_keys(originals: Collection[str], plan: SystemPlan) -> set[str]:
+    """The keys of the caller's own messages of an assembly: the conversation's and system's."""
+    return {*originals, *([SYSTEM_KEY] if plan.item is not None else [])}

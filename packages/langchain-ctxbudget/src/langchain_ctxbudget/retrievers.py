@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
@@ -62,9 +65,13 @@ class CtxBudgetRetriever(BaseRetriever):
             ``invoke``; ``max_tokens`` is its old name).
         search: ``"documents"`` (chunks of `ContextMemory.add_documents`), ``"memories"``
             (messages, summaries and pinned facts) or ``"all"``.
-        collections: only these document collections (the ``collection`` of ``add_documents``).
+        collections: only the documents of these collections (the ``collection`` of
+            ``add_documents``), whatever ``search`` is (with ``"all"``: those documents and
+            the memories). A non-empty list; None: every collection.
         session_id: only this session's memories.
-        user_id: only this user's memories.
+        user_id: only this user's memories. Without it (and without ``session_id``), memories
+            of every user and session are searched: give the user's id to a retriever that
+            answers one user.
         fetch_k: candidates searched before packing (default ``max(4 * k, 20)``).
         model: the model whose tokenizer counts.
         counter: a `ctxbudget.TokenCounter` (or model name) instead of ``model``'s
@@ -109,6 +116,14 @@ class CtxBudgetRetriever(BaseRetriever):
                 f"got {data['search']!r:.80}"
             )
             raise ConfigurationError(msg)
+        collections = data.get("collections")
+        if collections is not None and (isinstance(collections, str) or not collections):
+            msg = (
+                f"CtxBudgetRetriever(collections=) must be a non-empty list of collection names "
+                f"or None (every collection), got {collections!r:.80}; pass "
+                "search='memories' to search no documents"
+            )
+            raise ConfigurationError(msg)
         super().__init__(**data)
 
     @model_validator(mode="before")
@@ -127,6 +142,25 @@ class CtxBudgetRetriever(BaseRetriever):
         budget: int | None = None,
         max_tokens: int | None = None,
     ) -> list[Document]:
+        return self._retrieve(query, k=k, budget=budget, max_tokens=max_tokens)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        budget: int | None = None,
+        max_tokens: int | None = None,
+    ) -> list[Document]:
+        # The same code, on the memory's worker threads (it searches the store).
+        return await self.memory.arun(
+            self._retrieve, query, k=k, budget=budget, max_tokens=max_tokens
+        )
+
+    def _retrieve(
+        self, query: str, *, k: int | None, budget: int | None, max_tokens: int | None
+    ) -> list[Document]:
         if max_tokens is not None:
             budget = renamed({"max_tokens": max_tokens}, {"max_tokens": "budget"}, "invoke")[
                 "budget"
@@ -136,16 +170,20 @@ class CtxBudgetRetriever(BaseRetriever):
         check_query(query)  # the core's check: a lone surrogate never reaches the embedder
         if limit == 0 or not query.strip():
             return []
-        memory = self.memory
-        scored = memory.search(
-            query,
-            k=self.fetch_k or min(max(4 * limit, 20), MAX_HITS),
-            kinds=_KINDS[self.search],
-            session_id=self.session_id,
-            user_id=self.user_id,
-            collections=self.collections if self.search == "documents" else None,
-            strategy=self.strategy,
-        )
+        fetch_k = self.fetch_k or min(max(4 * limit, 20), MAX_HITS)
+        scored = [
+            hit
+            for kinds, collections in self._searches()
+            for hit in self.memory.search(
+                query,
+                k=fetch_k,
+                kinds=kinds,
+                session_id=self.session_id,
+                user_id=self.user_id,
+                collections=collections,
+                strategy=self.strategy,
+            )
+        ]
         counter = resolve_counter(self.counter, self.model)
         # One item per record: ids qualified by scope, so two collections' "guide#0" are two.
         items = [found.item(session_id=self.session_id) for found in scored]
@@ -162,6 +200,19 @@ class CtxBudgetRetriever(BaseRetriever):
             _document(scored[index], it.id, it.text, it.score, counter.count(it.text))
             for it, index in kept
         ]
+
+    def _searches(self) -> list[tuple[list[str] | None, list[str] | None]]:
+        """``(kinds, collections)`` of each search: the collections filter documents only.
+
+        ``search="all"`` with ``collections`` is two searches, the documents of those
+        collections and the memories, whose candidates are packed together (as
+        `ContextMemory.assemble` gathers documents and memories apart).
+        """
+        if self.collections is None or self.search == "memories":
+            return [(_KINDS[self.search], None)]
+        if self.search == "documents":
+            return [(_KINDS["documents"], list(self.collections))]
+        return [(_KINDS["documents"], list(self.collections)), (_KINDS["memories"], None)]
 
 
 def _k(value: object, where: str) -> int:

@@ -25,8 +25,10 @@ def exact_tokens(layout: Layout, state: PackState, parts: Sequence[Part], *, ver
     counter = layout.counter
     system = [it for it in state.included if state.section[it.id] == "system"]
     # A system text after another may start with "/", which tiktoken can join to the end
-    # of the one before it: the one fragment shape packing cannot control.
-    joined = any(it.text.strip().startswith("/") for it in system[1:])
+    # of the one before it: the one fragment shape packing cannot control. In a joined layout
+    # even the first follows text (the caller's system message).
+    after = system if layout.joined else system[1:]
+    joined = any(it.text.strip().startswith("/") for it in after)
     if counter.additive and not verify and not joined:
         # Exact by construction: fragments count additively, and the messages form of the
         # text formats holds every fragment plus the message overhead (never less).

@@ -70,15 +70,27 @@ class Layout:
         counter: what counts the tokens.
         one_system: (``messages`` only) files, summaries and knowledge go into the system
             message of the stable prefix instead of a second one.
+        joined: (with ``one_system``) that message is sent inside the caller's own system
+            message, a history item of role ``system`` given first and never pruned: after its
+            text (which then ends with a line break, so that the counts add up) or as a text
+            part after its parts. It pays no message overhead of its own.
     """
 
-    def __init__(self, fmt: Format, counter: TokenCounter, *, one_system: bool = False) -> None:
+    def __init__(
+        self,
+        fmt: Format,
+        counter: TokenCounter,
+        *,
+        one_system: bool = False,
+        joined: bool = False,
+    ) -> None:
         if fmt not in FORMATS:
             msg = f"format must be one of {list(FORMATS)}, got {shown(fmt)}"
             raise InvalidItemError(msg)  # a ValueError too
         self.format: Format = fmt
         self.counter = counter
         self.one_system = one_system
+        self.joined = joined and one_system
         self._headers = COMPACT_HEADERS if fmt == "compact" else TEXT_HEADERS
         self._header_cost = {s: counter.count(h) for s, h in self._headers.items()}
         self._fragments: dict[tuple[Any, ...], str] = {}
@@ -135,6 +147,8 @@ class Layout:
         The text formats are guaranteed to fit both as one string and as the
         ``[system, user]`` messages of `to_messages`, so their message overhead is paid too.
         """
+        if group == "prefix" and self.joined:
+            return 0  # sent inside the caller's own system message
         if group in ("prefix", "context", "text"):
             return self.counter.per_message + self.counter.count("system")
         if group == "text-query":
@@ -338,6 +352,16 @@ class Layout:
                 message["content"] += part.text
             elif part.item is not None:
                 messages.append(message_of(part.item, part.role, part.text))
+        if self.joined and "prefix" in open_groups and len(messages) > 1:
+            own = messages[1]
+            if own["role"] == "system":  # the caller's system message takes the prefix
+                text = messages.pop(0)["content"]
+                content = own["content"]
+                own["content"] = (
+                    content + text
+                    if isinstance(content, str)
+                    else [*content, {"type": "text", "text": text}]
+                )
         return messages
 
 

@@ -5,6 +5,11 @@ Adapters that hand the framework back its own message objects (the LangChain mid
 before them (system prompt, pinned facts, memories) as one system message: one message costs
 less overhead than two (some providers take only one). Their assembler renders and counts that
 form (`one_system_layouts`), so the report's ``tokens_used`` is the count of what is sent.
+
+When the caller has a system message of its own, they send it as it was given (a history item
+of role ``system``, first and never pruned) and what ctxbudget rendered goes inside it, after its
+text or as a text part of its own (``one_system_layouts(counter, joined=True)``): one message,
+counted as sent.
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ from ctxbudget.tokens.counter import TokenCounter
 __all__ = ["one_system_layouts", "split_prefix"]
 
 
-def one_system_layouts(counter: TokenCounter) -> dict[str, Layout]:
+def one_system_layouts(counter: TokenCounter, *, joined: bool = False) -> dict[str, Layout]:
     """The ``layouts`` of a `ContextAssembler` whose prefix is sent as one system message.
+
+    ``joined``: that message is sent inside the caller's own system message, the first history
+    item (role ``system``, never pruned; a str content ends with a line break): see `Layout`.
 
     >>> from ctxbudget import ContextAssembler
     >>> counter = TokenCounter.for_model("gpt-4o")
@@ -28,7 +36,7 @@ def one_system_layouts(counter: TokenCounter) -> dict[str, Layout]:
     >>> assembler.layout("messages").one_system
     True
     """
-    return {"messages": Layout("messages", counter, one_system=True)}
+    return {"messages": Layout("messages", counter, one_system=True, joined=joined)}
 
 
 def split_prefix(ctx: AssembledContext, own: Container[str]) -> tuple[str | None, list[str]]:
@@ -41,7 +49,8 @@ def split_prefix(ctx: AssembledContext, own: Container[str]) -> tuple[str | None
 
     Returns:
         The prefix's text (None when nothing precedes the caller's messages) and the ids of
-        the caller's messages that were included, in order.
+        the caller's messages that were included, in order. With a joined layout the prefix
+        goes inside the first of those (the caller's system message).
 
     Raises:
         ConfigurationError: ``ctx`` renders more than one message before the caller's: its
@@ -57,4 +66,8 @@ def split_prefix(ctx: AssembledContext, own: Container[str]) -> tuple[str | None
             "so that tokens_used counts what is sent"
         )
         raise ConfigurationError(msg)
-    return (str(head[0]["content"]) if head else None), kept
+    if head:
+        return str(head[0]["content"]), kept
+    # Joined: the prefix went inside the caller's system message; it is the prefix group.
+    prefix = "".join(part.text for part in ctx._parts if part.group == "prefix")  # noqa: SLF001
+    return (prefix or None), kept
