@@ -76,6 +76,15 @@ def test_one_id_in_two_collections_is_two_items(memory: ContextMemory) -> None:
     assert not [p for p in ctx.pruned if p.reason is PruneReason.DUPLICATE]
 
 
+def test_search_in_no_collection_finds_nothing(memory: ContextMemory) -> None:
+    # An empty list reached Chroma as "$in: []" and came back as its raw error.
+    memory.add_documents([("guide", "Porto trains leave every hour.")], collection="kb1")
+    assert memory.search("Porto trains", collections=[]) == []
+    assert [h.hit.record.id for h in memory.search("Porto trains", collections=["kb1"])] == [
+        "guide#0"
+    ]
+
+
 def test_a_duplicate_names_the_other_item_it_repeats() -> None:
     scope_a, scope_b = ("collection", "kb1"), ("collection", "kb2")
     a = ContextItem(scoped_id(scope_a, "g"), "Same words.", score=2.0, record_id="g", scope=scope_a)

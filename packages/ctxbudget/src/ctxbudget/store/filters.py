@@ -88,6 +88,12 @@ def document_filter(collections: bool | str | Sequence[str]) -> dict[str, Any] |
     if isinstance(collections, bool):
         return None
     names = [collections] if isinstance(collections, str) else list(collections)
+    if not names:
+        msg = (
+            "collections is an empty list: name at least one document collection, or pass "
+            "True for all of them (False: no documents)"
+        )
+        raise StoreInputError(msg)
     if len(names) == 1:
         return {"doc_namespace": names[0]}
     return {"doc_namespace": {"$in": names}}

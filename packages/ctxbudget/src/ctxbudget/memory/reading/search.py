@@ -110,6 +110,8 @@ def scored_search(
     _check_scope(kinds, collections, vector)
     if not query.strip():
         return []
+    if isinstance(collections, Sequence) and not isinstance(collections, str) and not collections:
+        return []  # the documents of no collection (as assemble's documents=[]: none)
     where = None if collections is None else document_filter(collections)
     hits = store.search(
         query if vector is None else vector,
