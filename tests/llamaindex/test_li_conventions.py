@@ -322,10 +322,11 @@ def test_explain_shows_the_system_prompt_once_and_never_as_its_own_duplicate(
 
     context = memory.last_context
     assert context is not None
-    system_ids = [it.id for it in context.included if it.tier == Tier.SYSTEM]
+    # Sent as put, a message of its own (llama_index.ctxbudget.system): role system, never cut.
+    system_ids = [it.id for it in context.included if it.role == "system"]
     assert len(system_ids) == 1
     assert all(p.item.id not in system_ids for p in context.pruned)
-    assert context.tiers[int(Tier.SYSTEM)].offered == 1
+    assert sum(1 for it in context.included if it.text.startswith("You are Ada's agent.")) == 1
     assert "duplicate" not in context.explain()
 
 

@@ -138,10 +138,12 @@ def test_an_input_that_is_not_stored_is_left_for_the_caller_with_its_room_kept(
 def test_an_input_that_is_the_stored_last_message_is_returned_last(
     context_memory: ContextMemory,
 ) -> None:
-    # FunctionAgent puts the user message, then asks get(input=that message).
+    # FunctionAgent puts the user message and asks get(); after its tool calls (kept outside
+    # the memory until the turn ends) it asks get(input=that message).
     memory = memory_on(context_memory, token_limit=300)
     memory.put_messages(conversation(3))
     memory.put(user("What is next?"))
+    assert memory.get()[-1].content == "What is next?"
     out = memory.get(input="What is next?")
     assert out[-1].content == "What is next?"
     assert [m.content for m in out].count("What is next?") == 1

@@ -1,16 +1,23 @@
 """What one `CtxBudgetMemory.get` assembles: which message is the question, then candidates + core.
 
 `question_of` decides what ``get`` answers: the ``input`` given, else the session's last user
-message (never an assistant's reply). When that message is the last one stored, it is *pending*:
-rendered last and returned. An input that is not stored is sent by the caller itself: it is not
-offered, its cost comes off the budget (`llama_index.ctxbudget.budget.call_budget`), so the
-report counts exactly the messages ``get`` returns.
+message (never an assistant's reply). When that message is the last one stored and the caller
+does not send it itself, it is *pending*: rendered last and returned. An input given is sent by
+the caller (chat engines ask ``get(input=message)`` and send the message after the memory's,
+even on a retry whose first attempt stored it), unless this memory already returned that stored
+message as the question (an agent asks ``get()``, then ``get(input=...)`` in the same turn). What
+the caller sends is not offered (its stored copy neither), its cost comes off the budget
+(`llama_index.ctxbudget.budget.call_budget`), so the report counts exactly the messages ``get``
+returns.
 
 `assemble_session` gathers the session's candidates with `ContextMemory.candidates` (the
 gathering `ContextMemory.assemble` uses, with its assembler settings), offers the stored system
-messages once, as never-cut system items (their pinned records are not offered a second time),
-and packs everything with the core `ContextAssembler`, with the session's previous assembly
-as ``previous=`` (`ContextMemory.previous_contexts`): its report says what prefix they share.
+messages first, as they were put, with what ctxbudget adds inside the first
+(`llama_index.ctxbudget.system`; their pinned records are not offered a second time), and packs
+everything with the core `ContextAssembler`, with the session's previous assembly as
+``previous=`` (`ContextMemory.previous_contexts`): its report says what prefix they share.
+Without a ``user_id`` nobody's user-wide pins or other sessions join, not even those of the
+user stored with the session's messages (`ContextMemory.assemble` takes that user by default).
 """
 
 from __future__ import annotations
@@ -20,15 +27,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, TokenCounter
+from ctxbudget.core.split import one_system_layouts
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.inputs import extra_items
 from ctxbudget.memory.policy.plan import plan_for
 from ctxbudget.memory.policy.presets import StrategyLike
-from ctxbudget.memory.reading.candidates import offered
+from ctxbudget.memory.reading.candidates import Candidates, offered
 from ctxbudget.memory.reading.session_state import is_stored_query
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget.budget import call_budget
-from llama_index.ctxbudget.storing import system_items
+from llama_index.ctxbudget.system import SystemMessages, adds_to_system, system_messages
 
 __all__ = ["NO_QUESTION", "Question", "assemble_get", "assemble_session", "question_of"]
 
@@ -43,12 +51,15 @@ class Question:
     Attributes:
         text: the question ("" when the session has no user message and no input is given).
         pending: it is the session's last stored message: rendered last and returned.
-        sent_by_caller: an input that is not stored: the caller sends it after the messages.
+        sent_by_caller: an input given: the caller sends it after the messages (a stored copy
+            of it is neither offered nor returned).
+        record_id: the stored message of a pending question.
     """
 
     text: str
     pending: bool = False
     sent_by_caller: bool = False
+    record_id: str | None = None
 
     @property
     def asked(self) -> bool:
@@ -60,23 +71,28 @@ def _is_user_turn(record: Record) -> bool:
     return record.role == "user" and bool(record.text.strip())
 
 
-def question_of(memory: ContextMemory, session_id: str, given: str | None) -> Question:
+def question_of(
+    memory: ContextMemory, session_id: str, given: str | None, *, asked: str | None = None
+) -> Question:
     """The question of a ``get``: ``given`` if not blank, else the last user message stored.
 
-    The last message is read first (chat engines and agents store the question before they
-    ask); only when it is not a user message is the recent window read
-    (`MemoryConfig.recent_messages`), and the rest of the session only when that window holds
-    no user message (a long run of tool calls).
+    ``given`` is sent by the caller, unless it is the last message stored and that message,
+    ``asked``, was already returned as the question by this memory (an agent's later steps of
+    one turn): then it is pending again. The last message is read first (chat engines and
+    agents store the question before they ask); only when it is not a user message is the
+    recent window read (`MemoryConfig.recent_messages`), and the rest of the session only when
+    that window holds no user message (a long run of tool calls).
     """
     newest = memory.history(session_id, limit=1)
     last = newest[-1] if newest else None
     if given is not None and given.strip():
-        pending = is_stored_query(last, given)
-        return Question(given, pending=pending, sent_by_caller=not pending)
+        if last is not None and last.id == asked and is_stored_query(last, given):
+            return Question(given, pending=True, record_id=last.id)
+        return Question(given, sent_by_caller=True)
     if last is None:
         return Question("")
     if _is_user_turn(last):
-        return Question(last.text, pending=True)
+        return Question(last.text, pending=True, record_id=last.id)
     window = max(1, memory.config.recent_messages)
     recent = memory.history(session_id, limit=window)
     found = next((r for r in reversed(recent) if _is_user_turn(r)), None)
@@ -104,7 +120,7 @@ def assemble_session(
         question: what is answered (`question_of`); rendered last only when pending.
         budget: tokens the messages may use (`call_budget`).
         model: the model whose tokenizer counts.
-        user_id: the user (pins, other sessions).
+        user_id: the user (user-wide pins, other sessions); None: neither joins.
         extra: more items (memory blocks), offered as they are.
         strategy: merged over the memory's (`ctxbudget.memory.policy.plan.plan_for`).
 
@@ -122,39 +138,66 @@ def assemble_session(
         model=model,
         user_id=user_id,
         documents=asked,
-        other_sessions=None if asked else False,
+        other_sessions=None if asked and user_id is not None else False,
         strategy=strategy,
     )
-    systems = system_items(memory, session_id)
-    # The system messages are pinned records too: offered once, as system items.
-    own = {item.id for item in systems}
-    found = dataclasses.replace(
-        found, pinned=tuple(item for item in found.pinned if item.id not in own)
-    )
-    extras = extra_items([*systems, *extra])
+    counter = memory.counter_for(model)
+    systems = system_messages(memory, session_id, counter)
+    found = _offered_pins(found, systems, user_id)
+    extras = extra_items(extra)
     if question.pending:
         items = offered(found, question.text, system=None, tools=(), extras=extras)
     else:
         items = [*found.items, *extras]
     assembler = ContextAssembler(
-        memory.counter_for(model),
+        counter,
         summarizer=memory.summarizer,
         min_exchanges=plan.config.min_exchanges,
+        # What ctxbudget adds goes inside the first system message (`llama_index...system`).
+        layouts=one_system_layouts(counter, joined=True) if systems.items else None,
     )
     # The session's previous assembly (by `get` or `ContextMemory.assemble`): the prefix shared.
     # "" is no generation (a session without records, as one deleted since): nothing kept.
     generation = found.generation
     kept = memory.previous_contexts
     previous = kept.get(session_id, generation=generation) if generation else None
-    ctx = assembler.assemble(
-        items, budget=plan.budget(budget), format="messages", previous=previous
-    )
+
+    def run(first: Sequence[ContextItem], room: int) -> AssembledContext:
+        return assembler.assemble(
+            [*first, *items], budget=plan.budget(room), format="messages", previous=previous
+        )
+
+    may_add = adds_to_system(items)
+    # When nothing could be added, the first system message is counted as it is put.
+    ctx = run(systems.items if may_add else systems.plain, budget)
+    if systems.items and may_add and not adds_to_system(ctx):
+        # Nothing was added after all: sent as it was put, counted so, with the room the
+        # separator took kept free (the same choice, without the separator).
+        room = budget - systems.separator_tokens
+        again = run(systems.plain, room) if room > 0 else ctx
+        ctx = ctx if adds_to_system(again) else again
     if found.generation:
         memory.previous_contexts.put(session_id, ctx, generation=found.generation)
     memory.record_context(
         ctx, session_id=session_id, user_id=found.user_id, model=model, generation=generation
     )
     return ctx
+
+
+def _offered_pins(found: Candidates, systems: SystemMessages, user_id: str | None) -> Candidates:
+    """``found`` without the system messages' pinned records and the pins nobody asked for.
+
+    The system messages are offered once, as messages; without a ``user_id``, nobody's
+    user-wide pins join.
+    """
+    own = systems.ids
+    pinned = tuple(
+        item
+        for item in found.pinned
+        if item.id not in own
+        and (user_id is not None or item.scope is None or item.scope[0] != "user")
+    )
+    return dataclasses.replace(found, pinned=pinned)
 
 
 def assemble_get(
@@ -169,21 +212,24 @@ def assemble_get(
     user_id: str | None,
     extra: Sequence[ContextItem],
     strategy: StrategyLike | None = None,
-) -> AssembledContext:
-    """One ``get``: its question (`question_of`), its budget (`call_budget`), its assembly.
+    asked: str | None = None,
+) -> tuple[AssembledContext, Question]:
+    """One ``get``: its assembly and its question.
+
+    The question is `question_of`'s (with ``asked``), the budget `call_budget`'s.
 
     Raises:
         InvalidBudgetError: ``initial_token_count`` leaves no room in ``token_limit``.
         BudgetExceededError: what must be sent does not fit.
     """
-    question = question_of(memory, session_id, given)
+    question = question_of(memory, session_id, given, asked=asked)
     budget = call_budget(
         token_limit,
         initial_token_count,
         counter,
         sent_after=question.text if question.sent_by_caller else None,
     )
-    return assemble_session(
+    context = assemble_session(
         memory,
         session_id,
         question,
@@ -193,3 +239,4 @@ def assemble_get(
         extra=extra,
         strategy=strategy,
     )
+    return context, question

@@ -9,6 +9,7 @@ is exactly what its report counts.
 from __future__ import annotations
 
 from ctxbudget import Budget, TokenCounter
+from ctxbudget.core.numbers import count
 from ctxbudget.errors import BudgetExceededError, InvalidBudgetError
 
 __all__ = ["TOKEN_LIMIT", "call_budget", "token_limit_for", "token_limit_of"]
@@ -56,7 +57,8 @@ def call_budget(
     whole cost (content and overhead) is taken.
 
     Raises:
-        InvalidBudgetError: ``initial_token_count`` is not a non-negative int, or leaves no room.
+        InvalidBudgetError: ``initial_token_count`` is not a count of 0 or more (any integral
+            type, numpy's too), or leaves no room.
         BudgetExceededError: the message sent after does not fit in what is left.
 
     >>> call_budget(100, 0, TokenCounter.for_model("gpt-4o"))
@@ -64,13 +66,14 @@ def call_budget(
     >>> call_budget(100, 0, TokenCounter.for_model("gpt-4o"), sent_after="hello world")
     94
     """
-    if (
-        isinstance(initial_token_count, bool)
-        or not isinstance(initial_token_count, int)
-        or initial_token_count < 0
-    ):
-        msg = f"initial_token_count must be a non-negative int, got {initial_token_count!r}"
-        raise InvalidBudgetError(msg)
+    # The core's count boundary, as token_limit's: numpy ints taken; True, "3" or 5.0 refused.
+    initial_token_count = count(
+        initial_token_count,
+        "CtxBudgetMemory.get(initial_token_count=)",
+        least=0,
+        error=InvalidBudgetError,
+        hint="the tokens of the messages the caller sends before the memory's, e.g. 120",
+    )
     overhead = 0
     if initial_token_count:
         # The caller's prefix is at least one more message: its overhead is billed too.

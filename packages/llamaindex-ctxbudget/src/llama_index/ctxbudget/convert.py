@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from llama_index.core.base.llms.types import (
     AudioBlock,
     ChatMessage,
@@ -132,7 +133,7 @@ def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | 
     metadata: dict[str, str | int | float | bool] = {}
     others = {k: v for k, v in kwargs.items() if k not in _FIELDS}
     if others:
-        metadata[KWARGS_KEY] = json.dumps(others, ensure_ascii=False, default=str)
+        metadata[KWARGS_KEY] = json.dumps(others, ensure_ascii=False, default=_json_value)
     stored: dict[str, Any] = {"role": role, "text": text, "metadata": metadata}
     if calls:
         stored["tool_calls"] = calls
@@ -143,6 +144,19 @@ def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | 
     if isinstance(name, str) and name:
         stored["name"] = name
     return stored
+
+
+def _json_value(value: object) -> object:
+    """What JSON stores of a value it has no form for (anything else: its text).
+
+    numpy's values are stored as the Python values they hold (``int64(3)`` is 3, an array a
+    list), as they round-trip through LlamaIndex's own memory.
+    """
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
 
 
 def _tool_calls(message: ChatMessage, index: int) -> list[dict[str, Any]]:

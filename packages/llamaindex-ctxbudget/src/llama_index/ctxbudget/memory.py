@@ -68,7 +68,8 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
     Build it with `from_defaults`. Every message `put` is stored (and embedded) in the session;
     `get` assembles, within ``token_limit`` tokens counted with ``model``'s tokenizer:
 
-    * system messages put into memory, never cut (``Tier.SYSTEM``);
+    * system messages put into memory: sent first, exactly as put, never cut; what ctxbudget
+      adds goes inside the first, after a blank line (`llama_index.ctxbudget.system`);
     * memory blocks: priority 0 never cut, priority ``p`` at ``Tier.PINNED + p`` (see
       `block_tier`), and pinned facts (`pin`) at ``Tier.PINNED``;
     * the newest exchange first, then as much recent history as fits, in whole exchanges with
@@ -87,8 +88,9 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             message overhead and reply priming).
         session_id: the conversation in the `ContextMemory`.
         model: the model whose tokenizer counts (a name `ctxbudget.lookup_model` knows).
-        user_id: the user, for user-wide pinned facts and the user's other sessions. A session
-            another user started is refused (`SessionOwnerError`, docs/memory.md).
+        user_id: the user, for user-wide pinned facts and the user's other sessions (without
+            it, neither joins). A session another user started is refused by every method that
+            reads or writes it (`SessionOwnerError`, docs/memory.md).
         memory_blocks: LlamaIndex memory blocks read on every `get` (see `block_tier`).
         block_tiers: tiers by block name, overriding `block_tier`'s default.
         strategy: a preset name (``"chat"``, ``"rag"``...) or a `ctxbudget.Strategy` as a dict,
@@ -116,6 +118,7 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
     _owns_memory: bool = PrivateAttr(default=False)
     _counter: TokenCounter = PrivateAttr()
     _last: LastContext = PrivateAttr(default_factory=LastContext)
+    _asked: str | None = PrivateAttr(default=None)  # the stored question last returned
 
     def __init__(self, *, memory: ContextMemory, owns_memory: bool = False, **data: Any) -> None:
         """Wrap a `ContextMemory`; prefer `from_defaults`."""
@@ -263,12 +266,11 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
         """The messages to send, within ``token_limit``.
 
         Args:
-            input: the message being answered. When it is the last message stored (a user
-                message, as chat engines and agents put it before asking), it is returned last;
-                otherwise it is only used to find relevant memories and its room is kept free
-                for the caller, which sends it itself (``CondensePlusContextChatEngine``). With
-                no input, the last stored user message is the question (returned last when it
-                is the last message stored).
+            input: the message being answered, sent by the caller after these (chat engines):
+                not returned (a stored copy neither: a retry), its room kept free; unless this
+                memory's ``get()`` already returned it, still last stored (an agent's next step:
+                returned last). None: the last stored user message (returned last when it is
+                the last message stored). See `llama_index.ctxbudget.assembly`.
             **kwargs: ``initial_token_count``, tokens of messages the caller sends before these
                 (one message's overhead is reserved with them); the rest goes to the memory
                 blocks' ``aget``.
@@ -295,7 +297,7 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
     ) -> AssembledContext:
         self._owner(write=False)
-        return assemble_get(
+        context, question = assemble_get(
             self._memory,
             self.session_id,
             input_text(input),
@@ -306,7 +308,11 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             user_id=self.user_id,
             extra=extra,
             strategy=self.strategy,
+            asked=self._asked,
         )
+        if question.record_id is not None:  # an agent's next step may ask get(input=it)
+            self._asked = question.record_id
+        return context
 
     def _report(self, context: AssembledContext) -> list[ChatMessage]:
         self._last.set(context)
@@ -334,7 +340,12 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
         )
 
     def get_all(self) -> list[ChatMessage]:
-        """Every stored message as it was put: system messages first, then the conversation."""
+        """Every stored message as it was put: system messages first, then the conversation.
+
+        Raises:
+            SessionOwnerError: the session was started by another user; nothing was read.
+        """
+        self._owner(write=False)
         systems = [
             ChatMessage(role=MessageRole.SYSTEM, content=record.text)
             for record in system_records(self._memory, self.session_id)

@@ -20,8 +20,8 @@ from ctxbudget import AssembledContext, ContextAssembler, ContextItem, Shrink
 from ctxbudget.compat import refuse_unknown, renamed
 from ctxbudget.core.documents import included_positions, pack_documents
 from ctxbudget.core.ids import check_caller_id, internal_id
-from ctxbudget.core.numbers import count
-from ctxbudget.errors import InvalidBudgetError
+from ctxbudget.core.numbers import count, real
+from ctxbudget.errors import InvalidBudgetError, InvalidItemError
 from ctxbudget.memory.inputs import check_query
 from llama_index.ctxbudget.events import LastContext, report_assembly
 from llama_index.ctxbudget.node_tiers import TIER_KEY, hide_key, node_tier
@@ -70,7 +70,9 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
     (``metadata_mode``, LlamaIndex's ``MetadataMode.LLM`` by default) with ``model``'s
     tokenizer, each as a line of its own: the kept nodes fit ``budget`` as one rendered block.
     Node ids starting with ``ctxbudget:`` are refused (`InvalidItemError`): ctxbudget keeps
-    them for its own items.
+    them for its own items. A score is any real number (numpy's too; None is no score, 0.0);
+    NaN and the infinities are refused (`InvalidItemError` naming the node), as everywhere
+    numbers enter ctxbudget (`ctxbudget.core.numbers`).
 
     Each call dispatches a `ContextAssembledEvent` carrying its `AssembledContext`.
 
@@ -184,7 +186,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
                     key,
                     content,
                     tier=tier,
-                    score=float(node.score) if node.score is not None else 0.0,
+                    score=_score(node, index),
                     shrink=shrink,
                     source="node",
                     embedding=node.node.embedding,
@@ -206,6 +208,22 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
             budget=self.budget,
             offered=offered,
         )
+
+
+def _score(node: NodeWithScore, index: int) -> float:
+    """A node's score through the core's number boundary (None: no score, 0.0).
+
+    Raises:
+        InvalidItemError: NaN, an infinity or not a number; the message names the node.
+    """
+    if node.score is None:
+        return 0.0
+    where = f"CtxBudgetNodePostprocessor: node {index} (id {node.node_id!r}): score"
+    hint = (
+        "give every node a finite score (higher is better) or None for no score, e.g. fix "
+        "or drop the retriever's or reranker's NaN"
+    )
+    return real(node.score, where, error=InvalidItemError, hint=hint)
 
 
 def _check(query_bundle: QueryBundle | None) -> None:

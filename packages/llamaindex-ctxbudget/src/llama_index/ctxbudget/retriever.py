@@ -24,6 +24,7 @@ from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.inputs import check_query
 from ctxbudget.memory.policy.presets import StrategyLike, as_strategy
 from ctxbudget.memory.reading.search import ScoredHit
+from ctxbudget.memory.writing.owners import check_session_owner
 from ctxbudget.store.chroma_store import Record
 from ctxbudget.store.records import scope_of
 from ctxbudget.store.search import search_k
@@ -83,7 +84,9 @@ class CtxBudgetRetriever(BaseRetriever):
         collections: only these document collections (the ``collection=`` given to
             `ContextMemory.add_documents`); default: all.
         session_id: also search this session's messages and summaries.
-        user_id: also search this user's messages and summaries (every session).
+        user_id: also search this user's messages and summaries (every session). With
+            ``session_id``, a session another user started is refused (`SessionOwnerError`,
+            docs/memory.md), as `CtxBudgetMemory` refuses it.
         model: the model whose tokenizer counts (default: the memory's model).
         strategy: a preset, `ctxbudget.Strategy` or mapping, merged over the memory's: its
             scoring weights rank the hits.
@@ -161,9 +164,18 @@ class CtxBudgetRetriever(BaseRetriever):
         return self._last.get()
 
     def _hits(self, query: str) -> list[ScoredHit]:
-        """Documents, the session's and the user's memories, scored as ContextMemory scores."""
+        """Documents, the session's and the user's memories, scored as ContextMemory scores.
+
+        Raises:
+            SessionOwnerError: ``session_id`` was started by another user than ``user_id``;
+                nothing was searched.
+        """
         memory = self.memory
         check_query(query)  # the core's check (as search's), before the query is embedded
+        if self.session_id is not None:  # no user_id: nothing to check (as CtxBudgetMemory)
+            check_session_owner(
+                memory, self.session_id, user_id=self.user_id, door="CtxBudgetRetriever"
+            )
         vector = memory.store.embedder.embed_query(query)  # one embedding for every search
         found: list[ScoredHit] = []
         k = self.fetch_k
@@ -201,9 +213,19 @@ class CtxBudgetRetriever(BaseRetriever):
         return nodes
 
     def _pack(self, query: str) -> tuple[list[NodeWithScore], AssembledContext | None, int]:
-        found = self._hits(query)
+        hits = self._hits(query)
         # One item per record: ids qualified by scope, so two collections' "guide#0" are two.
-        items = [s.item(session_id=self.session_id, shrink=Shrink.TRUNCATE) for s in found]
+        made = [s.item(session_id=self.session_id, shrink=Shrink.TRUNCATE) for s in hits]
+        # A session's message found again by the user's search is one record: offered once
+        # (its best-scored hit), so the report never has it both included and a duplicate.
+        best: dict[str, int] = {}
+        for index, item in enumerate(made):
+            seen = best.get(item.id)
+            if seen is None or item.score > made[seen].score:
+                best[item.id] = index
+        chosen = sorted(best.values())
+        found = [hits[i] for i in chosen]
+        items = [made[i] for i in chosen]
         context = pack_documents(items, self._assembler, self.budget, k=self.k)
         if context is None:
             return [], None, len(items)

@@ -1,8 +1,9 @@
 """Storing a LlamaIndex conversation in a `ContextMemory`; system messages as pins of their own.
 
 `CtxBudgetMemory` stores the messages put into it as the session's messages, except system
-messages: each distinct one is a pinned record marked with `SYSTEM_KEY` (its order), offered on
-every ``get`` as a never-cut system instruction and forgotten with the conversation.
+messages: each distinct one is a pinned record marked with `SYSTEM_KEY` (its order), sent first on
+every ``get``, exactly as put, never cut (`llama_index.ctxbudget.system`), and forgotten with the
+conversation.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 
-from ctxbudget import ContextItem, Tier
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget.convert import role_of, text_of, to_record_payload
@@ -23,7 +23,6 @@ __all__ = [
     "clear_session",
     "split_messages",
     "store_messages",
-    "system_items",
     "system_records",
 ]
 
@@ -92,15 +91,6 @@ def system_records(memory: ContextMemory, session_id: str) -> list[Record]:
         where={SYSTEM_KEY: {"$gte": 0}},
     )
     return sorted(found, key=lambda r: (int(r.metadata.get(SYSTEM_KEY, 0)), r.id))
-
-
-def system_items(memory: ContextMemory, session_id: str) -> list[ContextItem]:
-    """The stored system messages as never-cut system items."""
-    # Same id as the pinned record ContextMemory also offers: that copy is dropped.
-    return [
-        ContextItem(r.id, r.text, tier=Tier.SYSTEM, source="system")
-        for r in system_records(memory, session_id)
-    ]
 
 
 def clear_session(memory: ContextMemory, session_id: str, *, pins: bool = False) -> None:
