@@ -317,15 +317,17 @@ WRITE_CASES = [
         "timestamp-a-list",
         msg(timestamp=[2026]),
         StoreInputError,
-        "timestamp must be a number, a datetime or ISO-8601 text, got list",
+        "timestamp must be a number (seconds since 1970-01-01 UTC), a datetime or ISO-8601 "
+        "text, got list",
     ),
     # -- metadata Chroma cannot keep, and keys that are ctxbudget's own -------------------------
     case(
         "metadata-nested",
         msg(metadata={"a": {"b": 1}}),
         StoreInputError,
-        "metadata['a'] is a dict; Chroma keeps only str, int, float and bool values",
-        "encode anything else, e.g. as a JSON string",
+        "metadata['a'] is a dict ({'b': 1}); a metadata value must be a str, an int, a float "
+        "or a bool",
+        "encode anything else, e.g. a date as an ISO-8601 str or a JSON string",
         "nothing was written",
     ),
     case(
