@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
@@ -389,8 +390,23 @@ async def connected_http(url: str) -> AsyncIterator[ClientSession]:
             yield session
 
 
-def test_streamable_http_on_loopback_serves_and_stores_on_sigterm(tmp_path: Path) -> None:
-    store, log = tmp_path / "store", tmp_path / "stderr.txt"
+@dataclass
+class Served:
+    """A ``ctxbudget mcp --transport http`` process with a connected client (`served_http`)."""
+
+    process: subprocess.Popen[bytes]
+    client: Client
+    portal: BlockingPortal
+    session: ClientSession
+    out: bytes = b""  # its stdout, once stopped
+
+
+@contextmanager
+def served_http(store: Path, log: Path) -> Iterator[Served]:
+    """Serve ``store`` over HTTP on a free port; on leaving, SIGTERM it and read its stdout.
+
+    Its stderr goes to ``log``; a process still running when something fails is killed.
+    """
     argv = [COMMAND, "--path", str(store), "mcp", "--transport", "http", "--port", "0"]
     with log.open("w", encoding="utf-8") as errlog:
         process = subprocess.Popen(
@@ -403,26 +419,31 @@ def test_streamable_http_on_loopback_serves_and_stores_on_sigterm(tmp_path: Path
                 start_blocking_portal() as portal,
                 portal.wrap_async_context_manager(connected_http(url)) as session,
             ):
-                client = Client(portal, session)
-                assert {t.name for t in portal.call(session.list_tools).tools} == TOOLS
-                for role, text in A_TURNS:
-                    client.ok("remember", session_id="h1", role=role, text=text, user_id="a")
-                document = client.ok(
-                    "context", session_id="h1", question="What is my cat called?", budget=100
-                )
-                assert document["tokens_used"] <= 100
-                assert any("Miso" in m["content"] for m in document["messages"])
-                assert "Budget" in client.error(
-                    "context", session_id="h1", question="hi", budget=-1
-                )
+                served = Served(process, Client(portal, session), portal, session)
+                yield served
             process.send_signal(signal.SIGTERM)
-            out, _ = process.communicate(timeout=TIMEOUT)
+            served.out, _ = process.communicate(timeout=TIMEOUT)
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    assert process.returncode == 0, log.read_text("utf-8")
-    assert out == b""  # over HTTP too, nothing on stdout
+
+
+def test_streamable_http_on_loopback_serves_and_stores_on_sigterm(tmp_path: Path) -> None:
+    store, log = tmp_path / "store", tmp_path / "stderr.txt"
+    with served_http(store, log) as served:
+        client = served.client
+        assert {t.name for t in served.portal.call(served.session.list_tools).tools} == TOOLS
+        for role, text in A_TURNS:
+            client.ok("remember", session_id="h1", role=role, text=text, user_id="a")
+        document = client.ok(
+            "context", session_id="h1", question="What is my cat called?", budget=100
+        )
+        assert document["tokens_used"] <= 100
+        assert any("Miso" in m["content"] for m in document["messages"])
+        assert "Budget" in client.error("context", session_id="h1", question="hi", budget=-1)
+    assert served.process.returncode == 0, log.read_text("utf-8")
+    assert served.out == b""  # over HTTP too, nothing on stdout
     assert journals(store) == []
     assert stored_texts(store, "h1") == [text for _, text in A_TURNS]
 

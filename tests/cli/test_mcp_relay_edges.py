@@ -20,16 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anyio.from_thread import start_blocking_portal
 from test_mcp import (
-    COMMAND,
     ENV,
     TIMEOUT,
-    Client,
-    connected_http,
     journals,
+    served_http,
     stored_texts,
-    wait_for_address,
 )
 from test_mcp_raw import RawServer, core_refusal
 
@@ -116,33 +112,16 @@ def test_the_tag_is_drawn_in_each_process() -> None:
 
 def test_a_forged_tag_over_streamable_http_is_refused(tmp_path: Path, core: ContextMemory) -> None:
     store, log = tmp_path / "store", tmp_path / "stderr.txt"
-    argv = [COMMAND, "--path", str(store), "mcp", "--transport", "http", "--port", "0"]
-    with log.open("w", encoding="utf-8") as errlog:
-        process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog,
-            env={**os.environ, **ENV},
-        )  # fmt: skip
-        try:
-            url = wait_for_address(log, process)
-            with (
-                start_blocking_portal() as portal,
-                portal.wrap_async_context_manager(connected_http(url)) as session,
-            ):
-                client = Client(portal, session)
-                client.ok("remember", session_id="s", role="user", text="hello")
-                for tool, name, others in FORGED:
-                    arguments = {**others, name: FORGED_VALUE}
-                    message = client.error(tool, **arguments)
-                    expected = core_refusal(lambda: core_call(core, tool, arguments))  # noqa: B023
-                    assert expected in message, (tool, name, message)
-                assert client.ok("sessions")["sessions"] == ["s"]
-            process.send_signal(signal.SIGTERM)
-            process.communicate(timeout=TIMEOUT)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert process.returncode == 0, log.read_text("utf-8")
+    with served_http(store, log) as served:
+        client = served.client
+        client.ok("remember", session_id="s", role="user", text="hello")
+        for tool, name, others in FORGED:
+            arguments = {**others, name: FORGED_VALUE}
+            message = client.error(tool, **arguments)
+            expected = core_refusal(lambda: core_call(core, tool, arguments))  # noqa: B023
+            assert expected in message, (tool, name, message)
+        assert client.ok("sessions")["sessions"] == ["s"]
+    assert served.process.returncode == 0, log.read_text("utf-8")
     assert stored_texts(store, "s") == ["hello"]
 
 
