@@ -157,6 +157,11 @@ class ChromaStore(Closable, SessionMethods, DeleteMethods):
         return self._conn.location
 
     @property
+    def key(self) -> tuple[str, ...]:
+        """What names the store in this process: stores with the same key hold the same data."""
+        return self._conn.key
+
+    @property
     def folder(self) -> Path | None:
         """The folder of an embedded Chroma opened by this store (None: a server or a client)."""
         return self._conn.folder

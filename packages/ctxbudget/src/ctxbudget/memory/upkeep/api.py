@@ -14,6 +14,8 @@ from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.reading.session_index import SessionIndexes
 from ctxbudget.memory.upkeep import forget, tasks
 from ctxbudget.memory.upkeep.summarize import summarize_session
+from ctxbudget.memory.writing.behind import WriteBehind
+from ctxbudget.memory.writing.opening import drain_siblings
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
@@ -31,9 +33,15 @@ class SessionUpkeep:
     counter: TokenCounter
     summarizer: Summarizer
     _indexes: SessionIndexes
+    _behind: WriteBehind | None
 
     def _settle(self) -> None:  # ContextMemory's: wait for acknowledged messages
         raise NotImplementedError  # pragma: no cover
+
+    def _settle_before_delete(self) -> None:
+        # This memory's messages, then those other memories of this process acknowledged.
+        self._settle()
+        drain_siblings(self.store, self._behind)
 
     def summarize(
         self,
@@ -79,14 +87,14 @@ class SessionUpkeep:
         the session goes, as `delete_session`). User-wide pins and documents are never touched.
         Both adapters clear a session this way (LangChain ``clear()``, LlamaIndex ``reset()``).
         """
-        self._settle()
+        self._settle_before_delete()
         return forget.clear_session(
             self.store, self.namespace, self._indexes, session_id, pins=pins
         )
 
     def delete_session(self, session_id: str) -> int:
         """Delete every record of a session; returns how many were removed."""
-        self._settle()
+        self._settle_before_delete()
         return forget.delete_session(self.store, self.namespace, self._indexes, session_id)
 
     def delete_user(self, user_id: str) -> int:
@@ -96,7 +104,7 @@ class SessionUpkeep:
         summaries), and so does anything else carrying their user id. In a session another user
         started, only their own records go.
         """
-        self._settle()
+        self._settle_before_delete()
         return forget.delete_user(self.store, self.namespace, self._indexes, user_id)
 
     def stats(self) -> dict[str, Any]:

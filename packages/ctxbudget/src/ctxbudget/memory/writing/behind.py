@@ -19,7 +19,10 @@ What callers can rely on:
   the parent acknowledged is replayed once the parent dies, even while the child lives on.
 - **Reads see every acknowledged write.** Every read and every other change of `ContextMemory`
   waits for the messages it acknowledged to be stored first (`settle`), so a deletion can never
-  be overtaken by a write acknowledged before it. Other `ContextMemory` objects and processes see
+  be overtaken by a write acknowledged before it; a deletion (`clear`, `delete_session`,
+  `delete_user`) also waits for the other memories of this process on the same store
+  (`drain`, `ctxbudget.memory.writing.opening.drain_siblings`). Other `ContextMemory` objects
+  and processes see
   a message once it is stored, typically a few milliseconds after it was acknowledged;
   `ContextMemory.flush()` waits for that.
 - **Failures are reported, never dropped.** A write Chroma refuses for a moment (a server
@@ -178,19 +181,37 @@ class WriteBehind:
                 journaled, and are retried), or a batch was refused for good.
         """
         with self._cond:
-            deadline = time.monotonic() + self._timeout
-            self._hurry += 1
-            self._cond.notify_all()
-            try:
-                while self._waiting:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or self._retrying is not None:
-                        action = "store acknowledged messages"
-                        raise self._late(action)
-                    self._cond.wait(left)
-            finally:
-                self._hurry -= 1
+            self._wait("store acknowledged messages")
             self._raise_failure()
+
+    def drain(self) -> None:
+        """Wait until every acknowledged record is stored, for another memory's deletion.
+
+        Another `ContextMemory` on the same store deletes only after this, so a message this
+        writer acknowledged before the deletion cannot land after it. A refused batch stays
+        this writer's own to report (`settle`, `check`).
+
+        Raises:
+            StoreError: the store kept failing for ``timeout`` (the records stay queued and
+                journaled): a deletion now would be overtaken by them.
+        """
+        with self._cond:
+            if not self._stopping:
+                self._wait("delete while another memory on this store has them queued")
+
+    def _wait(self, action: str) -> None:
+        # Holding the condition: until nothing waits, or StoreError past the timeout.
+        deadline = time.monotonic() + self._timeout
+        self._hurry += 1
+        self._cond.notify_all()
+        try:
+            while self._waiting:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._retrying is not None:
+                    raise self._late(action)
+                self._cond.wait(left)
+        finally:
+            self._hurry -= 1
 
     def check(self) -> None:
         """Raise a failure of the background writer not reported yet, without waiting.

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,9 +20,14 @@ from ctxbudget.store.journal import JOURNAL_FOLDER, WriteJournal, replay
 if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
 
-__all__ = ["open_write_behind"]
+__all__ = ["drain_siblings", "open_write_behind"]
 
 logger = logging.getLogger(__name__)
+
+# The write-behinds of this process by store (`ChromaStore.key`): a deletion by one memory
+# waits for the others' queues (`drain_siblings`). Weak: a collected memory leaves the set.
+_SIBLINGS: dict[tuple[str, ...], weakref.WeakSet[WriteBehind]] = {}
+_SIBLINGS_GUARD = threading.Lock()
 
 
 def open_write_behind(
@@ -61,4 +68,22 @@ def _attach(store: ChromaStore, folder: Path) -> WriteBehind | None:
         return None
     writer = WriteBehind(store.add, journal, get=store.get)
     store.on_close(writer.close)  # closing the store first still stores the queue
+    with _SIBLINGS_GUARD:
+        _SIBLINGS.setdefault(store.key, weakref.WeakSet()).add(writer)
     return writer
+
+
+def drain_siblings(store: ChromaStore, mine: WriteBehind | None) -> None:
+    """Wait until the other memories of this process on ``store`` stored what they acknowledged.
+
+    A deletion calls this first, so that a message another memory acknowledged before it
+    cannot land after it (another process's memories share no folder: an embedded store is one
+    process's, and a server's memories write synchronously unless given a journal folder).
+
+    Raises:
+        StoreError: another memory's store calls kept failing; nothing was deleted.
+    """
+    with _SIBLINGS_GUARD:
+        siblings = [w for w in _SIBLINGS.get(store.key, ()) if w is not mine]
+    for writer in siblings:
+        writer.drain()
