@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, RemoveMessage
 
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
@@ -93,6 +93,12 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         now = time.time()
         payloads = []
         for index, message in enumerate(messages):
+            if isinstance(message, RemoveMessage):
+                msg = (
+                    f"message {index} is a RemoveMessage (id {message.id!r}): the history keeps "
+                    "messages and cannot remove one; clear() forgets the whole session"
+                )
+                raise StoreInputError(msg)
             if message.id:
                 key = check_caller_id(message.id, f"message {index} ({message.type})")
             else:
@@ -128,7 +134,6 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         self._owner(write=False)
         self.memory.clear(self.session_id, pins=pins)
 
-    async def aclear(self) -> None:
-        """Async `clear`."""
-        await self.memory.arun(partial(self._owner, write=False))
-        await self.memory.aclear(self.session_id)
+    async def aclear(self, *, pins: bool = False) -> None:
+        """Async `clear` (``pins`` as there)."""
+        await self.memory.arun(partial(self.clear, pins=pins))

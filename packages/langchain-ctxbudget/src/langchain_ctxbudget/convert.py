@@ -23,6 +23,7 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -160,6 +161,14 @@ def _openai_form(
 ) -> dict[str, Any]:
     """``convert_to_openai_messages`` of one message; a block it cannot convert is an error."""
     where = _where(message, index)
+    if isinstance(message, RemoveMessage):
+        msg = (
+            f"{where} is a RemoveMessage (id {message.id!r}): an update of a LangGraph state "
+            "that removes the message it names, not a message to send or store; apply it "
+            "first (langgraph.graph.message.add_messages(messages, [remove])) and give the "
+            "messages that remain"
+        )
+        raise InvalidItemError(msg)
     try:
         return dict(convert_to_openai_messages(message, text_format=text_format))
     except (ValueError, TypeError) as exc:

@@ -35,6 +35,7 @@ __all__ = [
     "DOOR",
     "claim_owner",
     "context_field",
+    "fingerprint",
     "message_keys",
     "run_config",
     "run_identity",
@@ -134,7 +135,7 @@ def message_keys(
     chain = hashlib.blake2b(digest_size=8)
     scope = ":".join(part for part in (session, thread) if part)
     for index, message in enumerate(messages):
-        chain.update(_fingerprint(message))
+        chain.update(fingerprint(message))
         if message.id:
             key = check_caller_id(message.id, f"message {index} ({message.type})")
         else:
@@ -146,8 +147,8 @@ def message_keys(
     return keys
 
 
-def _fingerprint(message: BaseMessage) -> bytes:
-    """What tells one message from another, as bytes (for the digest of a conversation)."""
+def fingerprint(message: BaseMessage) -> bytes:
+    """What tells one message from another, as bytes (its type, id, name, content, tool calls)."""
     calls = getattr(message, "tool_calls", None) or []
     fields = (
         message.type,

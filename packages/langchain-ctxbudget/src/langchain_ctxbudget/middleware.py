@@ -2,7 +2,8 @@
 
 Needs the ``agents`` extra (``pip install 'langchain-ctxbudget[agents]'``), which brings
 ``langchain``. `langchain_ctxbudget.model_request` turns each model request into items, and
-the assembled context back into the request the model receives.
+the assembled context back into the request the model receives; `langchain_ctxbudget.call_memory`
+is what a call reads from and writes to the memory.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.messages import BaseMessage
 
 from ctxbudget import AssembledContext, Budget, ContextItem, Summarizer, TokenCounter
 from ctxbudget.compat import renamed
@@ -22,18 +22,12 @@ from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.memory.policy.plan import plan_for
 from ctxbudget.memory.policy.presets import StrategyLike
 from ctxbudget.memory.reading.candidates import room_left
-from ctxbudget.memory.values import ValueQuery
 from langchain_ctxbudget.assembly import CallAssembler
 from langchain_ctxbudget.budget import budget_tokens, model_name
 from langchain_ctxbudget.call_budgets import CallBudgets
+from langchain_ctxbudget.call_memory import CallMemory
 from langchain_ctxbudget.convert import check_storable, resolve_counter
-from langchain_ctxbudget.identity import (
-    message_keys,
-    run_identity,
-    run_thread,
-    values_scope,
-    values_template,
-)
+from langchain_ctxbudget.identity import message_keys, run_thread, values_template
 from langchain_ctxbudget.model_request import (
     conversation_items,
     fixed_items,
@@ -47,8 +41,8 @@ from langchain_ctxbudget.observe import (
     acall_with_metadata,
     call_with_metadata,
 )
-from langchain_ctxbudget.recall import Recalled, recall
-from langchain_ctxbudget.storing import StoredKeys, store_messages, store_run
+from langchain_ctxbudget.recall import Recalled
+from langchain_ctxbudget.storing import StoredKeys
 from langchain_ctxbudget.system import exact_system, system_plan
 
 try:
@@ -70,7 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["CtxBudgetMiddleware"]
 
 
-class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any]):
+class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[Any], Any, Any]):
     """Agent middleware that assembles each model call's context within the model's window.
 
     Before every model call, the request's system prompt, the ``pinned`` facts, long-term
@@ -337,23 +331,9 @@ class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any
         budget = self._call_budget(counter, request.model, request.tools)
         if self.memory is not None and ids is not None:
             layout = self._assembly.assembler(counter, joined=joined).layout("messages")
-            added, generation = recall(
-                self.memory,
-                self._recalled,
-                messages,
-                keys,
-                ids,
-                set(originals),
-                room_left(budget, layout, items),
-                self.documents,
-                self.strategy,
-                self._values_query(ids[1]),
-            )
+            room = room_left(budget, layout, items)
+            added, generation = self._recall(self.memory, messages, keys, ids, set(originals), room)
             items.extend(added.extras)
-            # Stored after the gathering, which does not need them (they are in the state):
-            # the background writer then stores them while this call packs and the model
-            # answers, not while the call reads the session.
-            store_messages(self.memory, self._stored, messages, keys, ids, generation)
 
         # Its report: the prefix they share; only a call of this generation of the session.
         previous = self._observer.previous(thread, generation)
@@ -369,34 +349,6 @@ class CtxBudgetMiddleware(CallBudgets, AgentMiddleware[AgentState[Any], Any, Any
                 ctx = run(items, previous=previous)
         own = own_keys(originals, plan)
         ctx = exact_system(ctx, plan, items, own, partial(run, previous=previous))
-        if self.memory is not None and ids is not None:
-            self.memory.record_context(
-                ctx, session_id=ids[0], user_id=ids[1], counter=counter, generation=generation or ""
-            )
+        self._record(ctx, ids, counter, generation)
         # What ctxbudget adds goes inside the system message (`langchain_ctxbudget.system`).
         return sent_request(request, ctx, originals, plan), ctx, generation
-
-    # -- memory -----------------------------------------------------------------------------
-    def _identity(self, runtime: Runtime[Any] | None) -> tuple[str, str | None] | None:
-        """The memory (session, user) of this run, or None without memory."""
-        if self.memory is None:
-            return None
-        return run_identity(runtime, session_id=self.session_id, user_id=self.user_id)
-
-    def _values_query(self, user: str | None) -> ValueQuery | None:
-        """The saved values offered to a run of ``user`` (``values=``), or None."""
-        if self.values is None:
-            return None
-        namespace, owner = values_scope(self.values, user)
-        return ValueQuery(namespace=namespace, user_id=owner)
-
-    def _finish(
-        self,
-        messages: Sequence[BaseMessage],
-        ids: tuple[str, str | None] | None,
-        thread: str | None,
-    ) -> None:
-        if self.memory is not None and ids is not None:
-            store_run(self.memory, self._stored, self._recalled, messages, ids, thread)
-            if self.summarizer is not None:
-                self.memory.summarize(ids[0], self.summarizer)

@@ -15,7 +15,8 @@ read through another user's namespace, and ``ContextMemory.delete_user`` removes
 namespaces are shared. A search or listing that names the user reads that user's partition
 only; one that does not (``store.list_namespaces()``, a search of ``("memories",)``) reads every
 user's items and the shared ones: an administrative read (browsing the store, as LangGraph
-Studio does) whose cost grows with the number of users (see `CtxBudgetStore`).
+Studio does) whose cost grows with the number of users (see `CtxBudgetStore`). Sweeping
+expired items is `langchain_ctxbudget.store_ttl`'s.
 
 >>> store = CtxBudgetStore(memory, user_at=1)  # doctest: +SKIP
 >>> store.put(("memories", "alice"), "k1", {"text": "Alice moved to Lisbon"})  # doctest: +SKIP
@@ -25,20 +26,11 @@ Studio does) whose cost grows with the number of users (see `CtxBudgetStore`).
 
 from __future__ import annotations
 
-import concurrent.futures
-import logging
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ctxbudget.core.numbers import count, flag
-from ctxbudget.errors import (
-    ConfigurationError,
-    InvalidValueError,
-    MemoryClosedError,
-    MissingDependencyError,
-    StoreError,
-)
+from ctxbudget.errors import ConfigurationError, InvalidValueError, MissingDependencyError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.values import ValuePut
 from ctxbudget.store.client import Closable
@@ -71,20 +63,18 @@ from langchain_ctxbudget.store_ops import (
     item_of,
     nothing_asked,
     search_item_of,
-    sweep_minutes,
     translated,
     translated_async,
     ttl_config,
-    waited,
 )
+from langchain_ctxbudget.store_ttl import TTLSweeping
 
 __all__ = ["CtxBudgetStore", "InvalidNamespaceError"]
 
-logger = logging.getLogger(__name__)
 _MAX_USER_AT = 7  # the core keys namespaces up to depth 8 (selective keys)
 
 
-class CtxBudgetStore(Closable, BaseStore):
+class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
     """LangGraph's ``BaseStore`` over a `ContextMemory`'s keyed values (sync and async).
 
     Args:
@@ -164,7 +154,7 @@ class CtxBudgetStore(Closable, BaseStore):
         self.index_fields = index_fields(index)
         self._owns = memory is None
         self.memory = ContextMemory(**memory_kwargs) if memory is None else memory
-        self._sweeper: tuple[threading.Event, concurrent.futures.Future[None]] | None = None
+        self._sweeper = None
         self._layout_checked = False
 
     def _where(self) -> str:
@@ -309,69 +299,6 @@ class CtxBudgetStore(Closable, BaseStore):
             "ListNamespacesOp"
         )
         raise ConfigurationError(msg)
-
-    # -- TTL --------------------------------------------------------------------------------
-    def sweep_ttl(self) -> int:
-        """Delete expired items now; how many were deleted (`ContextMemory.sweep_values`)."""
-        return self.memory.sweep_values()
-
-    async def asweep_ttl(self) -> int:
-        """Async `sweep_ttl`."""
-        return await self.memory.arun(self.memory.sweep_values)
-
-    def start_ttl_sweeper(
-        self, sweep_interval_minutes: float | None = None
-    ) -> concurrent.futures.Future[None]:
-        """Sweep expired items every ``sweep_interval_minutes`` in a thread, until stopped.
-
-        Default interval: ``ttl={"sweep_interval_minutes": ...}``, else 5 minutes. Expired
-        items are never returned anyway; sweeping frees their space. A second call returns the
-        running sweeper's future.
-        """
-        if self._sweeper is not None:
-            return self._sweeper[1]
-        given = sweep_interval_minutes
-        if given is None:
-            given = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        minutes = sweep_minutes(given, "start_ttl_sweeper(sweep_interval_minutes=)")
-        stop, done = threading.Event(), concurrent.futures.Future[None]()
-
-        def sweep() -> None:
-            try:
-                while not waited(stop, minutes * 60):
-                    try:
-                        swept = self.memory.sweep_values()
-                    except MemoryClosedError:
-                        break
-                    except StoreError as exc:  # the store failed this round: try again later
-                        logger.warning("TTL sweep failed, retrying in %g min: %s", minutes, exc)
-                        continue
-                    logger.debug("TTL sweep deleted %d expired items", swept)
-            except BaseException as exc:  # the thread ends: its future says why, and the log
-                logger.exception("the TTL sweeper stopped")
-                done.set_exception(exc)
-                return
-            done.set_result(None)
-
-        threading.Thread(target=sweep, name="ctxbudget-ttl-sweeper", daemon=True).start()
-        self._sweeper = (stop, done)
-        return done
-
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper thread; whether it stopped within ``timeout`` seconds."""
-        return self._stop_sweeper(timeout)
-
-    def _stop_sweeper(self, timeout: float | None) -> bool:
-        if self._sweeper is None:
-            return True
-        stop, done = self._sweeper
-        stop.set()
-        try:
-            done.exception(timeout)  # a sweeper that failed has stopped too (and logged why)
-        except concurrent.futures.TimeoutError:
-            return False
-        self._sweeper = None
-        return True
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:

@@ -1,9 +1,12 @@
 """Storing an agent's conversation in a `ContextMemory`: every message once, under its key.
 
 Every model call sees the whole state, so the middleware remembers, per session and
-generation, the keys it has stored (`StoredKeys`) and stores only the others
-(`store_messages`). The generation (`ctxbudget.store.sessions.Stamp`) changes when the session
-is deleted, cleared or edited, by anyone: keys remembered from before are not trusted then.
+generation, the keys it has stored with a digest of each message (`StoredKeys`) and stores only
+the others (`store_messages`): a message of the state edited in place (LangGraph's
+``add_messages`` replaces a message by id) is one of the others, so the memory sees it again and
+says it keeps the first text (a warning), never silently. The generation
+(`ctxbudget.store.sessions.Stamp`) changes when the session is deleted, cleared or edited, by
+anyone: keys remembered from before are not trusted then.
 """
 
 from __future__ import annotations
@@ -19,13 +22,20 @@ from langchain_core.messages import BaseMessage
 
 from ctxbudget import StoreInputError
 from langchain_ctxbudget.convert import to_record_payload
-from langchain_ctxbudget.identity import claim_owner, message_keys
+from langchain_ctxbudget.identity import claim_owner, fingerprint, message_keys
 from langchain_ctxbudget.recall import Recalled, gathered_generation, question_key
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
 
-__all__ = ["SESSIONS_REMEMBERED", "StoredKeys", "add_payloads", "store_messages", "store_run"]
+__all__ = [
+    "SESSIONS_REMEMBERED",
+    "StoredKeys",
+    "add_payloads",
+    "digest",
+    "store_messages",
+    "store_run",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -34,25 +44,40 @@ SESSIONS_REMEMBERED = 1024
 
 
 class StoredKeys:
-    """The message keys stored per ``(namespace, session, generation)``, for the last seen."""
+    """The message keys stored per ``(namespace, session, generation)``, for the last seen.
+
+    Each with the digest of the message stored under it (`digest`): a key given again with
+    another message (edited in the state) is not stored yet.
+    """
 
     def __init__(self) -> None:
-        self._keys: OrderedDict[tuple[str, str, str], set[str]] = OrderedDict()
+        self._keys: OrderedDict[tuple[str, str, str], dict[str, int]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def unknown(self, scope: tuple[str, str, str], keys: Sequence[str]) -> list[int]:
-        """The positions of ``keys`` not stored yet in ``scope`` (which becomes the newest)."""
+    def unknown(
+        self, scope: tuple[str, str, str], keys: Sequence[str], digests: Sequence[int]
+    ) -> list[int]:
+        """The positions of ``keys`` not stored yet in ``scope`` with these ``digests``.
+
+        ``scope`` becomes the newest.
+        """
         with self._lock:
-            known = self._keys.setdefault(scope, set())
+            known = self._keys.setdefault(scope, {})
             self._keys.move_to_end(scope)
             while len(self._keys) > SESSIONS_REMEMBERED:
                 self._keys.popitem(last=False)
-            return [i for i, key in enumerate(keys) if key not in known]
+            pairs = zip(keys, digests, strict=True)
+            return [i for i, (key, mark) in enumerate(pairs) if known.get(key) != mark]
 
-    def add(self, scope: tuple[str, str, str], keys: Sequence[str]) -> None:
-        """Remember ``keys`` as stored in ``scope``."""
+    def add(self, scope: tuple[str, str, str], keys: Sequence[str], digests: Sequence[int]) -> None:
+        """Remember ``keys`` as stored in ``scope``, each with its message's digest."""
         with self._lock:
-            self._keys.setdefault(scope, set()).update(keys)
+            self._keys.setdefault(scope, {}).update(zip(keys, digests, strict=True))
+
+
+def digest(message: BaseMessage) -> int:
+    """A digest of what is stored of ``message`` (`fingerprint`), to tell an edited one."""
+    return hash(fingerprint(message))
 
 
 def store_messages(
@@ -70,8 +95,8 @@ def store_messages(
     The same message stored again (by a retry, or by another call that saw it first) is the
     same write: the memory keeps it once, with its first timestamp, and says nothing. A key the
     session already holds for another message (a caller reusing ids across threads, or a
-    message edited in the state) keeps the first message: the other one is logged (a warning)
-    and not stored; the rest of the call's messages are.
+    message edited in the state) keeps the first message: the other one is logged (a warning,
+    once per edit in this process) and not stored; the rest of the call's messages are.
     """
     session, user = ids
     if generation is None:
@@ -79,12 +104,13 @@ def store_messages(
         generation = "" if stamp is None else stamp.generation
     scope = (memory.namespace, session, generation)
     pairs = list(zip(messages, keys, strict=True))
-    fresh = [pairs[i] for i in known.unknown(scope, keys)]
+    digests = [digest(message) for message in messages]
+    fresh = known.unknown(scope, keys, digests)
     if not fresh:
         return
     now = time.time()
     payloads: list[dict[str, Any]] = []
-    for message, k in fresh:
+    for message, k in (pairs[i] for i in fresh):
         payload = to_record_payload(message, id=k, timestamp=now)
         if payload is not None:
             payloads.append(payload)
@@ -104,7 +130,7 @@ def store_messages(
             # A message the memory cannot keep: store the others.
             add_payloads(memory, session, user, payloads)
     if generation:  # "" (no records yet) repeats after a delete: nothing is remembered under it
-        known.add(scope, [k for _, k in fresh])
+        known.add(scope, [keys[i] for i in fresh], [digests[i] for i in fresh])
 
 
 def add_payloads(
