@@ -1,11 +1,17 @@
-"""Test helpers, independent of the adapter's own conversions: count what an LLM receives."""
+"""Test helpers, independent of the adapter's own conversions: count what an LLM receives.
+
+Also the small builders several test files share: messages, a memory on a fresh session, the
+weather tool and a recorder of what a `MockFunctionCallingLLM` receives.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -16,8 +22,53 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms import MockLLM
+from llama_index.core.tools import FunctionTool
 
 from ctxbudget import TokenCounter
+from ctxbudget.memory.context import ContextMemory
+from llama_index.ctxbudget import CtxBudgetMemory
+
+# Constructing a FunctionAgent runs workflows' get_steps_from_instance, whose
+# inspect.getmembers() reads every attribute of the agent (a pydantic model), deprecated ones
+# included (`__fields__`, `__fields_set__`, `model_computed_fields`...): pydantic deprecation
+# warnings attributed to the `inspect` module, and only those, are ignored.
+AGENT_WARNING = pytest.mark.filterwarnings(
+    "ignore::pydantic.warnings.PydanticDeprecationWarning:inspect"
+)
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role=MessageRole.USER, content=text)
+
+
+def assistant(text: str) -> ChatMessage:
+    return ChatMessage(role=MessageRole.ASSISTANT, content=text)
+
+
+def memory_on(context_memory: ContextMemory, **options: Any) -> CtxBudgetMemory:
+    """A CtxBudgetMemory on ``context_memory``, on a new session unless one is given."""
+    options.setdefault("session_id", f"s-{uuid.uuid4().hex[:8]}")
+    return CtxBudgetMemory.from_defaults(memory=context_memory, **options)
+
+
+def weather_tool() -> FunctionTool:
+    def get_weather(city: str) -> str:
+        """Get today's weather forecast for a city."""
+        return f"{city}: sunny spells, 21 degrees, light wind from the west, no rain expected."
+
+    return FunctionTool.from_defaults(fn=get_weather)
+
+
+class Recorder:
+    """A MockFunctionCallingLLM response generator: keeps what the LLM receives, replies."""
+
+    def __init__(self, reply: Callable[[Sequence[ChatMessage]], ChatMessage]) -> None:
+        self.reply = reply
+        self.prompts: list[list[ChatMessage]] = []
+
+    def __call__(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        self.prompts.append([m.model_copy(deep=True) for m in messages])
+        return self.reply(messages)
 
 
 def openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:

@@ -18,24 +18,23 @@ from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, SimpleChatEngine
 from llama_index.core.llms.mock import MockFunctionCallingLLM
-from llama_index.core.tools import BaseTool, FunctionTool
+from llama_index.core.tools import BaseTool
 
 from ctxbudget import TokenCounter
 from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import CtxBudgetEmbedding, CtxBudgetMemory, CtxBudgetNodePostprocessor
 
-from .helpers import RecordingLLM, prompt_tokens, tool_call_problems
+from .helpers import (
+    AGENT_WARNING,
+    RecordingLLM,
+    prompt_tokens,
+    tool_call_problems,
+    weather_tool,
+)
 
 WINDOW = 2048
 REPLY = 256  # kept free for the model's answer
 FACT = "The user is allergic to peanuts and cooks for two."
-# Constructing a FunctionAgent runs workflows' get_steps_from_instance, whose
-# inspect.getmembers() reads every attribute of the agent (a pydantic model), deprecated ones
-# included (`__fields__`, `__fields_set__`, `model_computed_fields`...): pydantic deprecation
-# warnings attributed to the `inspect` module, and only those, are ignored.
-AGENT_WARNING = pytest.mark.filterwarnings(
-    "ignore::pydantic.warnings.PydanticDeprecationWarning:inspect"
-)
 CITIES = ["Lisbon", "Porto", "Madrid", "Seville", "Paris", "Lyon", "Rome", "Turin"]
 
 
@@ -87,14 +86,6 @@ def test_simple_chat_engine_200_turns_in_a_2048_window(
     final = "\n".join(m.content or "" for m in llm.prompts[-1])
     assert user_turn(1) not in final  # far too old to fit as history
     assert len(memory.get_all()) == 400  # but everything is kept in the store
-
-
-def weather_tool() -> FunctionTool:
-    def get_weather(city: str) -> str:
-        """Get today's weather forecast for a city."""
-        return f"{city}: sunny spells, 21 degrees, light wind from the west, no rain expected."
-
-    return FunctionTool.from_defaults(fn=get_weather)
 
 
 class Scripted:

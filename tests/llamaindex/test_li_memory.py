@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +16,7 @@ from ctxbudget.errors import UnknownModelError
 from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget import CtxBudgetEmbedding, CtxBudgetMemory, block_tier
 
-from .helpers import prompt_tokens, tool_call_problems
-
-
-def user(text: str) -> ChatMessage:
-    return ChatMessage(role=MessageRole.USER, content=text)
-
-
-def assistant(text: str) -> ChatMessage:
-    return ChatMessage(role=MessageRole.ASSISTANT, content=text)
+from .helpers import assistant, memory_on, prompt_tokens, tool_call_problems, user
 
 
 def tool_call(call_id: str, name: str = "weather", **kwargs: Any) -> ChatMessage:
@@ -39,11 +30,6 @@ def tool_result(call_id: str, text: str) -> ChatMessage:
     return ChatMessage(
         role=MessageRole.TOOL, content=text, additional_kwargs={"tool_call_id": call_id}
     )
-
-
-def memory_on(context_memory: ContextMemory, **options: Any) -> CtxBudgetMemory:
-    options.setdefault("session_id", f"s-{uuid.uuid4().hex[:8]}")
-    return CtxBudgetMemory.from_defaults(memory=context_memory, **options)
 
 
 def conversation(turns: int, *, words: int = 30) -> list[ChatMessage]:
@@ -289,8 +275,8 @@ async def test_async_methods_match_the_sync_ones(
     assert out == memory.get()
     assert prompt_tokens(counter, out) <= 300
     assert len(await memory.aget_all()) == 22
-    await memory.aset([user("only this")])  # replaces every message, system ones too
-    assert [m.content for m in await memory.aget_all()] == ["only this"]
+    await memory.aset([user("only this")])  # replaces the conversation; the system prompt stays
+    assert [m.content for m in await memory.aget_all()] == ["Answer in French.", "only this"]
     await memory.areset()
     assert await memory.aget_all() == []
 

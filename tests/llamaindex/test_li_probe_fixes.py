@@ -34,7 +34,7 @@ from llama_index.ctxbudget import (
     CtxBudgetNodePostprocessor,
     CtxBudgetRetriever,
 )
-from tests.llamaindex.helpers import RecordingLLM, prompt_tokens
+from tests.llamaindex.helpers import RecordingLLM, assistant, prompt_tokens, user
 
 
 class ChatLLM(RecordingLLM):
@@ -43,14 +43,6 @@ class ChatLLM(RecordingLLM):
     @property
     def metadata(self) -> LLMMetadata:
         return LLMMetadata(is_chat_model=True, num_output=self.max_tokens or 8)
-
-
-def user(text: str) -> ChatMessage:
-    return ChatMessage(role=MessageRole.USER, content=text)
-
-
-def assistant(text: str) -> ChatMessage:
-    return ChatMessage(role=MessageRole.ASSISTANT, content=text)
 
 
 def system(text: str) -> ChatMessage:

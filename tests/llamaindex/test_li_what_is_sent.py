@@ -30,15 +30,11 @@ from llama_index.ctxbudget import (
     CtxBudgetNodePostprocessor,
 )
 
-from .helpers import openai_messages, prompt_tokens, tool_call_problems
+from .helpers import openai_messages, prompt_tokens, tool_call_problems, user
 
 SYSTEM_PROMPT = "You are a careful assistant."
 FACT = "The user is Ana."
 WORDS = ["lisbon", "train", "porto", "the", "visa", "ok", "weather", "sister", "äöü", "日本"]
-
-
-def user(text: str) -> ChatMessage:
-    return ChatMessage(role=MessageRole.USER, content=text)
 
 
 @st.composite

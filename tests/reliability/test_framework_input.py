@@ -537,6 +537,10 @@ BLOCKS: list[tuple[str, Callable[[Path], list[Any]], str]] = [
 ]
 
 
+UNCOUNTABLE = {"document": "DocumentBlock", "audio": "AudioBlock", "video": "VideoBlock"}
+"""Blocks ctxbudget cannot count: refused when the message is sent, never replaced by a mark."""
+
+
 @pytest.mark.parametrize(("kind", "blocks", "stored"), BLOCKS, ids=[b[0] for b in BLOCKS])
 def test_llamaindex_memory_marks_media_and_stays_within_the_limit(
     kind: str,
@@ -546,19 +550,28 @@ def test_llamaindex_memory_marks_media_and_stays_within_the_limit(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    memory = CtxBudgetMemory(memory=context_memory, session_id="s", token_limit=200)
+    """Stored as text with marks; the message being answered is sent with its own blocks."""
+    memory = CtxBudgetMemory(memory=context_memory, session_id="s", token_limit=2000)
+    given = blocks(tmp_path)
     with caplog.at_level(logging.WARNING, logger="llama_index.ctxbudget.convert"):
         memory.put_messages(
             [
                 LIChatMessage(role=MessageRole.USER, content="Hello."),
                 LIChatMessage(role=MessageRole.ASSISTANT, content="Hi!"),
-                LIChatMessage(role=MessageRole.USER, blocks=blocks(tmp_path)),
+                LIChatMessage(role=MessageRole.USER, blocks=given),
             ]
         )
-    assert "keeps text only" in caplog.text  # flagged, never silently dropped
+    assert "stores text only" in caplog.text  # flagged, never silently dropped
+    assert [r.text for r in context_memory.history("s")][-1] == stored  # the turn, its marks
+    if kind in UNCOUNTABLE:
+        with pytest.raises(InvalidItemError, match=UNCOUNTABLE[kind]):
+            memory.get()
+        return
     got = memory.get()
-    assert got[-1].content == stored  # the turn is there, with its mark
-    assert returned_tokens(got) == memory.last_context.tokens_used <= 200
+    assert [type(b) for b in got[-1].blocks] == [type(b) for b in given]  # its own blocks
+    assert returned_tokens(got) <= memory.last_context.tokens_used <= 2000
+    if not any(isinstance(b, ImageBlock) for b in given):
+        assert returned_tokens(got) + COUNTER.count("secret") == memory.last_context.tokens_used
 
 
 def test_llamaindex_roles_and_tool_calls(context_memory: ContextMemory) -> None:
@@ -639,13 +652,18 @@ def test_llamaindex_random_blocks_fit(context_memory: ContextMemory, tmp_path: P
             blocks = [TextBlock(text=texts[n % len(texts)]), *makers[pick](tmp_path)]
             turns.append(LIChatMessage(role=role, blocks=blocks))
         memory.put_messages(turns)
+        asked = len(picks) % 2 == 1  # the last turn is the user's: it is the query, sent whole
+        last = BLOCKS[picks[-1]][0]
         try:
             got = memory.get()
         except BudgetExceededError:
             return  # the query alone is larger than the limit: said, not truncated
+        except InvalidItemError:
+            assert asked and last in UNCOUNTABLE  # its own blocks are sent: one is uncountable
+            return
         # The room of a query the caller sends itself (the last turn is not a user's) is kept.
         assert returned_tokens(got) <= memory.last_context.tokens_used <= limit
-        if picks and len(picks) % 2 == 1:  # the last turn is the user's: it is the query, sent
+        if asked and last not in ("image url", "image bytes", "image path", "thinking"):
             assert returned_tokens(got) == memory.last_context.tokens_used
 
     check()

@@ -8,7 +8,10 @@ even on a retry whose first attempt stored it), unless this memory already retur
 message as the question (an agent asks ``get()``, then ``get(input=...)`` in the same turn). What
 the caller sends is not offered (its stored copy neither), its cost comes off the budget
 (`llama_index.ctxbudget.budget.call_budget`), so the report counts exactly the messages ``get``
-returns.
+returns. A pending question that is this memory's current message (the last user message put
+with its own blocks, `llama_index.ctxbudget.current`) is counted as its content parts, images by
+their size, and is returned as the caller gave it; an input message given with its own blocks
+costs its parts.
 
 `assemble_session` gathers the session's candidates with `ContextMemory.candidates` (the
 gathering `ContextMemory.assemble` uses, with its assembler settings), offers the stored system
@@ -25,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ctxbudget import AssembledContext, ContextAssembler, ContextItem, TokenCounter
 from ctxbudget.core.split import one_system_layouts
@@ -36,6 +40,7 @@ from ctxbudget.memory.reading.candidates import Candidates, offered
 from ctxbudget.memory.reading.session_state import is_stored_query
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget.budget import call_budget
+from llama_index.ctxbudget.current import CurrentMessage
 from llama_index.ctxbudget.system import SystemMessages, adds_to_system, system_messages
 
 __all__ = ["NO_QUESTION", "Question", "assemble_get", "assemble_session", "question_of"]
@@ -54,12 +59,15 @@ class Question:
         sent_by_caller: an input given: the caller sends it after the messages (a stored copy
             of it is neither offered nor returned).
         record_id: the stored message of a pending question.
+        own: the caller's own message of a pending question, when it is the current message
+            (sent as given, `llama_index.ctxbudget.current`).
     """
 
     text: str
     pending: bool = False
     sent_by_caller: bool = False
     record_id: str | None = None
+    own: CurrentMessage | None = None
 
     @property
     def asked(self) -> bool:
@@ -72,27 +80,42 @@ def _is_user_turn(record: Record) -> bool:
 
 
 def question_of(
-    memory: ContextMemory, session_id: str, given: str | None, *, asked: str | None = None
+    memory: ContextMemory,
+    session_id: str,
+    given: str | None,
+    *,
+    asked: str | None = None,
+    current: CurrentMessage | None = None,
 ) -> Question:
     """The question of a ``get``: ``given`` if not blank, else the last user message stored.
 
     ``given`` is sent by the caller, unless it is the last message stored and that message,
     ``asked``, was already returned as the question by this memory (an agent's later steps of
-    one turn): then it is pending again. The last message is read first (chat engines and
-    agents store the question before they ask); only when it is not a user message is the
-    recent window read (`MemoryConfig.recent_messages`), and the rest of the session only when
-    that window holds no user message (a long run of tool calls).
+    one turn, which ask with the text of its text blocks): then it is pending again. The last
+    message is read first (chat engines and agents store the question before they ask); only
+    when it is not a user message is the recent window read (`MemoryConfig.recent_messages`),
+    and the rest of the session only when that window holds no user message (a long run of
+    tool calls). A pending question stored as ``current``'s record comes with it (``own``).
     """
     newest = memory.history(session_id, limit=1)
     last = newest[-1] if newest else None
+    own = (
+        current
+        if current is not None and last is not None and current.record_id == last.id
+        else None
+    )
     if given is not None and given.strip():
-        if last is not None and last.id == asked and is_stored_query(last, given):
-            return Question(given, pending=True, record_id=last.id)
+        if last is not None and last.id == asked:
+            if is_stored_query(last, given) or (
+                own is not None and own.text.strip() == given.strip()
+            ):
+                # The stored text: the session's copy is recognised as the question.
+                return Question(last.text, pending=True, record_id=last.id, own=own)
         return Question(given, sent_by_caller=True)
     if last is None:
         return Question("")
     if _is_user_turn(last):
-        return Question(last.text, pending=True, record_id=last.id)
+        return Question(last.text, pending=True, record_id=last.id, own=own)
     window = max(1, memory.config.recent_messages)
     recent = memory.history(session_id, limit=window)
     found = next((r for r in reversed(recent) if _is_user_turn(r)), None)
@@ -147,6 +170,8 @@ def assemble_session(
     extras = extra_items(extra)
     if question.pending:
         items = offered(found, question.text, system=None, tools=(), extras=extras)
+        if question.own is not None:
+            items[-1] = _own_query(items[-1], question.own, session_id)
     else:
         items = [*found.items, *extras]
     assembler = ContextAssembler(
@@ -184,6 +209,16 @@ def assemble_session(
     return ctx
 
 
+def _own_query(query: ContextItem, own: CurrentMessage, session_id: str) -> ContextItem:
+    """The query item counted as the caller's own message: its parts, its author's name."""
+    parts = own.parts(session_id)
+    text = "\n".join(p["text"] for p in parts if p.get("type") == "text")
+    name = own.message.additional_kwargs.get("name")
+    return dataclasses.replace(
+        query, text=text, parts=parts, name=name if isinstance(name, str) and name else None
+    )
+
+
 def _offered_pins(found: Candidates, systems: SystemMessages, user_id: str | None) -> Candidates:
     """``found`` without the system messages' pinned records and the pins nobody asked for.
 
@@ -213,21 +248,26 @@ def assemble_get(
     extra: Sequence[ContextItem],
     strategy: StrategyLike | None = None,
     asked: str | None = None,
+    current: CurrentMessage | None = None,
+    given_parts: Sequence[Any] | None = None,
 ) -> tuple[AssembledContext, Question]:
     """One ``get``: its assembly and its question.
 
-    The question is `question_of`'s (with ``asked``), the budget `call_budget`'s.
+    The question is `question_of`'s (with ``asked`` and ``current``), the budget
+    `call_budget`'s: an input sent by the caller costs ``given_parts`` when given (an input
+    message with its own blocks), else its text.
 
     Raises:
         InvalidBudgetError: ``initial_token_count`` leaves no room in ``token_limit``.
         BudgetExceededError: what must be sent does not fit.
     """
-    question = question_of(memory, session_id, given, asked=asked)
+    question = question_of(memory, session_id, given, asked=asked, current=current)
+    after = given_parts if given_parts is not None else question.text
     budget = call_budget(
         token_limit,
         initial_token_count,
         counter,
-        sent_after=question.text if question.sent_by_caller else None,
+        sent_after=after if question.sent_by_caller else None,
     )
     context = assemble_session(
         memory,

@@ -8,6 +8,9 @@ is exactly what its report counts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from ctxbudget import Budget, TokenCounter
 from ctxbudget.core.numbers import count
 from ctxbudget.errors import BudgetExceededError, InvalidBudgetError
@@ -47,14 +50,15 @@ def call_budget(
     initial_token_count: object,
     counter: TokenCounter,
     *,
-    sent_after: str | None = None,
+    sent_after: str | Sequence[Any] | None = None,
 ) -> int:
     """The tokens one ``get`` may use: ``token_limit`` less the caller's own messages.
 
     With a prefix, the overhead of one more message (a system message's, as counted by
     ``counter.count_message``) is taken too: the caller's prefix is at least one message.
-    ``sent_after`` is the text of a user message the caller sends after the memory's: its
-    whole cost (content and overhead) is taken.
+    ``sent_after`` is the content of a user message the caller sends after the memory's (its
+    text, or its content parts when it has images): its whole cost (content and overhead) is
+    taken.
 
     Raises:
         InvalidBudgetError: ``initial_token_count`` is not a count of 0 or more (any integral

@@ -77,9 +77,10 @@ _MARKS = (
 def text_of_blocks(blocks: Sequence[Any]) -> str:
     """The text of content blocks, with an ``[image]`` (``[audio]``...) mark per media block.
 
-    Media are not stored and not sent back (the mark is: the conversation shows that one was
-    there, and a message of only an image is not lost); other blocks (thinking, citations)
-    are left out. Both are logged as warnings.
+    Media are not stored (the mark is: the conversation shows that one was there, and a
+    message of only an image is not lost); other blocks (thinking, citations) are left out.
+    Both are logged as warnings. The message being answered is still sent with its own blocks
+    (`llama_index.ctxbudget.current`); older messages are sent as their stored text.
     """
     texts: list[str] = []
     marks: list[str] = []
@@ -93,8 +94,9 @@ def text_of_blocks(blocks: Sequence[Any]) -> str:
             marks.extend(m for kind, m in _MARKS if isinstance(block, kind))
     if skipped:
         logger.warning(
-            "ctxbudget keeps text only: %s block(s) are not stored nor sent (a mark such as "
-            "[image] stands in for media)",
+            "ctxbudget stores text only: %s block(s) are not stored (a mark such as [image] "
+            "stands in for media); the message being answered is sent with them, older "
+            "messages as their stored text",
             ", ".join(sorted(skipped)),
         )
     text = "\n".join(texts)

@@ -8,8 +8,11 @@ counted with the model's own tokenizer (`llama_index.ctxbudget.assembly`).
 
 Each ``get`` dispatches a `ContextAssembledEvent` (LlamaIndex instrumentation) and logs its
 ``explain()`` at DEBUG on this module's logger (`llama_index.ctxbudget.events`); ``to_dict`` and
-``from_dict`` round-trip its settings and store (`llama_index.ctxbudget.opening`). Pinned facts
-and summaries (``pin``, ``unpin``, ``summarize``) come from `llama_index.ctxbudget.long_term`.
+``from_dict`` round-trip its settings and store (`llama_index.ctxbudget.opening`). The writes
+(``put``, ``set``, ``reset``: retries stored once, the system prompt kept by ``set``) come from
+`llama_index.ctxbudget.writing`, pinned facts and summaries (``pin``, ``unpin``, ``summarize``)
+from `llama_index.ctxbudget.long_term`. The user's message being answered is returned with the
+caller's own blocks (images), counted as sent (`llama_index.ctxbudget.current`).
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ from ctxbudget.core.summaries import Summarizer
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.presets import StrategyLike
-from ctxbudget.memory.writing.owners import check_session_owner, claim_session
 from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.async_calls import AsyncCalls
 from llama_index.ctxbudget.blocks import run_sync, session_blocks
 from llama_index.ctxbudget.budget import token_limit_for
 from llama_index.ctxbudget.convert import from_provider, from_record, input_text
+from llama_index.ctxbudget.current import CurrentMessage, content_parts, has_own_blocks
 from llama_index.ctxbudget.events import LastContext, report_assembly
 from llama_index.ctxbudget.long_term import LongTermMemory
 from llama_index.ctxbudget.opening import (
@@ -48,21 +51,16 @@ from llama_index.ctxbudget.opening import (
     store_dict,
 )
 from llama_index.ctxbudget.storing import SYSTEM_KEY as SYSTEM_KEY  # re-exported: its old home
-from llama_index.ctxbudget.storing import (
-    clear_session,
-    split_messages,
-    store_messages,
-    system_records,
-)
+from llama_index.ctxbudget.storing import LastPut, system_records
+from llama_index.ctxbudget.writing import ConversationWrites
 
 __all__ = ["CtxBudgetMemory"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
-_DOOR = "CtxBudgetMemory"
 
 
-class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
+class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory):
     """LlamaIndex memory over a ctxbudget `ContextMemory`: `get` always fits ``token_limit``.
 
     Build it with `from_defaults`. Every message `put` is stored (and embedded) in the session;
@@ -119,6 +117,8 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
     _counter: TokenCounter = PrivateAttr()
     _last: LastContext = PrivateAttr(default_factory=LastContext)
     _asked: str | None = PrivateAttr(default=None)  # the stored question last returned
+    _current: CurrentMessage | None = PrivateAttr(default=None)  # its own blocks (images)
+    _last_put: LastPut | None = PrivateAttr(default=None)  # what it stored last (retries)
 
     def __init__(self, *, memory: ContextMemory, owns_memory: bool = False, **data: Any) -> None:
         """Wrap a `ContextMemory`; prefer `from_defaults`."""
@@ -270,7 +270,9 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
                 not returned (a stored copy neither: a retry), its room kept free; unless this
                 memory's ``get()`` already returned it, still last stored (an agent's next step:
                 returned last). None: the last stored user message (returned last when it is
-                the last message stored). See `llama_index.ctxbudget.assembly`.
+                the last message stored). A question returned last that was put with images
+                is the caller's own message (a copy), counted as sent. See
+                `llama_index.ctxbudget.assembly` and `llama_index.ctxbudget.current`.
             **kwargs: ``initial_token_count``, tokens of messages the caller sends before these
                 (one message's overhead is reserved with them); the rest goes to the memory
                 blocks' ``aget``.
@@ -279,10 +281,12 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             InvalidBudgetError: ``initial_token_count`` leaves no room in ``token_limit``.
             BudgetExceededError: the system messages, priority-0 blocks and the query alone do
                 not fit.
+            InvalidItemError: the question returned last, or ``input``, holds a block
+                ctxbudget cannot count (audio, video, a document).
         """
         initial = kwargs.pop("initial_token_count", 0)
         extra = run_sync(self._blocks(input, kwargs)) if self.memory_blocks else []
-        return self._report(self._get(input, initial, extra))
+        return self._report(*self._get(input, initial, extra))
 
     async def aget(  # noqa: A002 - the name LlamaIndex uses
         self, input: str | ChatMessage | None = None, **kwargs: Any
@@ -291,12 +295,15 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
         initial = kwargs.pop("initial_token_count", 0)
         extra = await self._blocks(input, kwargs) if self.memory_blocks else []
         # Assembled in a worker thread; reported here, in the caller's task.
-        return self._report(await self._memory.arun(self._get, input, initial, extra))
+        return self._report(*await self._memory.arun(self._get, input, initial, extra))
 
     def _get(
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
-    ) -> AssembledContext:
+    ) -> tuple[AssembledContext, CurrentMessage | None]:
         self._owner(write=False)
+        given_parts = None  # an input message with images costs them (the caller sends it)
+        if isinstance(input, ChatMessage) and has_own_blocks(input):
+            given_parts = content_parts(input, "the input message of get()")
         context, question = assemble_get(
             self._memory,
             self.session_id,
@@ -309,12 +316,16 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             extra=extra,
             strategy=self.strategy,
             asked=self._asked,
+            current=self._current,
+            given_parts=given_parts,
         )
         if question.record_id is not None:  # an agent's next step may ask get(input=it)
             self._asked = question.record_id
-        return context
+        return context, question.own
 
-    def _report(self, context: AssembledContext) -> list[ChatMessage]:
+    def _report(
+        self, context: AssembledContext, own: CurrentMessage | None = None
+    ) -> list[ChatMessage]:
         self._last.set(context)
         report_assembly(
             dispatcher,
@@ -325,7 +336,11 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             budget=self.token_limit,
             session_id=self.session_id,
         )
-        return [from_provider(message) for message in context.to_messages()]
+        sent = context.to_messages()
+        if own is None:
+            return [from_provider(message) for message in sent]
+        # The pending question is rendered last, as its parts: the caller's own message.
+        return [*(from_provider(message) for message in sent[:-1]), own.sent()]
 
     async def _blocks(
         self, input: str | ChatMessage | None, block_kwargs: dict[str, Any]
@@ -351,44 +366,6 @@ class CtxBudgetMemory(AsyncCalls, BaseMemory, LongTermMemory):
             for record in system_records(self._memory, self.session_id)
         ]
         return systems + [from_record(r) for r in self._memory.history(self.session_id)]
-
-    # -- writing -----------------------------------------------------------------------------
-    def put(self, message: ChatMessage) -> None:
-        """Store one message (a system message becomes a never-cut system instruction)."""
-        self.put_messages([message])
-
-    def put_messages(self, messages: list[ChatMessage]) -> None:
-        """Store messages in order, in one batch; all are checked before any is written.
-
-        Raises:
-            InvalidItemError: a malformed tool call; nothing was written.
-        """
-        systems, stored = split_messages(messages)
-        self._owner(write=True)
-        store_messages(self._memory, self.session_id, systems, stored, user_id=self.user_id)
-
-    def _owner(self, *, write: bool) -> None:
-        """A session another user started is refused (`SessionOwnerError`); a write claims it."""
-        if write:
-            claim_session(self._memory, self.session_id, user_id=self.user_id, door=_DOOR)
-        else:
-            check_session_owner(self._memory, self.session_id, user_id=self.user_id, door=_DOOR)
-
-    def set(self, messages: list[ChatMessage]) -> None:
-        """Replace the session's messages (pinned facts stay)."""
-        systems, stored = split_messages(messages)
-        self._owner(write=True)
-        clear_session(self._memory, self.session_id)
-        store_messages(self._memory, self.session_id, systems, stored, user_id=self.user_id)
-
-    def reset(self) -> None:
-        """Forget the session's messages, system messages and summaries (pinned facts stay)."""
-        self.clear()
-
-    def clear(self, *, pins: bool = False) -> None:
-        """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
-        self._owner(write=False)
-        clear_session(self._memory, self.session_id, pins=pins)
 
     def close(self) -> None:
         """Close the `ContextMemory` if `from_defaults` opened it (idempotent)."""

@@ -3,24 +3,31 @@
 `CtxBudgetMemory` stores the messages put into it as the session's messages, except system
 messages: each distinct one is a pinned record marked with `SYSTEM_KEY` (its order), sent first on
 every ``get``, exactly as put, never cut (`llama_index.ctxbudget.system`), and forgotten with the
-conversation.
+conversation (`clear_session`). A question put again when no reply followed it is a retry, stored
+once (`retried_question`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.reading.session_state import is_stored_query
 from ctxbudget.store.chroma_store import Record
 from llama_index.ctxbudget.convert import role_of, text_of, to_record_payload
 
 __all__ = [
     "SYSTEM_KEY",
+    "Split",
+    "LastPut",
     "clear_session",
+    "last_put",
+    "retried_question",
     "split_messages",
     "store_messages",
     "system_records",
@@ -30,8 +37,24 @@ SYSTEM_KEY = "li_system"
 """Metadata key of the pinned records that hold system messages (value: their order)."""
 
 
-def split_messages(messages: Sequence[ChatMessage]) -> tuple[list[str], list[dict[str, Any]]]:
-    """``(systems, stored)``: the texts of the system messages, the others as stored.
+@dataclass(frozen=True, slots=True)
+class Split:
+    """Messages as they are stored.
+
+    Attributes:
+        systems: the texts of the system messages, in order.
+        stored: the other messages as `ContextMemory.add_messages` takes them.
+        last_stored: the last message given is the last of ``stored`` (not a system message,
+            not one with nothing to keep).
+    """
+
+    systems: list[str]
+    stored: list[dict[str, Any]]
+    last_stored: bool
+
+
+def split_messages(messages: Sequence[ChatMessage]) -> Split:
+    """The system messages' texts and the others as stored (`Split`).
 
     Checks every message before anything is written.
 
@@ -41,7 +64,9 @@ def split_messages(messages: Sequence[ChatMessage]) -> tuple[list[str], list[dic
     systems: list[str] = []
     stored: list[dict[str, Any]] = []
     now = time.time()
+    last_stored = False
     for index, message in enumerate(messages):
+        last_stored = False
         if role_of(message) == "system":
             text = text_of(message)
             if text.strip():
@@ -51,7 +76,45 @@ def split_messages(messages: Sequence[ChatMessage]) -> tuple[list[str], list[dic
         if entry is not None:
             entry["timestamp"] = now
             stored.append(entry)
-    return systems, stored
+            last_stored = True
+    return Split(systems, stored, last_stored)
+
+
+LastPut = tuple[str, str]
+"""What a memory object stored last: its role and text (a hint for `retried_question`)."""
+
+
+def last_put(stored: Sequence[dict[str, Any]]) -> LastPut | None:
+    """The `LastPut` of a write that stored ``stored`` (None: it stored nothing)."""
+    return (stored[-1]["role"], stored[-1]["text"]) if stored else None
+
+
+def retried_question(
+    memory: ContextMemory,
+    session_id: str,
+    stored: Sequence[dict[str, Any]],
+    *,
+    hint: LastPut | None = None,
+) -> str | None:
+    """The stored question the first of ``stored`` repeats, if it is a retry; else None.
+
+    A retry is a user message put again when no reply followed it: the session's last
+    message is a user message with the same text (`is_stored_query`). The same words said
+    after a reply are a new turn. Only the store decides (a retry through another memory
+    object or process is recognised too), and it is read only when the writer's ``hint``
+    (what it stored last; None: unknown) is that same question: reading waits for the
+    messages acknowledged before (`ContextMemory.history`), which would cost every turn a
+    store write of its own instead of one write for the turn. A stale hint can only miss a
+    retry (the message is stored), never drop a message.
+    """
+    first = stored[0] if stored else None
+    if first is None or first["role"] != "user" or first.get("tool_calls"):
+        return None
+    if hint is not None and (hint[0] != "user" or hint[1].strip() != first["text"].strip()):
+        return None
+    newest = memory.history(session_id, limit=1)
+    last = newest[-1] if newest else None
+    return last.id if last is not None and is_stored_query(last, first["text"]) else None
 
 
 def store_messages(
@@ -61,8 +124,11 @@ def store_messages(
     stored: list[dict[str, Any]],
     *,
     user_id: str | None,
-) -> None:
-    """Store the system messages not stored yet (in order), then the others in one batch."""
+) -> list[str]:
+    """Store the system messages not stored yet (in order), then the others in one batch.
+
+    Returns the ids of the others' records, in order.
+    """
     if systems:
         known = system_records(memory, session_id)
         texts = {r.text for r in known}
@@ -78,8 +144,9 @@ def store_messages(
             )
             texts.add(text)
             order += 1
-    if stored:
-        memory.add_messages(session_id, stored, user_id=user_id, progress=False)
+    if not stored:
+        return []
+    return memory.add_messages(session_id, stored, user_id=user_id, progress=False)
 
 
 def system_records(memory: ContextMemory, session_id: str) -> list[Record]:
@@ -93,10 +160,15 @@ def system_records(memory: ContextMemory, session_id: str) -> list[Record]:
     return sorted(found, key=lambda r: (int(r.metadata.get(SYSTEM_KEY, 0)), r.id))
 
 
-def clear_session(memory: ContextMemory, session_id: str, *, pins: bool = False) -> None:
-    """Forget the session's conversation (`ContextMemory.clear`), its system messages too."""
+def clear_session(
+    memory: ContextMemory, session_id: str, *, pins: bool = False, systems: bool = True
+) -> None:
+    """Forget the session's conversation (`ContextMemory.clear`), its system messages too.
+
+    ``systems=False`` keeps the system messages (a ``set`` that brings none of its own).
+    """
     # The system messages put into memory are stored as pins of their own: conversation.
-    systems = [r.id for r in system_records(memory, session_id)]
-    if systems:
-        memory.store.delete(systems, namespace=memory.namespace, session_id=session_id)
+    ids = [r.id for r in system_records(memory, session_id)] if systems else []
+    if ids:
+        memory.store.delete(ids, namespace=memory.namespace, session_id=session_id)
     memory.clear(session_id, pins=pins)

@@ -1,0 +1,126 @@
+"""Writing a `CtxBudgetMemory`'s conversation: ``put``, ``put_messages``, ``set``, ``reset``.
+
+`ConversationWrites` holds the methods of LlamaIndex's memory interface that change the
+session (`CtxBudgetMemory` inherits them; reading and building stay in
+`llama_index.ctxbudget.memory`). Each checks every message first, then the session's owner (a
+write claims a new session for ``user_id``, `SessionOwnerError` refuses another user's), then
+stores (`llama_index.ctxbudget.storing`):
+
+* a question put again when no reply followed it (a retry after a failed model call) is
+  stored once (`retried_question`; the store decides, read only when what this object stored
+  last, ``_last_put``, is that question or unknown);
+* the last user message put with its own blocks (an image) is kept as the current message,
+  sent as given while it is the one answered (`llama_index.ctxbudget.current`);
+* ``set`` replaces the conversation; the stored system messages stay unless the new messages
+  bring their own (an agent's ``run(chat_history=...)`` calls ``set``: the system prompt put
+  into the memory is the agent's instruction, not part of that history).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxbudget.memory.writing.owners import check_session_owner, claim_session
+from llama_index.ctxbudget.current import CurrentMessage, current_of
+from llama_index.ctxbudget.storing import (
+    LastPut,
+    clear_session,
+    last_put,
+    retried_question,
+    split_messages,
+    store_messages,
+)
+
+if TYPE_CHECKING:
+    from llama_index.core.base.llms.types import ChatMessage
+
+    from ctxbudget.memory.context import ContextMemory
+
+__all__ = ["ConversationWrites"]
+
+_DOOR = "CtxBudgetMemory"
+
+
+class ConversationWrites:
+    """``put``, ``put_messages``, ``set``, ``reset`` and ``clear`` of `CtxBudgetMemory`.
+
+    Before LlamaIndex's ``BaseMemory`` among `CtxBudgetMemory`'s bases (it declares them
+    abstract).
+    """
+
+    if TYPE_CHECKING:  # CtxBudgetMemory's fields (pydantic must not see them here)
+        session_id: str
+        user_id: str | None
+        _memory: ContextMemory
+        _current: CurrentMessage | None
+        _last_put: LastPut | None
+
+    def put(self, message: ChatMessage) -> None:
+        """Store one message (a system message becomes a never-cut system instruction).
+
+        A user message put again when no reply followed it (a retry) is not stored twice.
+        """
+        self.put_messages([message])
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Store messages in order, in one batch; all are checked before any is written.
+
+        When the first is a user message the session's last message already says, with no
+        reply after it, it is a retry: not stored again (the new attempt's blocks are the ones
+        sent, `llama_index.ctxbudget.current`).
+
+        Raises:
+            InvalidItemError: a malformed tool call; nothing was written.
+            SessionOwnerError: the session was started by another user; nothing was written.
+        """
+        split = split_messages(messages)
+        self._owner(write=True)
+        stored = split.stored
+        retried = retried_question(self._memory, self.session_id, stored, hint=self._last_put)
+        ids = store_messages(
+            self._memory,
+            self.session_id,
+            split.systems,
+            stored[1:] if retried is not None else stored,
+            user_id=self.user_id,
+        )
+        self._last_put = last_put(stored) or self._last_put
+        last = (ids[-1] if ids else retried) if split.last_stored else None
+        self._current = current_of(messages, last)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the session's conversation (pinned facts stay).
+
+        The stored system messages are replaced only when ``messages`` holds system messages
+        of its own; otherwise they stay (``reset`` forgets them).
+
+        Raises:
+            InvalidItemError: a malformed tool call; nothing was changed.
+            SessionOwnerError: the session was started by another user; nothing was changed.
+        """
+        split = split_messages(messages)
+        self._owner(write=True)
+        self._current = self._last_put = None
+        clear_session(self._memory, self.session_id, systems=bool(split.systems))
+        ids = store_messages(
+            self._memory, self.session_id, split.systems, split.stored, user_id=self.user_id
+        )
+        self._last_put = last_put(split.stored)
+        self._current = current_of(messages, ids[-1] if ids and split.last_stored else None)
+
+    def reset(self) -> None:
+        """Forget the session's messages, system messages and summaries (pinned facts stay)."""
+        self.clear()
+
+    def clear(self, *, pins: bool = False) -> None:
+        """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
+        self._owner(write=False)
+        self._current = self._last_put = None
+        clear_session(self._memory, self.session_id, pins=pins)
+
+    def _owner(self, *, write: bool) -> None:
+        """A session another user started is refused (`SessionOwnerError`); a write claims it."""
+        if write:
+            claim_session(self._memory, self.session_id, user_id=self.user_id, door=_DOOR)
+        else:
+            check_session_owner(self._memory, self.session_id, user_id=self.user_id, door=_DOOR)
