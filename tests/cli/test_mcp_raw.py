@@ -43,6 +43,7 @@ class RawServer:
             env={**os.environ, **ENV},
         )
         self.ids = iter(range(1, 1_000_000))
+        self.pending = bytearray()  # read from stdout, not yet a whole line
         self.send_line(
             json.dumps(
                 {
@@ -66,10 +67,18 @@ class RawServer:
         self.process.stdin.flush()
 
     def reply(self) -> dict[str, Any]:
+        """The next line of stdout, read whole (one write may hold several replies)."""
         assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], TIMEOUT)
-        assert ready, "no reply: the client would wait forever"
-        reply: dict[str, Any] = json.loads(self.process.stdout.readline())
+        out = self.process.stdout.fileno()
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([out], [], [], TIMEOUT)
+            assert ready, "no reply: the client would wait forever"
+            data = os.read(out, 1 << 16)
+            assert data, "stdout closed"
+            self.pending += data
+        line, _, rest = bytes(self.pending).partition(b"\n")
+        self.pending = bytearray(rest)
+        reply: dict[str, Any] = json.loads(line)
         return reply
 
     def call(self, tool: str, arguments: str) -> dict[str, Any]:

@@ -3,11 +3,17 @@
 - `tools`: `MemoryTools`, what each tool does with the memory (remember, remember_fact, recall,
   context, sessions, forget_session, forget_fact) and the server's user scoping; no SDK.
 - `server`: `build_server`, the SDK's `MCPServer` with those tools, their argument schemas
-  (values passed to the core unconverted, unknown names refused), and refusals as tool errors.
+  (values passed to the core unconverted), and refusals as tool errors.
+- `arguments`: each call's argument names checked first (unknown and missing ones refused by
+  name, with what to pass), and a value of the wrong JSON type named before the core's refusal.
 - `transports`: `serve` over stdio or streamable HTTP on 127.0.0.1, and `Shutdown` (SIGTERM and
   SIGINT stop it whatever stdin does).
 - `stdio`: the relay of the client's stdin to the SDK (so that a signal ends serving, and
   values the SDK's JSON parser refuses still reach the core's checks and get a reply).
+- `malformed`: the JSON-RPC error for a line the SDK would drop without a reply (not JSON, a
+  batch, ``"jsonrpc": "1.0"``, ``params`` as an array, an id it cannot read).
+- `stdout`: the SDK's stdout copied to the client whole line by whole line, so that the relay's
+  own replies go out between the SDK's.
 
 Needs the ``mcp`` extra (the official MCP SDK) for `server` and `transports`; loaded on first use.
 """

@@ -4,19 +4,17 @@
 with a JSON schema of its arguments and a description the model reads. The SDK converts no
 value: each reaches the core's own checks as the client sent it (``budget: "200"`` is refused
 as `ContextMemory.assemble` refuses it, with the same message). An argument the tool does not
-have is refused by name, and every refusal (a bad session id, a text too long, a budget that
-nothing fits, a session of another user) comes back to the client as a tool error
-(``isError``) with the message; the server keeps serving. Tools run on worker threads
-(`ContextMemory` is safe across threads).
+have, or one it needs that is missing, is refused by name (`ctxbudget.mcp.arguments`), and
+every refusal (a bad session id, a text too long, a budget that nothing fits, a session of
+another user) comes back to the client as a tool error (``isError``) with the message; the
+server keeps serving. Tools run on worker threads (`ContextMemory` is safe across threads).
 
 Needs the ``mcp`` extra (``pip install 'ctxbudget[mcp]'``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from importlib import metadata
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -24,11 +22,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from ctxbudget.errors import CtxBudgetError
-from ctxbudget.mcp.stdio import CALLS, relayed, restore
+from ctxbudget.mcp.arguments import check_call, tool_arguments
+from ctxbudget.mcp.stdio import CALLS
 from ctxbudget.mcp.tools import DEFAULT_BUDGET, FORMATS, RECALL_KINDS, ROLES, MemoryTools
 
 if TYPE_CHECKING:
@@ -249,12 +248,9 @@ def build_server(
     ]
     for function, hints in registered:
         server.add_tool(function, annotations=hints, structured_output=True)
-    arguments = {
-        function.__name__: frozenset(inspect.signature(function).parameters)
-        for function, _ in registered
-    }
+    arguments = {function.__name__: tool_arguments(function) for function, _ in registered}
     server.middleware.append(_counted)
-    server.middleware.append(partial(_check_call, arguments))
+    server.middleware.append(partial(check_call, arguments))
     return server
 
 
@@ -277,36 +273,6 @@ def _tool(work: Callable[[], _T]) -> _T:
         return work()
     except (CtxBudgetError, TypeError, ValueError) as exc:
         raise ToolError(str(exc)) from exc
-
-
-async def _check_call(
-    arguments: Mapping[str, frozenset[str]], ctx: Any, call_next: CallNext
-) -> HandlerResult:
-    """Before the SDK reads a tool call: unknown argument names refused, relayed values read.
-
-    A misspelled argument would otherwise be dropped without a word (``tiemstamp``); values
-    the stdio relay could not pass as JSON the SDK reads (`ctxbudget.mcp.stdio`) are turned
-    back into what the client sent, for the core to refuse with its own message.
-    """
-    params = ctx.params
-    if ctx.method != "tools/call" or not isinstance(params, Mapping):
-        return await call_next(ctx)
-    name, given = params.get("name"), params.get("arguments")
-    known = arguments.get(name) if isinstance(name, str) else None
-    if known is None or not isinstance(given, Mapping):
-        return await call_next(ctx)
-    restored = restore(given) if relayed(given) else given
-    unknown = sorted(str(key) for key in restored if key not in known)
-    if unknown:
-        msg = (
-            f"{name} has no argument {', '.join(map(repr, unknown))}: its arguments are "
-            f"{sorted(known)}; check the spelling (nothing was done)"
-        )
-        return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
-    if restored is not given:
-        params = {**params, "arguments": restored}
-        return await call_next(dataclasses.replace(ctx, params=params))
-    return await call_next(ctx)
 
 
 def _version() -> str:

@@ -25,6 +25,10 @@ surrogate becomes ``TAG + ":" + <its JSON text>``, turned back the same way (the
 refused for an argument it does not have). A line that is not valid UTF-8 is read with each
 invalid byte as a lone surrogate (Python's ``surrogateescape``), so the text holding it is
 refused as any lone surrogate is, rather than stored with the byte replaced.
+
+A line the SDK would still drop without a reply (not JSON, a batch, ``"jsonrpc": "1.0"``, an id
+it cannot read) is not passed on: the ``refuse`` hook of `relayed_stdin` answers it with a
+JSON-RPC error (`ctxbudget.mcp.malformed`, written by `ctxbudget.mcp.stdout`).
 """
 
 from __future__ import annotations
@@ -47,7 +51,17 @@ from pydantic_core import from_json
 
 from ctxbudget.store.records import first_surrogate
 
-__all__ = ["CALLS", "DRAIN", "TAG", "Calls", "relayed", "relayed_stdin", "restore"]
+__all__ = [
+    "CALLS",
+    "DRAIN",
+    "TAG",
+    "Calls",
+    "Refuse",
+    "ready",
+    "relayed",
+    "relayed_stdin",
+    "restore",
+]
 
 #: The key of a value the relay rewrote (`restore` reads it back): new in each process.
 TAG = f"$ctxbudget.json.{secrets.token_hex(8)}"
@@ -85,16 +99,21 @@ class Calls:
 #: The requests this process's server is answering.
 CALLS = Calls()
 
+#: Called with each line as the SDK reads it: True when it answered the line itself (a line the
+#: SDK would drop without a reply: `ctxbudget.mcp.malformed`), which is then not passed on.
+Refuse = Callable[[bytes], bool]
+
 _MAX_DIGITS = 4000  # below Python's and the SDK parser's 4,300-digit limit
 _MAX_DEPTH = 64  # a line's arguments sit a few levels deep; the SDK parser stops at 200
 
 
 @contextmanager
-def relayed_stdin() -> Iterator[Callable[[], None]]:
+def relayed_stdin(refuse: Refuse | None = None) -> Iterator[Callable[[], None]]:
     """File descriptor 0 fed by a relay of the real stdin while inside; yields ``stop``.
 
     ``stop()`` (safe in a signal handler) ends the relay: the SDK reads the end of its input.
-    Where ``select.poll`` or a stdin is missing, yields a ``stop`` that does nothing.
+    ``refuse`` sees each line first (`Refuse`). Where ``select.poll`` or a stdin is missing,
+    yields a ``stop`` that does nothing.
     """
     try:
         source = os.dup(0)
@@ -110,7 +129,10 @@ def relayed_stdin() -> Iterator[Callable[[], None]]:
     os.dup2(read_end, 0)
     os.close(read_end)
     relay = threading.Thread(
-        target=_relay, args=(source, write_end, wake_read), name="ctxbudget-mcp-stdin", daemon=True
+        target=_relay,
+        args=(source, write_end, wake_read, refuse),
+        name="ctxbudget-mcp-stdin",
+        daemon=True,
     )
     relay.start()
     stopped = threading.Event()
@@ -134,23 +156,22 @@ def _nothing() -> None:
     return None
 
 
-def _relay(source: int, sink: int, wake: int) -> None:
+def _relay(source: int, sink: int, wake: int, refuse: Refuse | None) -> None:
     """Copy ``source`` to ``sink`` line by line (each made readable) until EOF or ``wake``."""
     os.set_blocking(sink, False)
     pending = bytearray()
     try:
-        while _ready(source, wake, select.POLLIN):
+        while ready(source, wake, select.POLLIN):
             data = os.read(source, 1 << 16)
-            if not data:
-                _send(sink, bytes(pending), wake)
-                return
             pending += data
-            end = pending.rfind(b"\n")
-            if end < 0:
+            end = pending.rfind(b"\n") if data else len(pending) - 1  # at the end: all of it
+            if end < 0 and data:
                 continue
             lines = bytes(pending[: end + 1]).splitlines(keepends=True)
             del pending[: end + 1]
-            if not _send(sink, b"".join(readable(line) for line in lines), wake):
+            passed = (readable(line) for line in lines)
+            kept = [line for line in passed if refuse is None or not refuse(line)]
+            if not _send(sink, b"".join(kept), wake) or not data:
                 return
     except OSError:  # the SDK stopped reading (a broken pipe): nothing more to pass on
         return
@@ -178,8 +199,8 @@ def _unread(fd: int) -> int:
     return count[0]
 
 
-def _ready(fd: int, wake: int, event: int) -> bool:
-    """Wait until ``fd`` has ``event``; False when ``wake`` says stop."""
+def ready(fd: int, wake: int, event: int) -> bool:
+    """Wait until ``fd`` has ``event`` (``select.POLLIN``/``POLLOUT``); False if ``wake`` is set."""
     poller = select.poll()
     poller.register(fd, event)
     poller.register(wake, select.POLLIN)
@@ -194,7 +215,7 @@ def _ready(fd: int, wake: int, event: int) -> bool:
 def _send(sink: int, data: bytes, wake: int) -> bool:
     view = memoryview(data)
     while view:
-        if not _ready(sink, wake, select.POLLOUT):
+        if not ready(sink, wake, select.POLLOUT):
             return False
         try:
             view = view[os.write(sink, view) :]

@@ -2,7 +2,11 @@
 
 stdio (the default) is what desktop clients start: the protocol on stdin and stdout. While it
 serves, the SDK points file descriptor 1 at stderr, so nothing but protocol reaches stdout (a
-library's stray print included); logs and progress go to stderr.
+library's stray print included); logs and progress go to stderr. The SDK's stdout is a pipe
+copied to the client's whole line by whole line (`ctxbudget.mcp.stdout`), so that the stdin
+relay can answer, between two of the SDK's replies, a line the SDK would drop without one
+(`ctxbudget.mcp.malformed`: truncated JSON, a batch, ``"jsonrpc": "1.0"``, ``params`` as an
+array, an id the SDK cannot read).
 
 Streamable HTTP listens on 127.0.0.1 only (`HOST`): the server has no authentication, so
 anyone who reaches it could read and delete every session. The socket is bound before serving
@@ -32,7 +36,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from ctxbudget.errors import ConfigurationError
+from ctxbudget.mcp.malformed import answered_by
 from ctxbudget.mcp.stdio import relayed_stdin
+from ctxbudget.mcp.stdout import relayed_stdout
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -77,7 +83,11 @@ def serve(
     if shutdown is not None and shutdown.requested is not None:
         return  # told to stop before serving started
     if transport == "stdio":
-        with relayed_stdin() as stop, _stops(shutdown, stop):
+        with (
+            relayed_stdout() as replies,
+            relayed_stdin(None if replies is None else answered_by(replies)) as stop,
+            _stops(shutdown, stop),
+        ):
             anyio.run(server.run_stdio_async)
         return
     import uvicorn

@@ -6,8 +6,10 @@ input and says what to pass instead; nothing is written before these checks pass
 
 from __future__ import annotations
 
+import calendar
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -93,14 +95,37 @@ def to_timestamp(value: float | int | datetime | str | None) -> float | None:
         try:
             return to_timestamp(datetime.fromisoformat(value.replace("Z", "+00:00")))
         except ValueError as exc:
-            msg = f"timestamp {shown(value)} is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)"
-            raise InvalidItemError(msg) from exc
+            raise InvalidItemError(_not_a_moment(value, exc)) from exc
     msg = (
         f"timestamp must be a number (seconds since 1970-01-01 UTC), a datetime or ISO-8601 "
         f"text, got {type(value).__name__} ({shown(value)}); convert it to one of those "
         "(nothing was written)"
     )
     raise InvalidItemError(msg)
+
+
+_ISO_DATE = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})")
+_MONTHS = "January February March April May June July August September October November December"
+
+
+def _not_a_moment(text: str, exc: ValueError) -> str:
+    """Why ISO-8601 parsing refused ``text``: not that form, or a field out of range."""
+    if str(exc).startswith("Invalid isoformat string"):  # CPython's words for the wrong form
+        return f"timestamp {shown(text)} is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)"
+    found = _ISO_DATE.match(text)
+    if found and str(exc).startswith("day is out of range"):
+        year, month, day = (int(part) for part in found.groups())
+        if 1 <= year and 1 <= month <= 12:
+            last = calendar.monthrange(year, month)[1]
+            return (
+                f"timestamp {shown(text)} is not a date: day {day} is out of range for "
+                f"{_MONTHS.split()[month - 1]} {year}, which has {last} days; pass a day from "
+                f"1 to {last} (e.g. {year:04d}-{month:02d}-{last:02d})"
+            )
+    return (
+        f"timestamp {shown(text)} has the form of ISO-8601 but is not a real date or time "
+        f"({exc}); correct that field (e.g. 2026-03-02T09:14:00Z)"
+    )
 
 
 def documents_arg(documents: object) -> bool | str | Sequence[str]:
