@@ -2,6 +2,8 @@
 
 - After ``close``, every call of the door raises one `CtxBudgetError` that says it is closed
   (not an ``AttributeError`` from deep inside a client).
+- A call the close overtakes (closed from another thread while it runs) ends with its answer
+  or that same clear error: the store is not released under it into a raw client error.
 - An async door's cancelled call either has no effect, or finishes before the same caller's
   next call starts: a session delete cancelled right after it started, then a turn added to
   that session, leaves the session either as it was plus the turn, or holding only the turn;
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from _suite import eventually, fresh, kept, needs, tagged
 from drivers.base import Place, Turn
+from drivers.common import overtaken_by_thread
 
 from ctxbudget.errors import CtxBudgetError
 
@@ -38,6 +42,36 @@ def test_every_call_after_close_raises_the_same_clear_error(driver: Any) -> None
     unclear = {name: repr(error) for name, error in raised.items() if not _clear(error)}
     assert not unclear, f"{driver.name} after close: {unclear}"
     assert len({type(error) for error in raised.values()}) == 1, raised
+
+
+@pytest.mark.parametrize(
+    "place_kind", ["embedded", pytest.param("server", marks=pytest.mark.integration)]
+)
+@pytest.mark.parametrize("delay", [0.0, 0.02])
+def test_a_call_the_close_overtakes_ends_with_its_answer_or_the_closed_error(
+    driver: Any, delay: float
+) -> None:
+    needs(driver, "close")
+    needs(driver, "send")
+    session, user = fresh("s"), fresh("u")
+    if "add" in driver.can:
+        words = ["lisbon", "trip", "train", "museum"]
+        turns = [
+            Turn("user" if i % 2 == 0 else "assistant", tagged(words[i % 4 :]), f"{session}-{i}")
+            for i in range(6)
+        ]
+        driver.add(session, user, turns)
+    question = "Which museum on the trip?"
+    overtaken = getattr(driver, "overtaken", None)  # an async door: aclose on the call's loop
+    if overtaken is not None:
+        error = overtaken(session, user, question, 400, delay)
+    else:
+        send = lambda: driver.send(session, user, question, 400)  # noqa: E731
+        error = overtaken_by_thread(send, driver.close, delay)
+    assert error is None or _clear(error), (
+        f"{driver.name}: a call overtaken by close ended with {error!r}, not its answer or "
+        "the closed error"
+    )
 
 
 def test_a_cancelled_call_has_no_effect_or_ends_before_the_next(driver: Any, place: Place) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any, TypeVar
@@ -48,6 +50,8 @@ __all__ = [
     "heard",
     "identify",
     "new_turns",
+    "overtaken_by_thread",
+    "overtaken_on_loop",
     "pairs",
     "payload",
     "raised",
@@ -220,6 +224,50 @@ def cancelled(
             await task
 
     run(started_then_cancelled())
+
+
+def overtaken_by_thread(
+    send: Callable[[], object], close: Callable[[], None], delay: float
+) -> BaseException | None:
+    """What a sync call got when another thread closed the door ``delay`` s after it began."""
+    outcome: list[BaseException | None] = []
+    started = threading.Event()
+
+    def ask() -> None:
+        started.set()
+        outcome.append(raised(send))
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    started.wait(10)
+    time.sleep(delay)
+    close()
+    asking.join(60)
+    if asking.is_alive():
+        return TimeoutError("the call never ended after close")
+    return outcome[0]
+
+
+def overtaken_on_loop(
+    send: Callable[[], Awaitable[object]],
+    aclose: Callable[[], Awaitable[object]],
+    delay: float,
+    run: Callable[[Any], Any] = asyncio.run,
+) -> BaseException | None:
+    """What an async call got when another task closed the door ``delay`` s after it began."""
+
+    async def both() -> BaseException | None:
+        asking = asyncio.ensure_future(send())
+        await asyncio.sleep(delay)
+        await aclose()
+        try:
+            await asyncio.wait_for(asking, 60)
+        except BaseException as exc:  # noqa: BLE001 - what the caller got
+            return exc
+        return None
+
+    result: BaseException | None = run(both())
+    return result
 
 
 def chosen_refs(context: Any) -> list[tuple[str, str]]:

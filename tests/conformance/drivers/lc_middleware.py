@@ -48,6 +48,8 @@ from .common import (
     framework_value,
     heard,
     new_turns,
+    overtaken_by_thread,
+    overtaken_on_loop,
     pairs,
     payload,
     raised,
@@ -163,6 +165,31 @@ class MiddlewareDriver:
             self._run(agent, [asked], run["session"], run["user"])
 
         return attempt(call)
+
+    def overtaken(
+        self, session: str, user: str, query: str, budget: int, delay: float
+    ) -> BaseException | None:
+        """A run the memory's close overtakes ``delay`` s after it began (`overtaken_by_thread`;
+        async: ``aclose`` awaited by another task of the run's loop)."""
+        if self._loop is None:
+            return overtaken_by_thread(
+                lambda: self.send(session, user, query, budget), self.close, delay
+            )
+        agent, _, _ = self._agent(budget)
+        asked = HumanMessage(query, id=question_id(session, query))
+        self._replies.append(AIMessage(f"noted {asked.id}", id=f"{asked.id}-answer"))
+        config = {"configurable": {"thread_id": session}}
+        context = {"session_id": session, "user_id": user}
+        loop, self._loop = self._loop, None
+        try:
+            return overtaken_on_loop(
+                lambda: agent.ainvoke({"messages": [asked]}, config, context=context),
+                self.memory.aclose,
+                delay,
+                run=loop.run_until_complete,
+            )
+        finally:
+            loop.close()
 
     def close(self) -> None:
         """Close the memory the middleware reads (and the driver's event loop)."""

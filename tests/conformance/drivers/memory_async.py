@@ -12,7 +12,15 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from .base import Place, Received, Refusal, Turn
-from .common import SPANS, Registry, assembly_tokens, attempt, cancelled, raised_each
+from .common import (
+    SPANS,
+    Registry,
+    assembly_tokens,
+    attempt,
+    cancelled,
+    overtaken_on_loop,
+    raised_each,
+)
 from .memory_sync import MemorySync, bad_call, closed_calls, received_of
 
 __all__ = ["MemoryAsync", "make"]
@@ -76,6 +84,21 @@ class MemoryAsync:
 
     def cancel_delete(self, session: str) -> None:
         cancelled(lambda: self.memory.adelete_session(session), run=self._run)
+
+    def overtaken(
+        self, session: str, user: str, query: str, budget: int, delay: float
+    ) -> BaseException | None:
+        """An ``aassemble`` with ``aclose`` awaited by another task ``delay`` s after it began."""
+        self._closed = True
+        try:
+            return overtaken_on_loop(
+                lambda: self.memory.aassemble(session, query, budget=budget, user_id=user),
+                self.memory.aclose,
+                delay,
+                run=self._loop.run,
+            )
+        finally:
+            self._loop.close()
 
     def close(self) -> None:
         if not self._closed:

@@ -31,6 +31,10 @@ groups do.)
 
 Closed: after ``close()``/``aclose()`` every ``a``-method raises `MemoryClosedError` when it is
 awaited, as its sync twin does (`ctxbudget.store.client.Closable`); ``aclose`` again does nothing.
+Closing while calls run on the workers waits for them before the store is released
+(`AsyncRunner.close`): a running call is not cut under its feet (on a Chroma server, it failed
+with the HTTP client's "client has been closed" ``RuntimeError``); it ends with its result, or
+with `MemoryClosedError` where it reaches a part of the memory that close has already shut.
 """
 
 from __future__ import annotations
@@ -38,13 +42,20 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-__all__ = ["ASYNC_WORKERS", "AsyncRunner", "awaitable"]
+__all__ = ["ASYNC_WORKERS", "CLOSE_WAIT", "AsyncRunner", "awaitable"]
+
+logger = logging.getLogger(__name__)
+
+CLOSE_WAIT = 30.0
+"""Seconds `AsyncRunner.close` waits for running calls; past it, the memory closes under them."""
 
 ASYNC_WORKERS = 2
 """Worker threads of one memory's async calls (more only queue behind the interpreter lock)."""
@@ -57,8 +68,10 @@ S = TypeVar("S")
 class AsyncRunner:
     """A memory's worker threads for its async methods, created on first use.
 
-    A forked child gets new threads (the parent's do not exist there); after `close`, the next
-    call starts them again (a closed memory raises before it gets here).
+    A forked child gets new threads (the parent's do not exist there). `close` waits for the
+    calls running on the workers, so the memory releases its store only after them. A call
+    that raced the close (it passed its open check just before) still runs, on a thread of
+    its own that ends with it: a closed runner keeps no thread.
     """
 
     def __init__(self, workers: int | None = None) -> None:
@@ -66,13 +79,33 @@ class AsyncRunner:
         self._pool: ThreadPoolExecutor | None = None
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._running: Counter[int] = Counter()  # calls running, by worker thread
+        self._closed = False
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> tuple[ThreadPoolExecutor, bool]:
+        """The pool to submit to, and whether it is only for this call (closed: shut after)."""
         with self._lock:
+            if self._closed:
+                return ThreadPoolExecutor(1, thread_name_prefix="ctxbudget"), True
             if self._pool is None or self._pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="ctxbudget")
                 self._pid = os.getpid()
-            return self._pool
+                self._running.clear()  # a forked child runs none of its parent's calls
+            return self._pool, False
+
+    def _call(self, call: Callable[[], R]) -> R:
+        me = threading.get_ident()
+        with self._lock:
+            self._running[me] += 1
+        try:
+            return call()
+        finally:
+            with self._lock:
+                self._running[me] -= 1
+                if not self._running[me]:
+                    del self._running[me]
+                self._idle.notify_all()
 
     async def run(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """``func(*args, **kwargs)`` on a worker thread, in a copy of the caller's context.
@@ -81,7 +114,10 @@ class AsyncRunner:
         """
         context = contextvars.copy_context()
         call = functools.partial(context.run, func, *args, **kwargs)
-        started = self._executor().submit(call)
+        pool, only_this = self._executor()
+        started = pool.submit(self._call, call)
+        if only_this:
+            pool.shutdown(wait=False)  # its one thread ends with the call
         running = asyncio.wrap_future(started)
         try:
             return await asyncio.shield(running)
@@ -91,9 +127,24 @@ class AsyncRunner:
             raise
 
     def close(self) -> None:
-        """Let the threads end once their calls return (a call in flight is not cut)."""
+        """Wait for the calls running on the workers (`CLOSE_WAIT` at most), then let them end.
+
+        A call still queued runs afterwards (its memory, closed, refuses it). Called from a
+        worker (``aclose``, or a call that closes its memory), it does not wait for itself.
+        """
+        me = threading.get_ident()
         with self._lock:
+            self._closed = True
             pool, self._pool = self._pool, None
+            if self._pid == os.getpid():
+                others = lambda: all(thread == me for thread in self._running)  # noqa: E731
+                if not self._idle.wait_for(others, CLOSE_WAIT):
+                    logger.warning(
+                        "closing the memory while %d async call(s) still run after %.0f s: "
+                        "they end with MemoryClosedError or a store error",
+                        sum(n for t, n in self._running.items() if t != me),
+                        CLOSE_WAIT,
+                    )
         if pool is not None:
             pool.shutdown(wait=False)
 

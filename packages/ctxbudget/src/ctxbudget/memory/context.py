@@ -355,13 +355,11 @@ class ContextMemory(
             if self._closed:
                 return
             self._closed = True
-        try:
-            self._entities.close()
-            if self._behind is not None:
-                self._behind.close()
-            self.store.close()
-        finally:
-            self._async.close()
+        self._async.close()  # the async calls running end first: the store is not cut under them
+        self._entities.close()
+        if self._behind is not None:
+            self._behind.close()
+        self.store.close()
 
     def _where(self) -> str:
         return f"namespace {self.namespace!r} in {self.store.location}"

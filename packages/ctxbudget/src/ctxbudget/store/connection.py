@@ -212,14 +212,21 @@ class Connection:
 
         if self.shared:
             self._check_open()
-            return retry_call(
-                call,
-                policy=self.retry,
-                catch=self.io_errors,
-                fail=fail,
-                transient=transient,
-                on_retry=retrying,
-            )
+            try:
+                return retry_call(
+                    call,
+                    policy=self.retry,
+                    catch=self.io_errors,
+                    fail=fail,
+                    transient=lambda exc: not self._closed and transient(exc),
+                    on_retry=retrying,
+                )
+            except Exception as exc:
+                # Closed by another thread under this call: the HTTP client fails with its own
+                # RuntimeError ("the client has been closed") or a bad file descriptor.
+                if self._closed and not isinstance(exc, MemoryClosedError):
+                    raise self._closed_error() from exc
+                raise
         # An embedded Chroma is not safe for concurrent calls within one process: a query that
         # overlaps a write can read a vector index still being built or saved and fail with
         # "Error creating hnsw segment reader: Nothing found on disk" or "Error finding id"
@@ -233,6 +240,10 @@ class Connection:
         # A closed chromadb client fails with an AttributeError ('RustBindingsAPI' object has
         # no attribute 'bindings'): whatever still holds the store's parts gets the clear error.
         if self._closed:
-            where = f"{self.location}, collection {self.key[-1]!r}"
-            msg = closed_message("ChromaStore", where, "ChromaStore or ContextMemory")
-            raise MemoryClosedError(msg)
+            raise self._closed_error()
+
+    def _closed_error(self) -> MemoryClosedError:
+        where = f"{self.location}, collection {self.key[-1]!r}"
+        return MemoryClosedError(
+            closed_message("ChromaStore", where, "ChromaStore or ContextMemory")
+        )

@@ -165,7 +165,7 @@ def _searching(args: Mapping[str, Any], settings: TelemetrySettings) -> Attribut
     if isinstance(args["k"], Integral):  # numpy ints too; a bad k is the search's to refuse
         out["ctxbudget.search.k"] = int(args["k"])
     kinds = args.get("kinds")
-    if kinds is not None:
+    if isinstance(kinds, list | tuple):  # anything else is the search's to refuse, unread
         out["ctxbudget.search.kinds"] = [str(kind) for kind in kinds]
     if settings.capture_content and isinstance(args.get("query"), str):
         out["gen_ai.retrieval.query.text"] = args["query"]

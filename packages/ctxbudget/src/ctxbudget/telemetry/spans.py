@@ -132,8 +132,10 @@ def traced(
     ``before`` gives the attributes known from the call's arguments (bound, defaults applied),
     set as the span starts; ``after`` those known from its result (and the same arguments,
     bound only when there is a ``before``). Neither is called when the span is not recording.
-    A call that raises is marked as an error with ``error.type`` (its class; the message and
-    traceback only with ``capture_content``: they may quote content).
+    A call that raises (an interruption too: ``KeyboardInterrupt``) is marked as an error with
+    ``error.type`` (its class; the message and traceback only with ``capture_content``: they
+    may quote content). Arguments the method does not take are its own to refuse: its
+    `TypeError` is the call's error, as without tracing.
 
     ``opens_assembly``: the span is the one assembly of this call (`ContextMemory.assemble`);
     ``in_assembly``: when such a span is the current span, the call opens none: the span that
@@ -165,15 +167,13 @@ def traced(
                 recording = span.is_recording()
                 bound: Mapping[str, Any] = {}
                 if recording and before is not None:
-                    call = signature.bind(*args, **kwargs)
-                    call.apply_defaults()
-                    bound = call.arguments
-                    if before is not None:
+                    bound = _bound(signature, args, kwargs)
+                    if bound:
                         span.set_attributes(before(bound, tracing.settings))
                 token = _assembly.set(span) if opens_assembly else None
                 try:
                     result = method(*args, **kwargs)
-                except Exception as exc:
+                except BaseException as exc:  # an interrupted call did not succeed either
                     if recording:
                         _failed(span, exc, tracing.settings)
                     raise
@@ -189,7 +189,21 @@ def traced(
     return decorate
 
 
-def _failed(span: Span, error: Exception, settings: TelemetrySettings) -> None:
+def _bound(signature: inspect.Signature, args: Any, kwargs: Any) -> Mapping[str, Any]:
+    """The call's arguments by name, defaults applied; empty when they do not fit.
+
+    Arguments that do not fit are the method's to refuse, with Python's own `TypeError`
+    (recorded on the span as the call's error), not one raised here first.
+    """
+    try:
+        call = signature.bind(*args, **kwargs)
+    except TypeError:
+        return {}
+    call.apply_defaults()
+    return call.arguments
+
+
+def _failed(span: Span, error: BaseException, settings: TelemetrySettings) -> None:
     """Mark ``span`` as failed: the error's class always, its message only with content on."""
     from opentelemetry.trace import Status, StatusCode
 

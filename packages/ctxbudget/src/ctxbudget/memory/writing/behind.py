@@ -60,9 +60,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxbudget.errors import StoreError, StoreInputError
+from ctxbudget.memory.writing.batching import pending_key, store_groups
 from ctxbudget.store.first_write import Add, Get, add_acknowledged
 from ctxbudget.store.journal import JournalBatch, WriteJournal, replay
-from ctxbudget.store.records import Record, record_key, scope_of
+from ctxbudget.store.records import Record
 
 __all__ = ["WriteBehind"]
 
@@ -160,7 +161,7 @@ class WriteBehind:
             self._queue.append(batch)
             self._waiting += len(batch.records)
             for record in batch.records:
-                self._pending[_key(record)] = record
+                self._pending[pending_key(record)] = record
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="ctxbudget-write", daemon=True
@@ -171,7 +172,7 @@ class WriteBehind:
     def pending(self, record: Record) -> Record | None:
         """The acknowledged, not yet stored record with the same scope and id, if any."""
         with self._cond:
-            return self._pending.get(_key(record))
+            return self._pending.get(pending_key(record))
 
     def settle(self) -> None:
         """Wait until every acknowledged record is stored.
@@ -280,7 +281,7 @@ class WriteBehind:
             try:
                 # A writer of this folder that died meanwhile: its batches go first.
                 replay(self._journal.path.parent, self._add, skip=self._journal.path, get=self._get)
-                for group in _groups(work, self._batch):
+                for group in store_groups(work, self._batch):
                     self._store(group)
             except StoreError as exc:
                 with self._cond:
@@ -349,7 +350,7 @@ class WriteBehind:
     def _forget(self, batch: JournalBatch) -> None:
         self._waiting -= len(batch.records)
         for record in batch.records:
-            key = _key(record)
+            key = pending_key(record)
             if self._pending.get(key) is record:
                 del self._pending[key]
 
@@ -368,26 +369,6 @@ class WriteBehind:
             "this store is opened again"
         )
         return StoreError(msg)
-
-
-def _key(record: Record) -> str:
-    return record_key(record.namespace, scope_of(record), record.id)
-
-
-def _groups(work: list[JournalBatch], size: int) -> list[list[JournalBatch]]:
-    """Consecutive batches in store calls of about ``size`` records, no key twice in one."""
-    groups: list[list[JournalBatch]] = []
-    keys: set[str] = set()
-    count = 0
-    for batch in work:
-        mine = {_key(r) for r in batch.records}
-        if not groups or count + len(batch.records) > size or keys & mine:
-            groups.append([])
-            keys, count = set(), 0
-        groups[-1].append(batch)
-        keys |= mine
-        count += len(batch.records)
-    return groups
 
 
 _WRITERS: weakref.WeakSet[WriteBehind] = weakref.WeakSet()  # for a forked child to disown
