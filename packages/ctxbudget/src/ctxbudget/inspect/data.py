@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SEARCH_LIMIT",
+    "SESSIONS_PER_PAGE",
     "assembly_page",
     "message_page",
     "open_reader",
@@ -49,6 +50,10 @@ logger = logging.getLogger(__name__)
 
 #: The most messages a search lists.
 SEARCH_LIMIT = 200
+
+#: Sessions the sessions page reads and lists at once (``?start=N`` for the next ones): a page
+#: reads its sessions' messages and logs, so its cost is bounded by the page, not the store.
+SESSIONS_PER_PAGE = 100
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -91,12 +96,18 @@ def _decoded(row: LogRow) -> ContextRecord | None:
 
 
 # -- sessions and search -------------------------------------------------------------------
-def sessions_page(memory: ContextMemory) -> dict[str, Any]:
-    """Every session of the namespace (with messages or a log), grouped by user."""
+def sessions_page(memory: ContextMemory, start: int = 0) -> dict[str, Any]:
+    """The namespace's sessions (with messages or a log) by name, from ``start``, by user.
+
+    At most `SESSIONS_PER_PAGE` of them are read; ``next`` and ``previous`` are the ``start``
+    of the pages beside (None: none).
+    """
     names = set(memory.store.list_sessions(namespace=memory.namespace))
     names.update(memory.inclusion_log.sessions())
+    ordered = sorted(names)
+    page = ordered[start : start + SESSIONS_PER_PAGE]
     users: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for session_id in sorted(names):
+    for session_id in page:
         messages = memory.history(session_id)
         rows = _rows(memory, session_id)  # counted, not decoded
         user = next((m.user_id for m in messages if m.user_id), None)
@@ -112,11 +123,16 @@ def sessions_page(memory: ContextMemory) -> dict[str, Any]:
                 "last_activity": max(times) if times else None,
             }
         )
+    end = start + len(page)
     return {
         "page": "sessions",
         "namespace": memory.namespace,
         "store": memory.store.location,
         "users": [{"user": u or None, "sessions": users[u]} for u in sorted(users)],
+        "total": len(ordered),
+        "start": start,
+        "next": end if end < len(ordered) else None,
+        "previous": max(0, start - SESSIONS_PER_PAGE) if start else None,
     }
 
 

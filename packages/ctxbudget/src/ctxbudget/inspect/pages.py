@@ -113,6 +113,18 @@ def sessions_html(doc: Mapping[str, Any]) -> str:
         f"<code>{_e(doc['store'])}</code></p>",
         _search_form(),
     ]
+    total, start = doc.get("total", 0), doc.get("start", 0)
+    if total > start + sum(len(g["sessions"]) for g in doc["users"]) or start:
+        shown = sum(len(g["sessions"]) for g in doc["users"])
+        parts.append(
+            f'<p class="muted pages">sessions {start + 1:,} to {start + shown:,} of {total:,}'
+            + "".join(
+                f' <a class="{rel}" href="/?start={doc[rel]}">{rel}</a>'
+                for rel in ("previous", "next")
+                if doc.get(rel) is not None
+            )
+            + "</p>"
+        )
     if not doc["users"]:
         parts.append("<p>No sessions in this namespace.</p>")
     for group in doc["users"]:

@@ -12,7 +12,8 @@ in the foreground. Each request is checked before anything is read:
 Every answer carries a Content-Security-Policy that allows no script, no frame and nothing
 fetched but inline styles and ``data:`` images, with ``nosniff`` and no referrer.
 
-Routes (each also as JSON with ``?format=json``): ``/`` the sessions (``?q=words``: search),
+Routes (each also as JSON with ``?format=json``): ``/`` the sessions, a page at a time
+(``?start=N``: from the N-th; ``?q=words``: search),
 ``/session/ID`` its timeline, ``/session/ID/assembly/RECORD`` one logged assembly,
 ``/session/ID/message/ID`` one message.
 """
@@ -203,7 +204,10 @@ class _Handler(BaseHTTPRequestHandler):
             words = query.get("q", [""])[-1].strip()
             if words:
                 return data.search_page(memory, words), pages.search_html
-            return data.sessions_page(memory), pages.sessions_html
+            start = query.get("start", ["0"])[-1]
+            if not start.isascii() or not start.isdigit():
+                return None  # no page there
+            return data.sessions_page(memory, int(start)), pages.sessions_html
         if len(path) == 2 and path[0] == "session" and path[1]:
             doc = data.timeline_page(memory, path[1])
             return None if doc is None else (doc, pages.timeline_html)
