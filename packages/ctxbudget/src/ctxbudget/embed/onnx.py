@@ -296,10 +296,7 @@ class OnnxEmbedder:
             error = missing_extra("memory", "OnnxEmbedder (the default embedder)", exc)
             raise error from exc
         model = read_model(self._model_path, self._sha256)
-        rewritten = 0
-        if self._arithmetic == "int8":
-            model, rewritten = int8_graph(model)
-        tokenizer = Tokenizer.from_str(read_tokenizer(self._tokenizer_path).decode("utf-8"))
+        tokenizer = self._parse_tokenizer(Tokenizer, read_tokenizer(self._tokenizer_path))
         # tokenizer.json fixes 128 pieces and pads to 128; sentence-transformers uses 256 and
         # pads a batch to its longest text, which _forward does.
         tokenizer.enable_truncation(max_length=MAX_LENGTH)
@@ -313,9 +310,23 @@ class OnnxEmbedder:
         if self._threads > 1:
             # Idle pool threads spin by default, burning cores other processes need.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = onnxruntime.InferenceSession(
-            model, sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        rewritten, size = 0, len(model)
+        unreadable = _model_errors(onnxruntime)
+        try:
+            if self._arithmetic == "int8":
+                model, rewritten = int8_graph(model)
+            session = onnxruntime.InferenceSession(
+                model, sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except unreadable as exc:  # a cut or damaged file, or not an ONNX model at all
+            where = f"at {self._model_path}" if self._model_path else f"of {self._name!r}"
+            msg = (
+                f"the ONNX model {where} ({size:,} bytes) cannot be loaded: "
+                f"{type(exc).__name__}: {str(exc).strip()[:300]}; the file is damaged or not "
+                "an ONNX model: export it again, or leave model_path= unset for the pinned "
+                "all-MiniLM-L6-v2"
+            )
+            raise MissingDependencyError(msg) from exc
         names = frozenset(i.name for i in session.get_inputs())
         missing = {"input_ids", "attention_mask"} - names
         shape = session.get_outputs()[0].shape
@@ -340,5 +351,27 @@ class OnnxEmbedder:
             self._pool = ThreadPoolExecutor(self._parallel, thread_name_prefix="ctxbudget-onnx")
         self._session = session
 
+    def _parse_tokenizer(self, tokenizer_cls: Any, data: bytes) -> Any:
+        where = self._tokenizer_path or "the bundled tokenizer.json"
+        try:
+            return tokenizer_cls.from_str(data.decode("utf-8"))
+        # tokenizers raises a bare Exception for a file it cannot parse (cut, not its JSON).
+        except Exception as exc:  # noqa: BLE001 - re-raised as a clear error, never swallowed
+            msg = (
+                f"the tokenizer at {where} ({len(data):,} bytes) cannot be loaded: {exc}; it is "
+                "damaged or not a tokenizer.json: pass tokenizer_path= pointing at "
+                "all-MiniLM-L6-v2's tokenizer.json, or leave it unset for the bundled one"
+            )
+            raise MissingDependencyError(msg) from exc
+
     def __repr__(self) -> str:
         return f"<OnnxEmbedder {self._name!r} {self._arithmetic} threads={self._threads}>"
+
+
+def _model_errors(onnxruntime: Any) -> tuple[type[BaseException], ...]:
+    """What loading a damaged model raises: protobuf's parse error, onnxruntime's own."""
+    from google.protobuf.message import Error as ProtobufError  # type: ignore[import-untyped]
+
+    state = onnxruntime.capi.onnxruntime_pybind11_state
+    names = ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NoModel")
+    return (ProtobufError, *(getattr(state, name) for name in names if hasattr(state, name)))

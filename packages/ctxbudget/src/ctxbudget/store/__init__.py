@@ -19,6 +19,7 @@
   `first_write`: storing them when another writer stored an id first (the first write wins).
 - `records`: `Record` and the codec between records and Chroma rows; `validate`, `filters`.
 - `client`: importing Chroma, clients that cannot hang, classifying failed writes.
+- `replies`: a server's replies checked before they are believed (shape, JSON, time).
 - `retry`: `RetryPolicy`; `lock`: one writer per embedded folder.
 """
 

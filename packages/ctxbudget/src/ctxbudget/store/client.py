@@ -22,6 +22,7 @@ from typing import Any
 
 from ctxbudget.errors import MemoryClosedError, StoreInputError
 from ctxbudget.extras import missing_extra
+from ctxbudget.store.replies import bounded_body, stamp_start
 from ctxbudget.store.retry import causes
 
 __all__ = [
@@ -92,7 +93,8 @@ def raise_for_status(response: Any) -> None:
     # chromadb raises a bare Exception for an error reply that is not one of its own (a proxy's
     # 502 or 503, a gateway's 401), which nothing can catch or retry by type: raise httpx's
     # HTTPStatusError for those instead. Chroma's own errors (a JSON body naming one) stay.
-    if response.status_code < 400:
+    # A redirect is no Chroma reply either: chromadb would raise a bare, empty Exception.
+    if response.status_code < 300:
         return
     import chromadb.errors
 
@@ -110,8 +112,13 @@ def watch_status(client: Any) -> None:
     session = getattr(getattr(client, "_server", None), "_session", None)
     hooks = getattr(session, "event_hooks", None)
     if isinstance(hooks, dict):
-        responses = [*hooks.get("response", []), raise_for_status]
-        session.event_hooks = {**hooks, "response": responses}  # type: ignore[union-attr]
+        requests = [*hooks.get("request", []), stamp_start]
+        responses = [*hooks.get("response", []), raise_for_status, bounded_body]
+        session.event_hooks = {  # type: ignore[union-attr]
+            **hooks,
+            "request": requests,
+            "response": responses,
+        }
 
 
 def http_client(

@@ -38,6 +38,7 @@ from ctxbudget.store.client import (
     write_problem,
 )
 from ctxbudget.store.lock import FolderLock, hold_folder
+from ctxbudget.store.replies import ReplyError, json_reply
 from ctxbudget.store.retry import RetryPolicy, is_transient, never_sent, retry_call
 
 __all__ = ["ENV_URL", "Connection", "store_lock"]
@@ -213,10 +214,11 @@ class Connection:
         if self.shared:
             self._check_open()
             try:
+                # A reply that is not Chroma's (not JSON, the wrong shape) is not retried.
                 return retry_call(
-                    call,
+                    lambda: json_reply(call),
                     policy=self.retry,
-                    catch=self.io_errors,
+                    catch=(*self.io_errors, ReplyError),
                     fail=fail,
                     transient=lambda exc: not self._closed and transient(exc),
                     on_retry=retrying,
@@ -234,7 +236,9 @@ class Connection:
         # every call on an embedded store holds the store's lock; embedding stays outside it.
         with self.lock:
             self._check_open()
-            return retry_call(call, policy=_NO_RETRY, catch=self.io_errors, fail=fail)
+            return retry_call(
+                call, policy=_NO_RETRY, catch=(*self.io_errors, ReplyError), fail=fail
+            )
 
     def _check_open(self) -> None:
         # A closed chromadb client fails with an AttributeError ('RustBindingsAPI' object has

@@ -54,6 +54,7 @@ from ctxbudget.store.records import (
     require_name,
     scope_arg,
 )
+from ctxbudget.store.replies import get_reply
 
 __all__ = [
     "LAYOUT_VERSION",
@@ -289,12 +290,7 @@ class Collections:
                 continue
             got = self.conn.call(
                 "read",
-                partial(
-                    collection.get,
-                    ids=None if chunk is None else list(chunk),
-                    where=where,
-                    include=include,
-                ),
+                partial(_checked_get, collection, chunk, where, include),
             )
             n = len(got["ids"])
             docs = got.get("documents") or [""] * n
@@ -374,3 +370,11 @@ def scoped_keys(
         raise StoreInputError(msg)
     wanted = list(dict.fromkeys(require_name("id", i) for i in ids))
     return scope, [record_key(namespace, scope, i) for i in wanted]
+
+
+def _checked_get(
+    collection: Any, chunk: Sequence[str] | None, where: dict[str, Any] | None, include: list[str]
+) -> Any:
+    asked = None if chunk is None else list(chunk)
+    got = collection.get(ids=asked, where=where, include=include)
+    return get_reply(got, asked=asked, include=include)

@@ -9,6 +9,7 @@ meets a new collection's index still being written (`search_transient`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -20,6 +21,7 @@ from ctxbudget.store.filters import user_where, where_filter
 from ctxbudget.store.keys import matches, where_keys
 from ctxbudget.store.layout import Collections
 from ctxbudget.store.records import Hit, decode_record, require_count
+from ctxbudget.store.replies import query_reply
 from ctxbudget.store.retry import is_transient
 from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.vectors import Vectors
@@ -139,15 +141,18 @@ def _query(
 
     def run_query(collection: Any) -> Any:
         try:
-            return collection.query(
+            got = collection.query(
                 query_embeddings=vectors,
                 n_results=k,
                 where=chosen,
                 include=["documents", "metadatas", "distances"],
             )
+        except json.JSONDecodeError:  # the server's reply, not the filter (see Connection.call)
+            raise
         except ValueError as exc:  # chromadb checks filters before sending them
             msg = f"invalid where filter {where!r}: {exc}"
             raise StoreInputError(msg) from exc
+        return query_reply(got, queries=len(vectors), k=k)
 
     # A server answers a search racing a new collection's first writes with "index not ready"
     # (see client.index_not_ready): a read, so safe to try again once the write is done.

@@ -31,6 +31,7 @@ from typing import Any
 from ctxbudget.store.layout import Collections
 from ctxbudget.store.partitions import user_partition, values_partition
 from ctxbudget.store.records import json_key
+from ctxbudget.store.replies import query_reply
 from ctxbudget.store.stamps import new_generation, stamp_key
 from ctxbudget.store.value_rows import (
     KEY_DEPTH,
@@ -337,12 +338,15 @@ class ValueStore:
         def query(collection: Any) -> Any:
             return cols.conn.call(
                 "search values",
-                partial(
-                    collection.query,
-                    query_embeddings=[vector],
-                    n_results=n,
-                    where=where,
-                    include=["documents", "metadatas", "distances"],
+                lambda: query_reply(
+                    collection.query(
+                        query_embeddings=[vector],
+                        n_results=n,
+                        where=where,
+                        include=["documents", "metadatas", "distances"],
+                    ),
+                    queries=1,
+                    k=n,
                 ),
             )
 
