@@ -13,6 +13,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.reading.tool_steps import tool_steps_together
 from ctxbudget.memory.writing.owners import check_session_owner, claim_session
 from langchain_ctxbudget.convert import from_record, to_record_payload
 
@@ -63,18 +64,23 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """Every message of the session, oldest first.
+        """Every message of the session, oldest first, each tool result right after its call.
+
+        Two writers on one session (a user's two tabs) can store another turn's message between
+        a tool call and its result; it comes after the result here (`tool_steps_together`), so
+        the history stays a conversation providers accept.
 
         Raises:
             SessionOwnerError: the session was started by another user than ``user_id``.
         """
         self._owner(write=False)
-        return [from_record(r) for r in self.memory.history(self.session_id)]
+        records = tool_steps_together(self.memory.history(self.session_id))
+        return [from_record(r) for r in records]
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async `messages` (`ContextMemory.ahistory`)."""
         await self.memory.arun(partial(self._owner, write=False))
-        records = await self.memory.ahistory(self.session_id)
+        records = tool_steps_together(await self.memory.ahistory(self.session_id))
         return [from_record(r) for r in records]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctxbudget.memory.reading.tool_steps import tool_steps_together
 from ctxbudget.store.records import Record
 from ctxbudget.store.sessions import Stamp, Stamps
 
@@ -102,6 +103,8 @@ def read_session(
     if recent and is_stored_query(recent[-1], query):
         skip = frozenset({recent[-1].id})
         recent = recent[:-1]
+    # Two writers' messages interleave in the store: keep each tool step whole (`tool_steps`).
+    recent = tool_steps_together(recent)
     user = user_id or next((r.user_id for r in reversed(recent) if r.user_id), None)
     pins = list(view.pins)
     if user is not None and user == view.user_id:
