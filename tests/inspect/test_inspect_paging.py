@@ -1,4 +1,4 @@
-"""The sessions page reads a page of sessions at a time: its cost is bounded by the page.
+"""The sessions and search pages read a page of sessions at a time: cost bounded by the page.
 
 Before 2026-11-29 it read every session's messages and log on each load (about 1 s at 400
 sessions of 20 messages, growing with the store). Now at most `SESSIONS_PER_PAGE` sessions are
@@ -83,3 +83,21 @@ def test_a_start_that_is_no_place_is_not_found(
     server, _ = served
     status, _, _ = get(urljoin(server.url, "/?start=" + quote(start)))
     assert status == 404
+
+
+def test_a_search_reads_a_page_of_sessions_and_links_the_rest(
+    served: tuple[InspectServer, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(data, "SESSIONS_PER_PAGE", PER_PAGE)
+    server, read_sessions = served
+    first = get_json(urljoin(server.url, "/?q=hello"))
+    assert sorted(read_sessions) == SESSIONS[:PER_PAGE]  # the others were not read
+    assert first["sessions"] == {"from": 0, "to": PER_PAGE, "of": len(SESSIONS)}
+    url: str | None = urljoin(server.url, "/?q=hello")
+    found: list[str] = []
+    while url is not None:  # as a browser follows the page's link
+        page = read(url)
+        nexts = [href for kind, href, _ in page.links if kind == "next"]
+        found += [h["session"] for h in get_json(url)["hits"]]
+        url = urljoin(url, nexts[0]) if nexts else None
+    assert found == SESSIONS  # every session's "hello", each once

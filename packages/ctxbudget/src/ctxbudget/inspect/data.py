@@ -136,21 +136,36 @@ def sessions_page(memory: ContextMemory, start: int = 0) -> dict[str, Any]:
     }
 
 
-def search_page(memory: ContextMemory, query: str) -> dict[str, Any]:
-    """The messages holding every word of ``query`` (any case), across the namespace's sessions."""
+def search_page(memory: ContextMemory, query: str, start: int = 0) -> dict[str, Any]:
+    """The messages holding every word of ``query`` (any case), in the namespace's sessions.
+
+    The sessions are read by name from ``start``, `SESSIONS_PER_PAGE` at most (the page's cost
+    is bounded by them, not by the store); ``next`` is the ``start`` of the sessions not read
+    yet (None: all were), ``more`` the hits past `SEARCH_LIMIT` in those read.
+    """
     words = [w.casefold() for w in _WORD.findall(query)]
     hits: list[dict[str, Any]] = []
     more = 0
-    if words:
-        for session_id in memory.store.list_sessions(namespace=memory.namespace):
-            for record in memory.history(session_id):
-                found = set(_WORD.findall(record.text.casefold()))
-                if all(w in found for w in words):
-                    if len(hits) >= SEARCH_LIMIT:
-                        more += 1
-                        continue
-                    hits.append(_message_row(record))
-    return {"page": "search", "query": query, "words": words, "hits": hits, "more": more}
+    names = memory.store.list_sessions(namespace=memory.namespace) if words else []
+    page = names[start : start + SESSIONS_PER_PAGE]
+    for session_id in page:
+        for record in memory.history(session_id):
+            found = set(_WORD.findall(record.text.casefold()))
+            if all(w in found for w in words):
+                if len(hits) >= SEARCH_LIMIT:
+                    more += 1
+                    continue
+                hits.append(_message_row(record))
+    end = start + len(page)
+    return {
+        "page": "search",
+        "query": query,
+        "words": words,
+        "hits": hits,
+        "more": more,
+        "sessions": {"from": start, "to": end, "of": len(names)},
+        "next": end if end < len(names) else None,
+    }
 
 
 # -- one session's timeline ------------------------------------------------------------------

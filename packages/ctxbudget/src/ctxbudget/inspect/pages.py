@@ -155,6 +155,18 @@ def search_html(doc: Mapping[str, Any]) -> str:
         for h in hits
     )
     more = f"<p>and {doc['more']:,} more (narrow the search)</p>" if doc["more"] else ""
+    searched = doc.get("sessions")
+    if searched and (searched["from"] or doc.get("next") is not None):
+        link = (
+            f' <a class="next" href="/?{_e(urlencode({"q": doc["query"], "start": doc["next"]}))}">'
+            "search the next sessions</a>"
+            if doc.get("next") is not None
+            else ""
+        )
+        more += (
+            f'<p class="muted pages">searched sessions {searched["from"] + 1:,} to '
+            f"{searched['to']:,} of {searched['of']:,}{link}</p>"
+        )
     body = (
         f"{_search_form(doc['query'])}<p>{len(hits):,} messages hold every word.</p>"
         f"<table><tr><th>session</th><th>message</th><th>role</th><th>text</th></tr>{rows}"

@@ -13,7 +13,7 @@ Every answer carries a Content-Security-Policy that allows no script, no frame a
 fetched but inline styles and ``data:`` images, with ``nosniff`` and no referrer.
 
 Routes (each also as JSON with ``?format=json``): ``/`` the sessions, a page at a time
-(``?start=N``: from the N-th; ``?q=words``: search),
+(``?start=N``: from the N-th; ``?q=words``: search, as many sessions at a time),
 ``/session/ID`` its timeline, ``/session/ID/assembly/RECORD`` one logged assembly,
 ``/session/ID/message/ID`` one message.
 """
@@ -202,11 +202,11 @@ class _Handler(BaseHTTPRequestHandler):
         memory = self.server.memory
         if path == [""]:
             words = query.get("q", [""])[-1].strip()
-            if words:
-                return data.search_page(memory, words), pages.search_html
             start = query.get("start", ["0"])[-1]
             if not start.isascii() or not start.isdigit():
                 return None  # no page there
+            if words:
+                return data.search_page(memory, words, int(start)), pages.search_html
             return data.sessions_page(memory, int(start)), pages.sessions_html
         if len(path) == 2 and path[0] == "session" and path[1]:
             doc = data.timeline_page(memory, path[1])
