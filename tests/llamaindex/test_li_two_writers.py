@@ -92,4 +92,8 @@ def test_a_tool_step_split_by_another_writer_is_sent_whole(
     assert context is not None
     orphans = {PruneReason.ORPHAN_TOOL_CALL, PruneReason.ORPHAN_TOOL_RESULT}
     assert not [p for p in context.pruned if p.reason in orphans], context.explain()
-    assert len(later.get_all()) == 8  # every message both tabs put, once
+    everything = steps(later.get_all())
+    assert len(everything) == 8  # every message both tabs put, once
+    for call in ("cA", "cB"):  # as a conversation providers accept, as get() sends it
+        at = everything.index(f"assistant:{call}")
+        assert everything[at + 1] == f"tool:{call}", everything

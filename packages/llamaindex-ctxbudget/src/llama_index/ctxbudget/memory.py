@@ -34,6 +34,7 @@ from ctxbudget.core.summaries import Summarizer
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.presets import StrategyLike
+from ctxbudget.memory.reading.tool_steps import tool_steps_together
 from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.async_calls import AsyncCalls
 from llama_index.ctxbudget.blocks import run_sync, session_blocks
@@ -355,7 +356,11 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
         )
 
     def get_all(self) -> list[ChatMessage]:
-        """Every stored message as it was put: system messages first, then the conversation.
+        """Every stored message: system messages first, then the conversation as it was put.
+
+        Two writers on one session (a user's two tabs) can store another turn's message between
+        a tool call and its result; it comes after the result here (`tool_steps_together`), as
+        `get` sends it and the LangChain chat history reads it.
 
         Raises:
             SessionOwnerError: the session was started by another user; nothing was read.
@@ -365,7 +370,8 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
             ChatMessage(role=MessageRole.SYSTEM, content=record.text)
             for record in system_records(self._memory, self.session_id)
         ]
-        return systems + [from_record(r) for r in self._memory.history(self.session_id)]
+        records = tool_steps_together(self._memory.history(self.session_id))
+        return systems + [from_record(r) for r in records]
 
     def close(self) -> None:
         """Close the `ContextMemory` if `from_defaults` opened it (idempotent)."""
