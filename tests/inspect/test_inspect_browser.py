@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,23 @@ def shot(driver: Any, name: str) -> None:
     assert path.stat().st_size > 1000  # a picture, not an empty file
 
 
+def navigate(driver: Any, go: Callable[[], object]) -> None:
+    """Do ``go`` (a click, a submit) and wait until the browser has loaded the page it leads to.
+
+    Selenium's ``click`` and ``submit`` return once the event is dispatched, not once the next
+    page is there: reading the title right after can still read the old page's.
+    """
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    go()
+    wait = WebDriverWait(driver, 30)
+    wait.until(expected_conditions.staleness_of(old))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
 def test_navigate_and_check_the_numbers(
     browser: Any, page: InspectServer, demo_store: Written
 ) -> None:
@@ -89,11 +106,11 @@ def test_navigate_and_check_the_numbers(
     shot(browser, "sessions")
     box = browser.find_element(By.NAME, "q")
     box.send_keys("Lisbon flat")
-    box.submit()  # a GET form to the same origin: served
+    navigate(browser, box.submit)  # a GET form to the same origin: served
     assert browser.title == "Search: Lisbon flat"
     assert browser.find_elements(By.CSS_SELECTOR, "a.message")
     browser.get(page.url)
-    browser.find_element(By.LINK_TEXT, session).click()
+    navigate(browser, browser.find_element(By.LINK_TEXT, session).click)
     assert browser.title == f"Session {session}"
     used = [
         int(td.text.replace(",", "")) for td in browser.find_elements(By.CSS_SELECTOR, "td.used")
@@ -102,7 +119,7 @@ def test_navigate_and_check_the_numbers(
     assert len(browser.find_elements(By.CSS_SELECTOR, "svg.bar")) == len(calls)
     assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 1
     shot(browser, "timeline")
-    browser.find_elements(By.CSS_SELECTOR, "a.assembly")[1].click()
+    navigate(browser, browser.find_elements(By.CSS_SELECTOR, "a.assembly")[1].click)
     ctx = calls[1]
     assert browser.find_element(By.ID, "tokens-used").text == f"{ctx.tokens_used:,}"
     assert browser.find_element(By.ID, "budget").text == f"{ctx.budget.available:,}"
@@ -114,7 +131,7 @@ def test_navigate_and_check_the_numbers(
     own = [it.id for it in ctx.included if it.id.startswith(session)]
     # One that a later call no longer sent, when there is one: its page says since when.
     message = next((i for i in own if not calls[-1].includes(i)), own[0])
-    browser.find_element(By.LINK_TEXT, f"{message} (session {session})").click()
+    navigate(browser, browser.find_element(By.LINK_TEXT, f"{message} (session {session})").click)
     assert browser.title == f"Message {message}"
     rows = browser.find_elements(By.CSS_SELECTOR, "tr.included a.assembly")
     assert [int(a.text) for a in rows] == [n for n, c in enumerate(calls, 1) if c.includes(message)]
