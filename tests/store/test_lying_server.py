@@ -247,3 +247,43 @@ def test_more_hits_than_asked_are_refused() -> None:
     }
     with pytest.raises(ReplyError, match="2 hits for a query asking at most 1"):
         query_reply(reply, queries=1, k=1)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("body", [b"[1, 2]", b"null", b"3", b'"ids"', b"{}"])
+@pytest.mark.parametrize("suffix", ["/query", "/get"])
+def test_a_reply_that_is_not_the_object_chroma_answers_is_a_store_error(
+    lying: tuple[LyingProxy, ChromaStore], suffix: str, body: bytes
+) -> None:
+    proxy, store = lying
+    proxy.suffix, proxy.lie = suffix, lambda status, data: (status, body, 0.0)
+    # Before the fix chromadb's client failed on it: AttributeError ('list' object has no
+    # attribute 'get') or KeyError ('ids').
+    with pytest.raises(StoreError, match="its reply is not the object Chroma answers") as info:
+        if suffix == "/query":
+            _search(store)
+        else:
+            store.session_messages(namespace="ns", session_id="s")
+    assert proxy.url in str(info.value)
+    proxy.lie = None
+    assert _search(store)[0] == "m1"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("suffix", ["/collections", "/databases/default_database"])
+def test_opening_on_a_server_whose_reply_is_not_an_object_is_a_store_error(
+    chroma_server: ChromaServer, suffix: str
+) -> None:
+    proxy = LyingProxy(chroma_server)
+    proxy.suffix, proxy.lie = suffix, lambda status, data: (status, b"[1]", 0.0)
+    try:
+        # Before the fix: TypeError (list indices must be integers or slices, not str).
+        with pytest.raises(StoreError, match="its reply is not the object Chroma answers"):
+            ChromaStore(
+                url=proxy.url,
+                embedder=HashEmbedder(),
+                collection=f"lie-{uuid.uuid4().hex}",
+                retry=RetryPolicy(attempts=1, timeout=1.0),
+            )
+    finally:
+        proxy.close()

@@ -119,7 +119,10 @@ class Connection:
             # chromadb turns a refused connection into a ValueError ("Could not connect").
             refused: tuple[type[BaseException], ...] = (ValueError, *io_errors)
             self.client = retry_call(
-                lambda: http_client(chromadb, host, port, ssl, settings, policy.timeout),
+                # A reply of the wrong shape is a ReplyError, a ValueError: refused, as is.
+                lambda: json_reply(
+                    lambda: http_client(chromadb, host, port, ssl, settings, policy.timeout)
+                ),
                 policy=policy,
                 catch=refused,
                 fail=lambda exc, tries, spent: self.failure(

@@ -9,7 +9,8 @@ So:
 - `query_reply` and `get_reply` check the shape of a query's and a get's reply (one row per
   query, rows of equal length, no id twice, at most ``k`` hits, only ids asked for, finite
   cosine distances) and raise `ReplyError` otherwise; nothing is taken from such a reply.
-- `json_reply` turns a reply that is not JSON into a `ReplyError`.
+- `json_reply` turns a reply that is not JSON, or JSON that chromadb's HTTP client cannot read
+  as the object it expects (a list, ``null``, an object without ``ids``), into a `ReplyError`.
 - `bounded_body` bounds the time to read a reply's body in all (a server that trickles its
   reply a byte at a time would otherwise keep every read under the per-read timeout forever).
 
@@ -22,7 +23,9 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -33,6 +36,8 @@ T = TypeVar("T")
 # Cosine distances lie in [0, 2]; float32 rounding goes a little past either end.
 _DISTANCE_SLACK = 1e-3
 _START = "ctxbudget.start"
+_CHROMADB = f"{os.sep}chromadb{os.sep}"
+_CLIENT = os.path.join("chromadb", "api", "fastapi.py")
 
 
 class ReplyError(ValueError):
@@ -45,12 +50,35 @@ def _bad(what: str, problem: str) -> ReplyError:
 
 
 def json_reply(call: Callable[[], T]) -> T:
-    """``call()``, with a reply that is not JSON raised as `ReplyError`."""
+    """``call()``, with a reply that is not JSON, or not the object expected, as `ReplyError`."""
     try:
         return call()
     except json.JSONDecodeError as exc:  # orjson's error subclasses it
         msg = f"its reply is not JSON ({exc}); nothing was taken from it"
         raise ReplyError(msg) from exc
+    except (AttributeError, KeyError, TypeError) as exc:
+        if not _reading_reply(exc):
+            raise
+        problem = f"{type(exc).__name__}: {exc}"
+        msg = f"its reply is not the object Chroma answers ({problem}); nothing was taken from it"
+        raise ReplyError(msg) from exc
+
+
+def _reading_reply(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised where chromadb's HTTP client reads a reply's JSON.
+
+    chromadb's ``FastAPI`` client indexes the parsed body (``resp_json["ids"]``,
+    ``resp_json.get(...)``, ``CollectionModel.from_json(resp_json)``) without checking it is an
+    object: a list, ``null`` or an object without a key fails there, before `query_reply` or
+    `get_reply` sees the reply. Any other such error is not the reply's and is raised as it is.
+    """
+    last = traceback.extract_tb(exc.__traceback__)[-1:]
+    if not last:
+        return False
+    frame = last[0]
+    if frame.filename.endswith(_CLIENT):
+        return "resp_json" in (frame.line or "")
+    return frame.name == "from_json" and _CHROMADB in frame.filename
 
 
 def _rows(got: Mapping[str, Any], key: str, count: int, what: str) -> list[Any]:
