@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from _suite import PROPERTY, WORDS, conversations, fresh, needs, tagged, turns_of
+from conversation import conversation_problem
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,6 +58,8 @@ def test_what_is_sent_is_what_the_report_includes(
             )
     got = driver.send(session, user, f"{query}?", budget)
     assert got.got == got.chosen
+    if got.messages:  # a door that sends a conversation: one every provider accepts
+        assert conversation_problem(got.messages) is None, conversation_problem(got.messages)
 
 
 def test_a_question_too_large_to_fit_is_refused_never_dropped(driver: Any) -> None:

@@ -163,6 +163,10 @@ class Received:
     texts: list[str] = field(default_factory=list)
     """The raw text of everything the caller received (each message, document or node), in
     order: what a removed record must never appear in, identified or not."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """The chat messages received, in the provider's (OpenAI) form, for a door that sends a
+    conversation (a chat model's request, a rendered context): what every provider must accept.
+    Empty for doors that return documents or nodes."""
     stored: list[Turn] = field(default_factory=list)
     """Turns the send itself stored in the session, in order (an agent or a chat engine stores
     the question and its reply as they happen): a reference model of the session's history

@@ -106,6 +106,7 @@ def document_received(
         span_tokens=span,
         report=document,
         texts=texts,
+        messages=list(document["messages"]),
     )
 
 

@@ -310,6 +310,7 @@ def heard(
         report_tokens=None if context is None else context.tokens_used,
         report=context,
         texts=texts,
+        messages=list(sent),
         **more,
     )
 

@@ -98,6 +98,7 @@ def budgeted(given: list[BaseMessage], budget: int) -> Received:
         span_tokens=span,
         report=context,
         texts=texts_of(sent),
+        messages=list(sent),
     )
 
 

@@ -78,6 +78,7 @@ def received_of(ctx: Any, known: dict[str, str], span: int | None) -> Received:
         span_tokens=span,
         report=ctx,
         texts=texts,
+        messages=list(messages),
     )
 
 
