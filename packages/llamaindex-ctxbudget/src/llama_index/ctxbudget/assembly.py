@@ -86,6 +86,7 @@ def question_of(
     *,
     asked: str | None = None,
     current: CurrentMessage | None = None,
+    mine: str | None = None,
 ) -> Question:
     """The question of a ``get``: ``given`` if not blank, else the last user message stored.
 
@@ -96,9 +97,17 @@ def question_of(
     when it is not a user message is the recent window read (`MemoryConfig.recent_messages`),
     and the rest of the session only when that window holds no user message (a long run of
     tool calls). A pending question stored as ``current``'s record comes with it (``own``).
+
+    ``mine`` is the record of the last user message this memory put, while nothing it put
+    followed it. When another writer's message came after it (two tabs or workers on one
+    session), the question is that message, not the other writer's (`_own_question`).
     """
     newest = memory.history(session_id, limit=1)
     last = newest[-1] if newest else None
+    if mine is not None and last is not None and last.id != mine:
+        yours = _own_question(memory, session_id, given, mine, current)
+        if yours is not None:
+            return yours
     own = (
         current
         if current is not None and last is not None and current.record_id == last.id
@@ -122,6 +131,36 @@ def question_of(
     if found is None and len(recent) >= window:
         found = next((r for r in reversed(memory.history(session_id)) if _is_user_turn(r)), None)
     return Question("" if found is None else found.text)
+
+
+def _own_question(
+    memory: ContextMemory,
+    session_id: str,
+    given: str | None,
+    mine: str,
+    current: CurrentMessage | None,
+) -> Question | None:
+    """This writer's own pending question ``mine`` when another writer's message followed it.
+
+    Found in the recent window (`MemoryConfig.recent_messages`); when it is not there (gone,
+    or far back), None: the question is found as for a single writer. A ``given`` input must
+    be its text (an agent asks with the question it put), else the input is the question.
+    The other writer's later messages stay history; the stored copy of this question is sent
+    once, as the question (the history copy is pruned as a duplicate).
+    """
+    window = memory.history(session_id, limit=max(1, memory.config.recent_messages))
+    found = next((r for r in reversed(window) if r.id == mine), None)
+    if found is None or not _is_user_turn(found):
+        return None
+    own = current if current is not None and current.record_id == found.id else None
+    blank = given is None or not given.strip()
+    if (
+        blank
+        or is_stored_query(found, str(given))
+        or (own is not None and own.text.strip() == str(given).strip())
+    ):
+        return Question(found.text, pending=True, record_id=found.id, own=own)
+    return None
 
 
 def assemble_session(
@@ -167,6 +206,8 @@ def assemble_session(
     counter = memory.counter_for(model)
     systems = system_messages(memory, session_id, counter)
     found = _offered_pins(found, systems, user_id)
+    if question.pending and question.record_id is not None:
+        found = _without_stored_question(found, question.record_id)
     extras = extra_items(extra)
     if question.pending:
         items = offered(found, question.text, system=None, tools=(), extras=extras)
@@ -235,6 +276,21 @@ def _offered_pins(found: Candidates, systems: SystemMessages, user_id: str | Non
     return dataclasses.replace(found, pinned=pinned)
 
 
+def _without_stored_question(found: Candidates, record_id: str) -> Candidates:
+    """``found`` without the stored copy of the pending question: it is sent as the question.
+
+    The core leaves it out when it is the session's newest message; another writer's message
+    after it (`_own_question`) leaves it in the window.
+    """
+
+    def other(item: ContextItem) -> bool:
+        return item.record_id != record_id
+
+    history = tuple(filter(other, found.history))
+    retrieved = tuple(filter(other, found.retrieved))
+    return dataclasses.replace(found, history=history, retrieved=retrieved)
+
+
 def assemble_get(
     memory: ContextMemory,
     session_id: str,
@@ -250,10 +306,11 @@ def assemble_get(
     asked: str | None = None,
     current: CurrentMessage | None = None,
     given_parts: Sequence[Any] | None = None,
+    mine: str | None = None,
 ) -> tuple[AssembledContext, Question]:
     """One ``get``: its assembly and its question.
 
-    The question is `question_of`'s (with ``asked`` and ``current``), the budget
+    The question is `question_of`'s (with ``asked``, ``current`` and ``mine``), the budget
     `call_budget`'s: an input sent by the caller costs ``given_parts`` when given (an input
     message with its own blocks), else its text.
 
@@ -261,7 +318,7 @@ def assemble_get(
         InvalidBudgetError: ``initial_token_count`` leaves no room in ``token_limit``.
         BudgetExceededError: what must be sent does not fit.
     """
-    question = question_of(memory, session_id, given, asked=asked, current=current)
+    question = question_of(memory, session_id, given, asked=asked, current=current, mine=mine)
     after = given_parts if given_parts is not None else question.text
     budget = call_budget(
         token_limit,

@@ -120,6 +120,7 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
     _asked: str | None = PrivateAttr(default=None)  # the stored question last returned
     _current: CurrentMessage | None = PrivateAttr(default=None)  # its own blocks (images)
     _last_put: LastPut | None = PrivateAttr(default=None)  # what it stored last (retries)
+    _mine: str | None = PrivateAttr(default=None)  # its question's record, while unanswered
 
     def __init__(self, *, memory: ContextMemory, owns_memory: bool = False, **data: Any) -> None:
         """Wrap a `ContextMemory`; prefer `from_defaults`."""
@@ -319,6 +320,7 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
             asked=self._asked,
             current=self._current,
             given_parts=given_parts,
+            mine=self._mine,
         )
         if question.record_id is not None:  # an agent's next step may ask get(input=it)
             self._asked = question.record_id

@@ -11,6 +11,9 @@ stores (`llama_index.ctxbudget.storing`):
   last, ``_last_put``, is that question or unknown);
 * the last user message put with its own blocks (an image) is kept as the current message,
   sent as given while it is the one answered (`llama_index.ctxbudget.current`);
+* the record of the last user message put, while nothing put after it (``_mine``), is the
+  question a ``get`` answers even when another writer's message came after it
+  (`llama_index.ctxbudget.assembly.question_of`);
 * ``set`` replaces the conversation; the stored system messages stay unless the new messages
   bring their own (an agent's ``run(chat_history=...)`` calls ``set``: the system prompt put
   into the memory is the agent's instruction, not part of that history).
@@ -54,6 +57,7 @@ class ConversationWrites:
         _memory: ContextMemory
         _current: CurrentMessage | None
         _last_put: LastPut | None
+        _mine: str | None
 
     def put(self, message: ChatMessage) -> None:
         """Store one message (a system message becomes a never-cut system instruction).
@@ -87,6 +91,8 @@ class ConversationWrites:
         self._last_put = last_put(stored) or self._last_put
         last = (ids[-1] if ids else retried) if split.last_stored else None
         self._current = current_of(messages, last)
+        if stored:
+            self._mine = last if stored[-1]["role"] == "user" else None
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the session's conversation (pinned facts stay).
@@ -100,13 +106,15 @@ class ConversationWrites:
         """
         split = split_messages(messages)
         self._owner(write=True)
-        self._current = self._last_put = None
+        self._current = self._last_put = self._mine = None
         clear_session(self._memory, self.session_id, systems=bool(split.systems))
         ids = store_messages(
             self._memory, self.session_id, split.systems, split.stored, user_id=self.user_id
         )
         self._last_put = last_put(split.stored)
-        self._current = current_of(messages, ids[-1] if ids and split.last_stored else None)
+        last = ids[-1] if ids and split.last_stored else None
+        self._current = current_of(messages, last)
+        self._mine = last if split.stored and split.stored[-1]["role"] == "user" else None
 
     def reset(self) -> None:
         """Forget the session's messages, system messages and summaries (pinned facts stay)."""
@@ -115,7 +123,7 @@ class ConversationWrites:
     def clear(self, *, pins: bool = False) -> None:
         """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
         self._owner(write=False)
-        self._current = self._last_put = None
+        self._current = self._last_put = self._mine = None
         clear_session(self._memory, self.session_id, pins=pins)
 
     def _owner(self, *, write: bool) -> None:
