@@ -14,10 +14,16 @@ Importing this module also lets `MemoryConfig(reranker=compressor)` take the com
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 from langchain_core.documents import BaseDocumentCompressor, Document
 
-from ctxbudget.memory.policy.ranking import Reranker, register_converter
+from ctxbudget.memory.policy.ranking import (
+    Reranker,
+    check_wrapped,
+    framework_answer,
+    register_converter,
+)
 
 __all__ = ["compressor_reranker"]
 
@@ -25,16 +31,34 @@ _INDEX = "ctxbudget_rerank_index"  # each document's place among the texts
 
 
 def compressor_reranker(compressor: BaseDocumentCompressor) -> Reranker:
-    """``compressor`` as a `Reranker` (see the module docstring)."""
+    """``compressor`` as a `Reranker` (see the module docstring).
+
+    Raises:
+        ConfigurationTypeError: ``compressor`` is not a LangChain document compressor
+            (an instance with ``.compress_documents``): a class, or another framework's reranker.
+    """
+    check_wrapped(
+        compressor,
+        wrapper="compressor_reranker",
+        kind="LangChain document compressor",
+        method="compress_documents",
+    )
 
     def scores(query: str, texts: Sequence[str], /) -> list[float]:
         documents = [Document(page_content=t, metadata={_INDEX: n}) for n, t in enumerate(texts)]
         made = {id(d): n for n, d in enumerate(documents)}
-        answer = list(compressor.compress_documents(documents, query))
+        answer = _documents(compressor.compress_documents(documents, query), compressor)
         return _scores_of(answer, texts, made)
 
     scores.__name__ = f"compressor_reranker({type(compressor).__name__})"
     return scores
+
+
+def _documents(answer: object, compressor: object) -> list[Document]:
+    """``answer`` as a list of `Document`s, or a `TypeError` naming what came back instead."""
+    where = f"{type(compressor).__name__}.compress_documents"
+    hint = " (a score goes in metadata['relevance_score'])"
+    return framework_answer(answer, Document, where=where, hint=hint)
 
 
 def _scores_of(
@@ -52,8 +76,8 @@ def _scores_of(
     for document in answer:
         index = made.get(id(document)) if made else None
         if index is None or index not in unused:
-            index = document.metadata.get(_INDEX)
-        if not isinstance(index, int) or index not in unused:  # metadata not kept: by text
+            index = _place(document.metadata.get(_INDEX))
+        if index is None or index not in unused:  # metadata not kept: by text
             index = next((n for n, t in unused.items() if t == document.page_content), None)
             if index is None:
                 continue
@@ -65,6 +89,13 @@ def _scores_of(
         found[index] = float(score) if scored else float(len(kept) - place)  # type: ignore[arg-type]
     floor = min(found.values(), default=1.0) - 1.0
     return [found.get(n, floor) for n in range(len(texts))]
+
+
+def _place(kept: object) -> int | None:
+    """The index a document's metadata kept: an int, numpy's too (a bool is not one)."""
+    if isinstance(kept, bool) or not isinstance(kept, Integral):
+        return None
+    return int(kept)
 
 
 def _convert(obj: object) -> Reranker | None:

@@ -19,7 +19,12 @@ from collections.abc import Sequence
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from ctxbudget.memory.policy.ranking import Reranker, register_converter
+from ctxbudget.memory.policy.ranking import (
+    Reranker,
+    check_wrapped,
+    framework_answer,
+    register_converter,
+)
 
 __all__ = ["postprocessor_reranker"]
 
@@ -27,7 +32,18 @@ _PREFIX = "ctxbudget-rerank-"  # the node id of each text: its place among them
 
 
 def postprocessor_reranker(postprocessor: BaseNodePostprocessor) -> Reranker:
-    """``postprocessor`` as a `Reranker` (see the module docstring)."""
+    """``postprocessor`` as a `Reranker` (see the module docstring).
+
+    Raises:
+        ConfigurationTypeError: ``postprocessor`` is not a LlamaIndex node postprocessor
+            (an instance with ``.postprocess_nodes``): a class, or another framework's reranker.
+    """
+    check_wrapped(
+        postprocessor,
+        wrapper="postprocessor_reranker",
+        kind="LlamaIndex node postprocessor",
+        method="postprocess_nodes",
+    )
 
     def scores(query: str, texts: Sequence[str], /) -> list[float]:
         nodes = [
@@ -35,11 +51,19 @@ def postprocessor_reranker(postprocessor: BaseNodePostprocessor) -> Reranker:
             for n, t in enumerate(texts)
         ]
         made = {id(scored.node): n for n, scored in enumerate(nodes)}
-        answer = postprocessor.postprocess_nodes(nodes, query_str=query)
+        answer = _scored_nodes(
+            postprocessor.postprocess_nodes(nodes, query_str=query), postprocessor
+        )
         return _scores_of(answer, texts, made)
 
     scores.__name__ = f"postprocessor_reranker({type(postprocessor).__name__})"
     return scores
+
+
+def _scored_nodes(answer: object, postprocessor: object) -> list[NodeWithScore]:
+    """``answer`` as a list of `NodeWithScore`, or a `TypeError` naming what came back instead."""
+    where = f"{type(postprocessor).__name__}.postprocess_nodes"
+    return framework_answer(answer, NodeWithScore, where=where)
 
 
 def _scores_of(

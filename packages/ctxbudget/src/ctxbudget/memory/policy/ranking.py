@@ -14,9 +14,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ctxbudget.core.numbers import shown
-from ctxbudget.errors import ConfigurationError
+from ctxbudget.errors import ConfigurationError, ConfigurationTypeError
 
-__all__ = ["CrossEncoderReranker", "Reranker", "as_reranker", "register_converter"]
+__all__ = [
+    "CrossEncoderReranker",
+    "Reranker",
+    "as_reranker",
+    "check_wrapped",
+    "framework_answer",
+    "register_converter",
+]
 
 Converter = Callable[[object], "Reranker | None"]
 _CONVERTERS: list[Converter] = []
@@ -74,9 +81,18 @@ def as_reranker(obj: object) -> Reranker:
 
     Raises:
         ConfigurationError: ``obj`` is none of the kinds a reranker can be.
+        ConfigurationTypeError: ``obj`` is a class, not one of its instances (``CrossEncoder``
+            for ``CrossEncoder("...")``): taken, every call would have failed or returned it.
     """
     if isinstance(obj, CrossEncoderReranker):
         return obj
+    if isinstance(obj, type):
+        name = obj.__name__
+        msg = (
+            f"MemoryConfig.reranker got the class {name}, not a reranker: pass an instance "
+            f"({name}(...)), or a function (query, texts) -> scores"
+        )
+        raise ConfigurationTypeError(msg)
     for converter in _CONVERTERS:
         found = converter(obj)
         if found is not None:
@@ -98,3 +114,37 @@ def as_reranker(obj: object) -> Reranker:
         f"wrapped by its adapter; got {shown(obj)} ({type(obj).__name__})"
     )
     raise ConfigurationError(msg)
+
+
+def check_wrapped(obj: object, *, wrapper: str, kind: str, method: str) -> None:
+    """Refuse what an adapter's ``wrapper`` cannot wrap: a class, or an object without ``method``.
+
+    Raises:
+        ConfigurationTypeError: ``obj`` is not an instance with ``.method`` (a class, or
+            another framework's reranker): names what came and what to pass.
+    """
+    if isinstance(obj, type) or not callable(getattr(obj, method, None)):
+        msg = (
+            f"{wrapper} takes a {kind} (an instance with .{method}), got {shown(obj)} "
+            f"({type(obj).__name__})"
+        )
+        raise ConfigurationTypeError(msg)
+
+
+def framework_answer(answer: object, item: type, *, where: str, hint: str = "") -> list[Any]:
+    """A framework reranker's ``answer`` as a list of ``item``, or a `TypeError` saying what came.
+
+    ``where`` names the method that answered (``CohereRerank.compress_documents``); ``hint``
+    says where a score goes. Raised on the reranker's thread, it is what the one warning of a
+    failed reranker says.
+    """
+    name = item.__name__
+    if answer is None or isinstance(answer, str | bytes | item) or not hasattr(answer, "__iter__"):
+        msg = f"{where} must return a sequence of {name}, got {shown(answer)}"
+        raise TypeError(msg)
+    out = list(answer)
+    for n, one in enumerate(out):
+        if not isinstance(one, item):
+            msg = f"{where} must return {name} items{hint}, got a {type(one).__name__} at {n}: "
+            raise TypeError(msg + shown(one))
+    return out

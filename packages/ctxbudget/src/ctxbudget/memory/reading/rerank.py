@@ -30,25 +30,26 @@ adapter that gathers through it), once per call, after the candidates are scored
    default 0.5 it does better at every budget: docs/benchmarks.md, "Rerankers: what the
    pipeline carries").
 
-It runs on a thread of its own and is waited for at most `MemoryConfig.reranker_timeout`
-seconds; while a reranker that was late still runs, the memory's later calls skip it
-(``timeout``) instead of starting another thread. A reranker that raises (``failed``), is late
-(``timeout``) or returns something other than one finite number per text (``invalid``) leaves
-the candidates as they were: the call never fails for it. Each kind of failure is logged once
+It runs on a thread of its own (an async one is awaited on one event loop per process,
+`ctxbudget.memory.reading.rerank_loop`, so the HTTP client it keeps serves every call) and is
+waited for at most `MemoryConfig.reranker_timeout` seconds; while a reranker that was late
+still runs, the memory's later calls skip it (``timeout``) instead of starting another thread.
+A reranker that raises (``failed``), is late (``timeout``) or returns something other than one
+finite number per text (``invalid``) leaves the candidates as they were: the call never fails
+for it. Each kind of failure is logged once
 per memory (`RerankWarnings`); every call records ``ctxbudget.rerank.status`` (``ok``,
 ``failed``, ``timeout``, ``invalid``) on the ``ctxbudget.candidates`` span.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import dataclasses
 import inspect
 import logging
 import math
 import threading
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from numbers import Real
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,7 @@ from ctxbudget.memory.policy.ranking import (
     as_reranker,
     register_converter,
 )
+from ctxbudget.memory.reading.rerank_loop import awaited
 from ctxbudget.telemetry.operations import note_on_span
 
 if TYPE_CHECKING:
@@ -79,19 +81,34 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_SAID = 240  # characters of a reranker's error (or name) its warning shows
+
 
 class RerankWarnings:
     """The kinds of reranker failure a memory has logged (each is logged once), thread-safe.
 
-    It also holds the thread of a reranker that outlived its call (``timeout``): while it
-    runs, later calls skip the reranker at once (status ``timeout``) rather than wait for it
-    again and leave one more thread behind, so a hung reranker holds one thread per memory.
+    It also holds the threads of reranker calls that outlived their call (``timeout``):
+    while any of them runs, later calls skip the reranker at once (status ``timeout``) rather
+    than wait for it again and leave one more thread behind, so a hung reranker holds one
+    thread per memory (one per call that was already waiting on it when it went late, for
+    calls made at once from several threads: each of those is kept, not only the last).
     """
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
         self._lock = threading.Lock()
-        self.late: threading.Thread | None = None
+        self._late: list[threading.Thread] = []
+
+    def late(self) -> bool:
+        """True while a reranker call that outlived its call still runs."""
+        with self._lock:
+            self._late = [thread for thread in self._late if thread.is_alive()]
+            return bool(self._late)
+
+    def went_late(self, thread: threading.Thread) -> None:
+        """Keep ``thread`` (a reranker call past its timeout) until it ends."""
+        with self._lock:
+            self._late.append(thread)
 
     def first(self, kind: str) -> bool:
         """True the first time ``kind`` is seen (then it is logged), False afterwards."""
@@ -123,7 +140,7 @@ def rerank(
             logger.warning(
                 "the reranker %s %s; the candidates keep their own ranking (logged once per "
                 "memory for this kind of failure)",
-                type(reranker).__name__,
+                _name(reranker),
                 detail,
             )
         return found
@@ -136,17 +153,26 @@ def rerank(
 
 
 def _successors_kept(items: list[ContextItem]) -> list[ContextItem]:
-    """``items`` with each successor scored at least as the message naming it in ``newer``."""
-    floors: dict[str, float] = {}
-    for item in items:
-        for later in item.newer:
-            floors[later] = max(floors.get(later, item.score), item.score)
-    if not floors:
+    """``items`` with each successor scored at least as the message naming it in ``newer``.
+
+    Along a chain too (A names B, B names C: C ends at least as high as A's score reaches B):
+    a floor is passed on link by link until none rises, so the newest statement never ends
+    below one it updates.
+    """
+    scores = {it.id: it.score for it in items}
+    links = [(it.id, later) for it in items for later in it.newer if later in scores]
+    if not links:
         return items
+    for _ in range(len(links)):  # a chain of n links settles in n rounds; no cycle is needed
+        raised = False
+        for earlier, later in links:
+            if scores[later] < scores[earlier]:
+                scores[later] = scores[earlier]
+                raised = True
+        if not raised:
+            break
     out = [
-        dataclasses.replace(it, score=floors[it.id])
-        if it.id in floors and it.score < floors[it.id]
-        else it
+        dataclasses.replace(it, score=scores[it.id]) if it.score < scores[it.id] else it
         for it in items
     ]
     changed = any(a is not b for a, b in zip(out, items, strict=True))
@@ -171,6 +197,9 @@ def blended(pipeline: list[float], reranker: list[float], weight: float) -> list
 
 def _scaled(values: list[float]) -> list[float]:
     low, high = min(values, default=0.0), max(values, default=0.0)
+    if not (math.isfinite(low) and math.isfinite(high)):  # else the halving below never ends
+        msg = f"scores to blend must be finite numbers, got {shown(values)}"
+        raise ValueError(msg)
     if high <= low:
         return [1.0] * len(values)
     if not math.isfinite(high - low):  # finite scores whose span overflows (-1e308 to 1e308)
@@ -187,9 +216,7 @@ def _rescored(
     low = min(low, best)
     weights = config.scoring
     sharpen = weights.relevance_weight
-    # The pipeline's relevance behind each score (score = relevance ** relevance_weight x ...).
-    own = [max(0.0, it.score) ** (1.0 / sharpen) if sharpen > 0 else it.score for it in top]
-    mixed = blended(own, scores, config.reranker_weight)
+    mixed = blended(_own(top, best, sharpen), scores, config.reranker_weight)
     stamps = [item.timestamp for item in top if item.timestamp is not None]
     newest = max(stamps) if stamps else None
     out = []
@@ -201,12 +228,25 @@ def _rescored(
     return out
 
 
+def _own(top: list[ContextItem], best: float, sharpen: float) -> list[float]:
+    """The pipeline's relevance behind each score (score = relevance ** relevance_weight x ...).
+
+    Each score is taken over ``best`` before its root: min-max scaling drops that common
+    factor, and the roots stay in [0, 1] (a score above 1, from a salience above 1, to the
+    power 1 / a small relevance_weight overflowed a float and failed the call).
+    """
+    if sharpen <= 0:
+        return [it.score for it in top]
+    if best <= 0:
+        return [0.0] * len(top)  # none above 0: one relevance for all
+    return [(max(0.0, it.score) / best) ** (1.0 / sharpen) for it in top]
+
+
 def _run(
     reranker: Reranker, query: str, texts: list[str], timeout: float, warnings: RerankWarnings
 ) -> tuple[str, list[float] | None, str]:
     """(status, scores or None, what went wrong) of one call on a thread of its own."""
-    late = warnings.late
-    if late is not None and late.is_alive():
+    if warnings.late():
         detail = f"is still running an earlier call past reranker_timeout={timeout:g}s"
         return "timeout", None, detail
     box: dict[str, Any] = {}
@@ -215,8 +255,8 @@ def _run(
     def work() -> None:
         try:
             out: Any = reranker(query, texts)
-            if inspect.isawaitable(out):  # an async reranker: this thread has no loop
-                out = asyncio.run(_awaited(out))
+            if inspect.isawaitable(out):  # an async reranker: on the one loop (rerank_loop)
+                out = awaited(out)
             box["scores"] = out
         except Exception as exc:  # noqa: BLE001 - whatever it raises, the call goes on
             box["error"] = exc
@@ -228,11 +268,11 @@ def _run(
     thread.daemon = True  # a hung reranker never keeps the process from exiting
     thread.start()
     if not done.wait(timeout):
-        warnings.late = thread
+        warnings.went_late(thread)
         return "timeout", None, f"took longer than reranker_timeout={timeout:g}s"
     if "error" in box:
         error = box["error"]
-        return "failed", None, f"raised {type(error).__name__}: {shown(str(error))}"
+        return "failed", None, f"raised {type(error).__name__}: {_said(error)}"
     if "scores" not in box:
         return "failed", None, "ended without a result"
     scores = _valid(box["scores"], len(texts))
@@ -242,8 +282,30 @@ def _run(
     return "ok", scores, ""
 
 
-async def _awaited(out: Awaitable[Any]) -> Any:
-    return await out
+def _name(reranker: Reranker) -> str:
+    """The reranker as its warning names it.
+
+    A function by its name (an adapter's says what it wraps:
+    ``compressor_reranker(CohereRerank)``), a cross-encoder by its model, else its type.
+    """
+    if isinstance(reranker, CrossEncoderReranker):
+        return repr(reranker)
+    name = getattr(reranker, "__name__", None)
+    if inspect.isroutine(reranker) and isinstance(name, str):
+        return name if len(name) <= _SAID else f"{name[: _SAID - 3]}..."
+    return type(reranker).__name__
+
+
+def _said(error: BaseException) -> str:
+    """What ``error`` says, on one line, up to `_SAID` characters.
+
+    Its point is often past the 80 characters a value is shown in.
+    """
+    try:
+        text = " ".join(str(error).split())
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails
+        return "(its message cannot be shown)"
+    return repr(text) if len(text) <= _SAID else repr(f"{text[: _SAID - 3]}...")
 
 
 def _valid(scores: object, size: int) -> list[float] | None:
