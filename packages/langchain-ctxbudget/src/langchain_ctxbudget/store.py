@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ctxbudget.compat import refuse_unknown
 from ctxbudget.core.numbers import count, flag
 from ctxbudget.errors import ConfigurationError, InvalidValueError, MissingDependencyError
 from ctxbudget.memory.context import ContextMemory
@@ -60,7 +61,9 @@ from langchain_ctxbudget.store_ops import (
     check_puts,
     conditions,
     index_fields,
+    index_paths,
     item_of,
+    memory_options,
     nothing_asked,
     search_item_of,
     translated,
@@ -143,8 +146,12 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
             )
             raise ConfigurationError(msg)
         if memory is not None and not isinstance(memory, ContextMemory):
-            msg = f"CtxBudgetStore(memory=) must be a ContextMemory, got {type(memory).__name__}"
+            msg = (
+                f"CtxBudgetStore(memory=) must be a ContextMemory, got {type(memory).__name__}; "
+                "to open one, pass its arguments instead (e.g. CtxBudgetStore(path='./memory'))"
+            )
             raise ConfigurationError(msg)
+        refuse_unknown(memory_kwargs, memory_options(), "CtxBudgetStore")
         self.user_at = (
             None
             if user_at is None
@@ -165,21 +172,26 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
         """Run LangGraph operations; one result per operation, in order.
 
         Reads (get, search, list) see the store as it was before the batch's puts, which are
-        applied last (the last put of a key wins), as LangGraph's stores do. Every operation is
-        checked before any runs, so a refused one leaves the store as it was.
+        applied last (the last put of a key wins), as LangGraph's stores do, and timed in the
+        batch's order (a later put is newer). Every operation is checked before any runs, so a
+        refused one leaves the store as it was.
         """
         ops = list(ops)
         users = [self._user_of(op) for op in ops]
         results: list[Result] = [None] * len(ops)
         gets: dict[tuple[str | None, bool], list[tuple[int, GetOp]]] = {}
         puts: dict[str | None, list[ValuePut]] = {}
+        runs: list[tuple[str | None, list[ValuePut]]] = []  # each user's puts in a row, in order
         for n, (op, user) in enumerate(zip(ops, users, strict=True)):
             if isinstance(op, GetOp):
                 gets.setdefault((user, self._refresh(op)), []).append((n, op))
             elif isinstance(op, PutOp):
-                index = self.index_fields if op.index is None else op.index
+                index = self.index_fields if op.index is None else index_paths(op.index)
                 put = ValuePut(op.namespace, op.key, op.value, index=index, ttl=op.ttl)
                 puts.setdefault(user, []).append(put)
+                if not runs or runs[-1][0] != user:
+                    runs.append((user, []))
+                runs[-1][1].append(put)
         if ops and not self._layout_checked:
             if puts:  # checked before the layout is recorded by this first write
                 for user, written in puts.items():
@@ -198,7 +210,9 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
         if len(puts) > 1:  # one write per user: check them all before the first
             for user, written in puts.items():
                 check_puts(user, written)
-        for user, written in puts.items():
+        # Written in the batch's order (one write per run of a user's puts): a later put is
+        # newer (`updated_at`), as each put of LangGraph's stores is.
+        for user, written in runs:
             self.memory.put_values(written, user_id=user)
         return results
 

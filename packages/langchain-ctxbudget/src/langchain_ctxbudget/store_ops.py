@@ -10,6 +10,7 @@ to ``Item``/``SearchItem``.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -23,12 +24,14 @@ from langgraph.store.base import (
     Op,
     PutOp,
     SearchItem,
+    SearchOp,
     TTLConfig,
 )
 
 from ctxbudget.compat import refuse_unknown
 from ctxbudget.core.numbers import count, flag, real
 from ctxbudget.errors import ConfigurationError, InvalidValueError
+from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.values import StoredValue, ValuePut
 from ctxbudget.memory.values.model import (
     MAX_TTL_MINUTES,
@@ -47,7 +50,9 @@ __all__ = [
     "check_puts",
     "conditions",
     "index_fields",
+    "index_paths",
     "item_of",
+    "memory_options",
     "nothing_asked",
     "search_item_of",
     "sweep_minutes",
@@ -63,12 +68,15 @@ _TTL_OPTIONS = frozenset(
     {"refresh_on_read", "default_ttl", "sweep_interval_minutes", "omit_expired"}
 )
 _MAX_LIMIT = 10_000  # the core's largest page
+_OWN_OPTIONS = frozenset({"memory", "user_at", "ttl", "index"})  # CtxBudgetStore's own
 MAX_SWEEP_MINUTES = 525_600
 """The longest interval between TTL sweeps: a year."""
 
 
 class InvalidNamespaceError(InvalidValueError, lg.InvalidNamespaceError):
-    """A namespace LangGraph refuses (empty, a label empty, not a string or with a period).
+    """A namespace refused (empty, a label empty, not a string, with a period or a NUL).
+
+    LangGraph's rules, and ctxbudget's: a label must be valid Unicode (no lone surrogate).
 
     Both a ctxbudget error (`InvalidValueError`) and LangGraph's ``InvalidNamespaceError``, so
     code written for any LangGraph store catches it. Nothing was read or written.
@@ -137,7 +145,12 @@ def check_puts(user: str | None, puts: Sequence[ValuePut]) -> None:
 
 
 def check_namespaces(op: Op) -> None:
-    """LangGraph's namespace rules, raised as `InvalidNamespaceError` (ctxbudget's and theirs)."""
+    """LangGraph's namespace rules and the core's, raised as `InvalidNamespaceError`.
+
+    The core's label checks (valid Unicode, no NUL...) run here, before the user is taken
+    from the namespace: a bad label at the ``user_at`` position is refused as the namespace
+    label it is, not as a ``user_id`` the caller never passed.
+    """
     try:
         lg.validate_op_namespace(op)
     except lg.InvalidNamespaceError as exc:
@@ -146,6 +159,26 @@ def check_namespaces(op: Op) -> None:
         verb = "put" if isinstance(op, PutOp) else "get"
         msg = f"Namespace cannot be empty: {verb} key {op.key!r} under a namespace of 1+ labels"
         raise InvalidNamespaceError(msg)
+    try:
+        if isinstance(op, GetOp | PutOp):
+            check_namespace(op.namespace)
+        elif isinstance(op, SearchOp):
+            check_prefix(op.namespace_prefix)
+    except InvalidNamespaceError:
+        raise
+    except InvalidValueError as exc:
+        raise InvalidNamespaceError(str(exc)) from exc
+
+
+def index_paths(index: Sequence[str] | bool | None) -> Sequence[str] | bool | None:
+    """A put's ``index`` with ``""`` read as the whole value (``"$"``), as LangGraph reads it.
+
+    LangGraph's stores embed the whole value for an empty path (``get_text_at_path``); the
+    core names the whole value ``"$"``. Anything else is passed on as given (the core checks it).
+    """
+    if isinstance(index, list | tuple) and "" in index:
+        return ["$" if path == "" else path for path in index]
+    return index
 
 
 def conditions(op: ListNamespacesOp) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
@@ -239,12 +272,23 @@ def index_fields(index: Mapping[str, Any] | None) -> list[str] | None:
             f"got {fields!r:.80}"
         )
         raise ConfigurationError(msg)
-    return [str(f) if isinstance(f, str) else _bad_field(f) for f in fields]
+    # "" is the whole value in LangGraph's stores (as "$" is): kept as the core's "$".
+    return [(f or "$") if isinstance(f, str) else _bad_field(f) for f in fields]
 
 
 def _bad_field(field: object) -> str:
     msg = f"CtxBudgetStore(index=)['fields'] holds {field!r:.80}: each path must be a str"
     raise ConfigurationError(msg)
+
+
+def memory_options() -> frozenset[str]:
+    """What `CtxBudgetStore` takes: its own options and the `ContextMemory` ones it opens with.
+
+    Checked before the memory is opened, so a misspelled option (``pth=``) is refused as a
+    `ConfigurationTypeError` naming it and every option, not as ``ContextMemory``'s TypeError.
+    """
+    opened = inspect.signature(ContextMemory.__init__).parameters
+    return frozenset(name for name in opened if name != "self") | _OWN_OPTIONS
 
 
 def nothing_asked(limit: object) -> bool:

@@ -57,10 +57,13 @@ class TTLSweeping:
 
         Default interval: ``ttl={"sweep_interval_minutes": ...}``, else 5 minutes. Expired
         items are never returned anyway; sweeping frees their space. A second call returns the
-        running sweeper's future.
+        running sweeper's future; a sweeper told to stop (even one that has not stopped yet:
+        `stop_ttl_sweeper` timed out) or that ended (failed) is not running, and a new one starts.
         """
         if self._sweeper is not None:
-            return self._sweeper[1]
+            stop, running = self._sweeper
+            if not stop.is_set() and not running.done():
+                return running
         given = sweep_interval_minutes
         if given is None:
             given = (self.ttl_config or {}).get("sweep_interval_minutes") or DEFAULT_SWEEP_MINUTES

@@ -97,13 +97,14 @@ class ValueStore:
                 for k, d, m in cols.part_rows(partition, ids=list(dict.fromkeys(ids)))
             }
             rows: dict[str, tuple[ValueRow, list[float]]] = {}
-            for n in puts:
+            # Each put its own microsecond in the batch's order, the last at now (newest last).
+            for at, n in enumerate(sorted(puts), start=now - len(puts) + 1):
                 w = writes[n]
                 before = stored.get(ids[n])
-                created = before.created if before is not None and before.live(now) else now
+                created = before.created if before is not None and before.live(now) else at
                 expires = None if w.ttl is None else now + micros(w.ttl)
                 row = ValueRow(
-                    w.namespace, w.key, w.document or "", created, now, expires, w.ttl, w.index
+                    w.namespace, w.key, w.document or "", created, at, expires, w.ttl, w.index
                 )
                 rows[ids[n]] = (row, embedded.get(n) or filler or [])
             gone = [rid for rid, n in last.items() if writes[n].document is None and rid in stored]

@@ -42,6 +42,7 @@ POOL = 50
 """How many nearest values a query's word match is computed over (and the least it reads)."""
 
 _MEANING = 0.7  # the share of a query score that is similarity (the rest: words)
+_MOST = 2**30  # the most rows asked of Chroma at once: its n_results is a 32-bit int
 
 Ranked = list[tuple[ValueRow, float | None, float]]
 """Rows with their score (None: not embedded) and similarity (what breaks a tie of scores)."""
@@ -105,13 +106,14 @@ def ranked(
     that were not embedded and pass the filter (only called when the ranked ones are fewer
     than ``needed``).
     """
-    pool = max(POOL, needed)
+    # No partition holds _MOST values: a larger page (a huge offset) reads them all.
+    pool = min(max(POOL, needed), _MOST)
     while True:
         hits, more = values.nearest(namespace, user_id, space, vector, pool, now)
         kept = [(r, s) for r, s in hits if passes(json.loads(r.document), wanted)]
-        if len(kept) >= needed or not more:
+        if len(kept) >= needed or not more or pool >= _MOST:
             break
-        pool *= 4
+        pool = min(pool * 4, _MOST)
     words = _words(hits[:POOL], query)
     out = fuse(kept, words)
     if len(out) < needed:  # values that were not embedded follow, newest first
