@@ -20,6 +20,7 @@ flushed (reads of one actor need no flush of its own writes).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -309,11 +310,20 @@ def machine_class(  # noqa: C901 - one rule per operation
                 other_sessions=other_sessions is not False,
                 entities=who in entity_actors,
             )
+            if via == "llamaindex" and user is None:
+                # Without a user_id, no user's pins join the LlamaIndex memory's context (the
+                # core's `assemble` takes the session's user): it must not offer them.
+                users = {p for p in allowed.pinned if p.startswith(USER_PIN)}
+                allowed = dataclasses.replace(
+                    allowed,
+                    pinned=allowed.pinned - users,
+                    exact={k: v for k, v in allowed.exact.items() if k not in users},
+                )
             check_assembly(allowed, got, query if via == "memory" else None)
             before = model.assembled.get((who, session))
             if before is not None and before != model.life[session]:
                 assert got["prefix_tokens"] is None, "a prefix shared with a deleted session"
-            model.log(who, session, for_user, got["included"])
+            model.log(who, session, for_user, got["included"], got["pruned"])
 
         @rule(who=actor, session=sessions, query=queries, user=maybe_user)
         def candidates(self, who: int, session: str, query: str, user: str | None) -> None:
@@ -359,6 +369,9 @@ def machine_class(  # noqa: C901 - one rule per operation
             )
 
     return MemoryMachine
+
+
+USER_PIN = "ctxbudget:user:"  # the id of a user-wide pin as an item: ctxbudget:user:["u","p1"]
 
 
 def steps_wanted() -> int:

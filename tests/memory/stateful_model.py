@@ -28,6 +28,7 @@ user started: a group chat), as the store keeps them (`ctxbudget.store.sessions`
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -167,6 +168,10 @@ class Logged:
     actor: int
     pending: bool = True
     doubtful: bool = False
+    names: frozenset[str] = frozenset()
+    """The record ids it names, included or pruned (inside another scope's id too): a delete of
+    any of them drops it (`LogPartitions.drop_naming`: a log keeps nothing of a deleted
+    message)."""
 
 
 class Model:
@@ -229,7 +234,12 @@ class Model:
         s = self.sessions[session]
         before = len(s.messages)
         s.messages = [m for m in s.messages if m.id != mid]
+        self.drop_naming(session, {mid})
         return before - len(s.messages)
+
+    def drop_naming(self, session: str, ids: set[str]) -> None:
+        """The session's logged assemblies naming a deleted record go (queued ones too)."""
+        self.logs[session] = [e for e in self.logs[session] if not e.names & ids]
 
     def clear(self, session: str, *, pins: bool) -> int:
         """`clear`: messages and summaries go; pins, the entry (owner, seqs) and the log stay."""
@@ -237,6 +247,7 @@ class Model:
             return self.delete_session(session)
         s = self.sessions[session]
         count = len(s.messages) + len(s.summaries)
+        self.drop_naming(session, {m.id for m in s.messages} | set(s.summaries))
         s.messages, s.summaries = [], {}
         self.life[session] += count > 0
         if count:
@@ -265,6 +276,9 @@ class Model:
                 count += self.delete_session(name)
                 continue
             before = s.records()
+            gone = {m.id for m in s.messages if m.user == user}
+            gone |= {k for k, x in s.summaries.items() if user in x.authors}
+            self.drop_naming(name, gone)
             s.messages = [m for m in s.messages if m.user != user]
             s.summaries = {k: x for k, x in s.summaries.items() if user not in x.authors}
             if s.records() < before:
@@ -301,8 +315,16 @@ class Model:
             covers = frozenset(m.id for m in part)
             s.summaries[sid] = Summary(user, authors, covers, quotes, own, part[-1].seq)
 
-    def log(self, actor: int, session: str, user: str | None, included: list[list[Any]]) -> None:
-        entry = Logged(user, tuple((str(i[0]), int(i[1])) for i in included), actor)
+    def log(
+        self,
+        actor: int,
+        session: str,
+        user: str | None,
+        included: list[list[Any]],
+        pruned: Iterable[list[Any]] = (),
+    ) -> None:
+        names = frozenset(n for i in [*included, *pruned] for n in _named(str(i[0])))
+        entry = Logged(user, tuple((str(i[0]), int(i[1])) for i in included), actor, names=names)
         self.logs[session].append(entry)
         # A context of a session with records: its next life must not share a prefix with it.
         had = self.sessions[session].records() > 0
@@ -383,3 +405,20 @@ class Offerable:
     summaries: set[str]
     entity_tokens: set[str] | None  # None: entity memory is off for this object
     entity_cities: set[str]
+
+
+def _named(item_id: str) -> set[str]:
+    """The record ids an item id names: itself, and the ids inside another scope's id.
+
+    ``ctxbudget:session:["s2","m4"]`` names ``m4`` (and ``s2``), as the log's record holds it.
+    """
+    named = {item_id}
+    start = item_id.find("[")
+    if start >= 0:
+        try:
+            inner = json.loads(item_id[start:])
+        except ValueError:
+            return named
+        if isinstance(inner, list):
+            named |= {str(x) for x in inner}
+    return named

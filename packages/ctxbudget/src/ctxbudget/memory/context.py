@@ -45,7 +45,7 @@ from ctxbudget.memory.reading.candidates import Candidates, gather, offered
 from ctxbudget.memory.reading.rerank import RerankWarnings, rerank
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.search import ScoredHit, scored_search
-from ctxbudget.memory.reading.session_index import SessionIndexes
+from ctxbudget.memory.reading.session_indexes import SessionIndexes
 from ctxbudget.memory.upkeep.api import SessionUpkeep
 from ctxbudget.memory.values.api import ValueMethods, ValueQuery
 from ctxbudget.memory.writing.api import MemoryWrites

@@ -30,7 +30,7 @@ from ctxbudget.memory.entities.stored import (
 )
 from ctxbudget.memory.inputs import check_message_id
 from ctxbudget.memory.policy.config import MemoryConfig
-from ctxbudget.memory.reading.session_index import SessionIndexes
+from ctxbudget.memory.reading.session_indexes import SessionIndexes
 from ctxbudget.memory.reading.session_state import read_session
 from ctxbudget.store.records import require_name
 from ctxbudget.tokens.counter import TokenCounter
@@ -265,7 +265,7 @@ class EntityMemory:
         state = read_session(
             self.store, self.namespace, session_id, query="", user_id=None, recent_messages=1
         )
-        index = self._indexes.current(
+        with self._indexes.reading(
             self.store,
             self.namespace,
             session_id,
@@ -274,11 +274,11 @@ class EntityMemory:
             episode_gap=self.config.episode_gap,
             counter_name=self.counter.name,
             newest=state.newest,
-        )
-        if index is None:
-            return []
-        _, relations, _ = split_pins(state.pins)
-        resolved = self._entities.current(index).resolved(declared_aliases(relations))
+        ) as index:
+            if index is None:
+                return []
+            _, relations, _ = split_pins(state.pins)
+            resolved = self._entities.current(index).resolved(declared_aliases(relations))
         found = sorted(resolved.entities.values(), key=lambda e: (-e.salience, e.key))
         if types is not None:
             found = [e for e in found if e.type in set(types)]

@@ -48,7 +48,8 @@ from ctxbudget.memory.reading.record_items import (
     tool_items,
 )
 from ctxbudget.memory.reading.retrieval import QueryVectors, SearchScope, retrieve
-from ctxbudget.memory.reading.session_index import SessionIndex, SessionIndexes
+from ctxbudget.memory.reading.session_index import SessionIndex
+from ctxbudget.memory.reading.session_indexes import SessionIndexes
 from ctxbudget.memory.reading.session_state import read_session
 from ctxbudget.store.records import Record
 from ctxbudget.store.stamps import Stamps
@@ -249,7 +250,8 @@ def gather(
         held=indexes.held(session_id, config.episode_gap),
         known=stamps,
     )
-    index = indexes.current(
+    # Read under its lock: another call on this session extends it only before or after.
+    with indexes.reading(
         store,
         namespace,
         session_id,
@@ -258,62 +260,62 @@ def gather(
         episode_gap=config.episode_gap,
         counter_name=index_counter,
         newest=state.newest,
-    )
-    prime(counter, state.recent)
-    search = SearchScope(
-        session_id=session_id,
-        user=state.user_id,
-        query=query,
-        counter=counter,
-        available=budget.available,
-        documents=documents,
-        other_sessions=config.other_sessions if other_sessions is None else other_sessions,
-        elsewhere=state.elsewhere,
-    )
-    history, retrieved = retrieve(
-        store,
-        namespace,
-        config,
-        vectors,
-        search,
-        state.recent,
-        index,
-        state.skip,
-        layout,
-        search_recent,
-    )
-    # Declared relations and patterns are pinned records of their scope, never pinned facts.
-    pins, relations, patterns = split_pins(state.pins)
-    cards: list[ContextItem] = []
-    if config.entities:
-        cards, turns = entity_candidates(
-            EntityScope(
-                session_id=session_id,
-                query=query,
-                config=config,
-                offered=state.skip | {r.id for r in history},
-                retrieved={it.id: it for it in retrieved},
-                record=_records_of(index),
-                lexical=_matches_of(index),
-                newest=index.newest if index is not None else None,
-            ),
-            (entities or _ENTITIES).current(index) if index is not None else None,
-            relations,
-            patterns,
-            document_matches(store, namespace, query, documents, config),
+    ) as index:
+        prime(counter, state.recent)
+        search = SearchScope(
+            session_id=session_id,
+            user=state.user_id,
+            query=query,
+            counter=counter,
+            available=budget.available,
+            documents=documents,
+            other_sessions=config.other_sessions if other_sessions is None else other_sessions,
+            elsewhere=state.elsewhere,
         )
-        better = {it.id: it for it in turns}  # new, or scored higher for naming an entity
-        kept = [it for it in retrieved if it.id not in better]
-        retrieved = sorted([*kept, *turns], key=lambda it: (-it.score, it.id))
-    return Candidates(
-        pinned=tuple(pinned_items(pins, session_id)),
-        history=tuple(history_item(r) for r in history),
-        summaries=tuple(summary_items(state.summaries)),
-        retrieved=tuple(retrieved),
-        user_id=state.user_id,
-        entities=tuple(cards),
-        generation="" if state.stamp is None else state.stamp.generation,
-    )
+        history, retrieved = retrieve(
+            store,
+            namespace,
+            config,
+            vectors,
+            search,
+            state.recent,
+            index,
+            state.skip,
+            layout,
+            search_recent,
+        )
+        # Declared relations and patterns are pinned records of their scope, never pinned facts.
+        pins, relations, patterns = split_pins(state.pins)
+        cards: list[ContextItem] = []
+        if config.entities:
+            cards, turns = entity_candidates(
+                EntityScope(
+                    session_id=session_id,
+                    query=query,
+                    config=config,
+                    offered=state.skip | {r.id for r in history},
+                    retrieved={it.id: it for it in retrieved},
+                    record=_records_of(index),
+                    lexical=_matches_of(index),
+                    newest=index.newest if index is not None else None,
+                ),
+                (entities or _ENTITIES).current(index) if index is not None else None,
+                relations,
+                patterns,
+                document_matches(store, namespace, query, documents, config),
+            )
+            better = {it.id: it for it in turns}  # new, or scored higher for naming an entity
+            kept = [it for it in retrieved if it.id not in better]
+            retrieved = sorted([*kept, *turns], key=lambda it: (-it.score, it.id))
+        return Candidates(
+            pinned=tuple(pinned_items(pins, session_id)),
+            history=tuple(history_item(r) for r in history),
+            summaries=tuple(summary_items(state.summaries)),
+            retrieved=tuple(retrieved),
+            user_id=state.user_id,
+            entities=tuple(cards),
+            generation="" if state.stamp is None else state.stamp.generation,
+        )
 
 
 _ENTITIES = EntityIndexes()  # for callers of gather without a memory's own (its extractor)

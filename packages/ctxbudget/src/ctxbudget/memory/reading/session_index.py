@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,11 +31,9 @@ from ctxbudget.store.records import Hit, Record
 from ctxbudget.store.sessions import Stamp
 
 if TYPE_CHECKING:
-    from ctxbudget.store.chroma_store import ChromaStore
+    pass
 
-__all__ = ["Query", "SessionIndex", "SessionIndexes", "span_of", "without_names"]
-
-_INDEXED_SESSIONS = 32  # lexical indexes kept per ContextMemory (least recently used go)
+__all__ = ["Query", "SessionIndex", "span_of", "without_names"]
 
 
 @dataclass(slots=True)
@@ -81,6 +78,10 @@ class SessionIndex:
         self._counter = counter_name
         self._tokens = 0
         self._last_time: float | None = None
+        self.lock = threading.RLock()
+        """Held while the index is extended and while a call reads it (`SessionIndexes.reading`):
+        its lists, rows and word index are extended together, never seen half extended."""
+        self.broken = False  # an extension that failed part way: read again, never used
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -266,94 +267,7 @@ class SessionIndex:
         return (context / best if best > 0 else context), span
 
 
-class SessionIndexes:
-    """The indexes of the sessions used last (32; the least recently used go), thread-safe."""
-
-    def __init__(self) -> None:
-        self._indexes: OrderedDict[str, SessionIndex] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def held(self, session_id: str, episode_gap: float) -> SessionIndex | None:
-        """The index kept of ``session_id`` (as it is, maybe behind), if any."""
-        if not isinstance(session_id, str):
-            return None  # the store refuses it, with its message
-        with self._lock:
-            index = self._indexes.get(session_id)
-        return index if index is not None and index.gap == episode_gap else None
-
-    def current(
-        self,
-        store: ChromaStore,
-        namespace: str,
-        session_id: str,
-        last_seq: int | None,
-        stamp: Stamp | None,
-        *,
-        episode_gap: float,
-        counter_name: str,
-        newest: dict[int, tuple[Record, Any]] | None = None,
-    ) -> SessionIndex | None:
-        """The session's index, brought up to its newest message, ``last_seq`` (None: none).
-
-        Kept from earlier calls while the session's ``stamp`` keeps its generation (no message
-        was deleted or replaced since, the session was not deleted and started again); extended
-        with the messages past it, with their vectors: from ``newest`` (what the call read
-        already, by seq) when it holds them all.
-        """
-        if last_seq is None:
-            return None
-        with self._lock:
-            index = self._indexes.get(session_id)
-            if index is not None and (
-                index.gap != episode_gap or not index.stamp.same_session(stamp)
-            ):
-                index = None  # the configuration changed, or the session's messages did
-            if index is not None and newest and _late(index, newest):
-                index = None  # a worker on a server stored a lower seq after the index read
-            if index is not None and last_seq <= index.last_seq:
-                self._indexes.move_to_end(session_id)
-                return index
-            if index is None or last_seq - index.last_seq > 1_000:
-                index = SessionIndex(episode_gap, counter_name, stamp)
-                found = store.message_vectors(namespace=namespace, session_id=session_id)
-            else:
-                seqs = list(range(index.last_seq + 1, last_seq + 1))
-                if newest is not None and all(seq in newest for seq in seqs):
-                    found = [newest[seq] for seq in seqs]
-                else:
-                    found = store.message_vectors(
-                        namespace=namespace, session_id=session_id, seqs=seqs
-                    )
-            index.extend(found)
-            self._indexes[session_id] = index
-            self._indexes.move_to_end(session_id)
-            while len(self._indexes) > _INDEXED_SESSIONS:
-                self._indexes.popitem(last=False)
-            return index
-
-    def forget(self, session_id: str | None = None) -> None:
-        """Drop the index of ``session_id`` (None: of every session)."""
-        with self._lock:
-            if session_id is None:
-                self._indexes.clear()
-            else:
-                self._indexes.pop(session_id, None)
-
-
 _WORDS = re.compile(r"\w+", re.UNICODE)
-
-
-def _late(index: SessionIndex, newest: dict[int, tuple[Record, Any]]) -> bool:
-    """Whether the window read holds a message the index passed without it (a late write).
-
-    On a server, seqs are claimed in one order and may be stored in another: a message can
-    land below the index's last seq after the index was extended past it. The window is read
-    whole there, so such a message shows in it.
-    """
-    return any(
-        seq <= index.last_seq and record.id not in index.position
-        for seq, (record, _) in newest.items()
-    )
 
 
 def span_of(similarities: Iterable[float]) -> tuple[float, float]:
