@@ -130,10 +130,11 @@ COMMANDS: dict[str, list[list[str]]] = {
     "demo": [["demo"], ["--budgets", "400"], ["--keep"]],
     "eval": [["eval"], ["locomo"], ["data.json"], ["--questions", "3"]],
 }
-# Values argparse reads as values (not as options): anything that does not start with "-".
+# Values argparse reads as values (not as options): anything that does not start with "-",
+# and is not blank (--path "" and --chroma-url "" are refused: tests/cli/test_cli_input_files.py).
 option_values = st.text(
     st.characters(exclude_characters="\x00", exclude_categories=("Cs",)), max_size=12
-).filter(lambda v: not v.startswith("-"))
+).filter(lambda v: not v.startswith("-") and v.strip())
 VALUED = [flags[0] for flags, _, spec in GLOBAL_OPTIONS if "action" not in spec]
 DEFAULTS = {flags[0]: default for flags, default, _ in GLOBAL_OPTIONS}
 

@@ -25,6 +25,7 @@ from ctxbudget.cli.options import (
 from ctxbudget.cli.output import (
     budget_document,
     budget_stats_text,
+    json_text,
     stats_text,
     warn,
 )
@@ -174,7 +175,7 @@ def assemble(args: argparse.Namespace) -> int:
     """``ctxbudget assemble``: print what would be sent (``--json``: with the report)."""
     ctx, document = _assembled(args, output=True)
     if document is not None:
-        print(json.dumps(document, ensure_ascii=False, indent=2))
+        print(json_text(document, indent=2))
     else:
         print(ctx.render())
     return 0
@@ -184,7 +185,7 @@ def explain(args: argparse.Namespace) -> int:
     """``ctxbudget explain``: print what was included and pruned, and why."""
     ctx, document = _assembled(args, output=False)
     if document is not None:
-        print(json.dumps(document, ensure_ascii=False, indent=2))
+        print(json_text(document, indent=2))
     else:
         print(ctx.explain())
     return 0
@@ -220,6 +221,9 @@ def context_stats(args: argparse.Namespace) -> int:
         if not plot.parent.is_dir():
             msg = f"--plot {plot}: the folder {plot.parent} does not exist"
             raise UsageError(msg)
+        if plot.is_dir():
+            msg = f"--plot {plot}: a folder; give the PNG file to write, e.g. {plot / 'budget.png'}"
+            raise UsageError(msg)
     memory = open_memory(args, read_only=True)
     figures = memory.budget_stats(args.session, user_id=args.user, top=top)
     scope = f"namespace {memory.namespace!r}"
@@ -232,7 +236,12 @@ def context_stats(args: argparse.Namespace) -> int:
             "--user, --namespace and --path"
         )
     if plot is not None:
-        plot = plot_budget_stats(figures, plot, title=f"{scope}: {figures.assemblies:,} assemblies")
+        title = f"{scope}: {figures.assemblies:,} assemblies"
+        try:
+            plot = plot_budget_stats(figures, plot, title=title)
+        except OSError as exc:  # a read-only folder, a full disk
+            msg = f"--plot {plot}: cannot write the PNG ({exc.strerror or exc})"
+            raise UsageError(msg) from exc
     if args.json:
         document = budget_document(
             figures,
@@ -241,7 +250,7 @@ def context_stats(args: argparse.Namespace) -> int:
             user=args.user,
             plot=None if plot is None else str(plot),
         )
-        print(json.dumps(document, ensure_ascii=False, indent=2))
+        print(json_text(document, indent=2))
     else:
         print(budget_stats_text(figures, scope=scope, top=top))
         if plot is not None:
@@ -273,13 +282,13 @@ def eval_locomo(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("matplotlib") is None:
         msg = "the recall plot needs matplotlib: pip install matplotlib"
         raise MissingDependencyError(msg)
+    data = _locomo_data(args, load_locomo)  # before --out is made: a bad file leaves nothing
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         msg = f"--out {out}: cannot create the folder ({exc.strerror or exc})"
         raise UsageError(msg) from exc
-    data = load_locomo(args.data)
     runs = [
         run_locomo(
             data,
@@ -300,6 +309,30 @@ def eval_locomo(args: argparse.Namespace) -> int:
     print(table)
     print(f"wrote {', '.join(str(p) for p in written[:-1])} and {written[-1]}")
     return 0
+
+
+def _locomo_data(args: argparse.Namespace, load: Any) -> Any:
+    """The LoCoMo file of ``args.data``, refused when it is unreadable or gives nothing to score.
+
+    A file whose questions were all skipped (no evidence, a wrong type: the loader's notes)
+    would be measured on nothing, a table of dashes after minutes of storing turns.
+    """
+    try:
+        data = load(args.data)
+    except RecursionError as exc:  # json.loads of thousands of nested brackets
+        msg = f"{args.data}: JSON nested too deeply for Python to read; flatten it"
+        raise UsageError(msg) from exc
+    chosen = data.conversations[: args.conversations]
+    if not any(not q.adversarial for c in chosen for q in c.questions):
+        skipped = [str(n) for n in data.notes if "question" in n.detail][:3]
+        why = f"; the loader's notes: {'; '.join(skipped)}" if skipped else ""
+        which = f"the first {len(chosen)} of its" if args.conversations else "its"
+        msg = (
+            f"{args.data}: no question with evidence to score in {which} conversations "
+            f"(adversarial questions excluded){why}; check its 'qa' lists"
+        )
+        raise UsageError(msg)
+    return data
 
 
 def int_list(text: str, flag: str) -> list[int]:

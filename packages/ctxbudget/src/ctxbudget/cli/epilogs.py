@@ -20,7 +20,8 @@ a message (a JSON object):
   session       its session id ("session_id" is read too); messages without one go to
                 --session, and with neither the file is refused
   id            optional; a string or a number, unique within its session
-                (default: a new "<session>:<hex>")
+                (default: "<session>:<hex>", the same each time this file is ingested,
+                so ingesting it again stores nothing twice)
   timestamp     optional; seconds since 1970-01-01 UTC, or ISO-8601 text
                 ("2026-03-02T09:14:00Z"; without an offset it is UTC)
   name          optional; who spoke (a person's or a tool's name)

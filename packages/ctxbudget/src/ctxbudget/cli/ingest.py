@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import sys
 from collections.abc import Iterator
@@ -25,17 +26,16 @@ __all__ = ["index_entities", "ingest"]
 def ingest(args: argparse.Namespace) -> int:
     """``ctxbudget ingest FILE``: store the messages of a JSON or JSON Lines file."""
     path = Path(args.file)
-    if not path.is_file():
-        msg = f"{path}: no such file"
-        raise UsageError(msg)
+    _check_file(path)
     suffix = path.suffix.lower()
-    memory = open_memory(args)
     stem, name = _valid(path.stem), _valid(path.name)
+    # The file is read and checked before the store is opened: a bad file leaves no new store.
     if suffix in (".txt", ".md", ".markdown", ".rst"):
         text = _read_text(path)
         if not text.strip():
             msg = f"{path}: the file holds no text; nothing was stored"
             raise UsageError(msg)
+        memory = open_memory(args)
         _load_model(memory)
         try:
             ids = memory.add_documents(
@@ -51,8 +51,9 @@ def ingest(args: argparse.Namespace) -> int:
     if suffix not in (".json", ".jsonl"):
         msg = f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .json, .txt or .md"
         raise UsageError(msg)
+    text = _read_text(path)
     sessions: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for where, message in _messages(path):
+    for where, message in list(_messages(path, text)):
         session = message.pop("session", None) or message.pop("session_id", None) or args.session
         if not session:
             msg = f"{where}: the message has no 'session' and no --session was given"
@@ -61,11 +62,15 @@ def ingest(args: argparse.Namespace) -> int:
             msg = f"{where}: expected an object with 'role' and 'text' (or 'content')"
             raise UsageError(msg)
         sessions.setdefault(str(session), []).append((where, message))
+    memory = open_memory(args)
     # Every message of every session is checked before the first is written: a bad file
     # stores nothing (not the sessions before the bad one).
     records = []
+    file_id = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     for session, entries in sessions.items():
         for index, (where, message) in enumerate(entries):
+            if message.get("id") is None:
+                message["id"] = _message_id(file_id, session, index)
             try:
                 record = memory.writes.message_record(session, index, message, args.user)
                 memory.store.check([record])
@@ -85,6 +90,13 @@ def ingest(args: argparse.Namespace) -> int:
     except CtxBudgetError as exc:
         msg = f"{path}: {exc} (nothing of the file was stored)"
         raise UsageError(msg) from exc
+    except KeyboardInterrupt:  # Ctrl+C or SIGTERM: main says which, after the store is closed
+        print(
+            f"ctxbudget: ingest of {name} stopped: the messages stored so far are kept; run the "
+            "same command again to store the rest (a message is not stored twice)",
+            file=sys.stderr,
+        )
+        raise
     print(
         f"stored {_count(len(records), 'message')} in {_count(len(sessions), 'session')} "
         f"from {name}"
@@ -140,9 +152,24 @@ def _valid(text: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def _check_file(path: Path) -> None:
+    """A `UsageError` unless ``path`` is a regular file (a folder or a FIFO is said as one)."""
+    if path.is_file():
+        return
+    if path.is_dir():
+        what = "a folder, not a file; give the file itself"
+    elif path.exists():  # a FIFO, a socket, a device: nothing ingest can read whole
+        what = "not a regular file (a pipe or a device); save the input to a file first"
+    else:
+        what = "no such file"
+    msg = f"{path}: {what}"
+    raise UsageError(msg)
+
+
 def _read_text(path: Path) -> str:
+    # "utf-8-sig": a byte order mark (Windows editors write one) is not part of the text.
     try:
-        return path.read_text("utf-8")
+        return path.read_text("utf-8-sig")
     except UnicodeDecodeError as exc:
         msg = f"{path}: not UTF-8 text (byte {exc.start}); convert it to UTF-8 first"
         raise UsageError(msg) from exc
@@ -172,8 +199,18 @@ def _json(text: str, where: str, *, lines: bool) -> Any:
         raise UsageError(msg) from exc
 
 
-def _messages(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    text = _read_text(path)
+def _message_id(file_id: str, session: str, index: int) -> str:
+    """The id of a message the file gives none: the same each time the same file is ingested.
+
+    ``"<session>:<hex>"``, the hex from the file's content, the session and the message's place
+    in it: ingesting a file again (after Ctrl+C, or by mistake) stores nothing twice, and no two
+    different files share an id.
+    """
+    key = "\0".join((file_id, session, str(index))).encode("utf-8", "surrogatepass")
+    return f"{session}:{hashlib.sha256(key).hexdigest()[:16]}"
+
+
+def _messages(path: Path, text: str) -> Iterator[tuple[str, dict[str, Any]]]:
     if path.suffix.lower() == ".jsonl":
         # Lines end at "\n" only: str.splitlines would also cut at U+2028 and other breaks
         # that JSON strings may hold as they are.

@@ -30,6 +30,7 @@ __all__ = [
     "budget_of",
     "check_model",
     "count_flag",
+    "given_text",
     "given_window",
     "number_text",
     "open_memory",
@@ -114,6 +115,23 @@ def count_flag(
             raise argparse.ArgumentTypeError(str(exc)) from exc
 
     parse.__name__ = "int"  # argparse names the type in its own messages
+    return parse
+
+
+def given_text(what: str) -> Callable[[str], str]:
+    """An argparse ``type`` that refuses empty text, saying it needs ``what``.
+
+    ``--path ""`` (an unset shell variable) would otherwise mean the current folder, and the
+    store's files would be strewn among the user's own.
+    """
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            msg = f"needs {what}, got {text!r} (an unset shell variable?)"
+            raise argparse.ArgumentTypeError(msg)
+        return text
+
+    parse.__name__ = "text"
     return parse
 
 

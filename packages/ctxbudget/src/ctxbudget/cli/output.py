@@ -6,6 +6,7 @@ renamed or removed, only added.
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import sys
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "budget_document",
+    "json_text",
     "budget_stats_text",
     "one_line",
     "stats_text",
@@ -36,6 +38,21 @@ _RUNTIME = ("chromadb", "onnxruntime", "tiktoken")
 def one_line(text: str) -> str:
     """``text`` with each line break shown escaped, as Python writes it in a string."""
     return _BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def json_text(document: object, **options: Any) -> str:
+    """``document`` as JSON for stdout: valid JSON, never an encoding error.
+
+    Its characters as they are when stdout can write them (UTF-8), else as JSON's escapes (a
+    Windows code page, ``PYTHONIOENCODING=ascii``).
+    """
+    text = json.dumps(document, ensure_ascii=False, **options)
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return json.dumps(document, ensure_ascii=True, **options)
+    return text
 
 
 def warn(message: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from ctxbudget.cli import commands as run
 from ctxbudget.cli import epilogs, serving
 from ctxbudget.cli.ingest import index_entities, ingest
-from ctxbudget.cli.options import count_flag
+from ctxbudget.cli.options import count_flag, given_text
 from ctxbudget.cli.output import one_line, versions
 from ctxbudget.errors import InvalidBudgetError
 
@@ -48,8 +48,22 @@ class _Version(argparse.Action):
 
 #: Each global option: its flags, its default before the command, and the rest of its spec.
 GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], object, dict[str, Any]], ...] = (
-    (("--path",), None, {"help": "folder of the embedded store (default ./.ctxbudget)"}),
-    (("--chroma-url",), None, {"help": "use a Chroma server (or set CTXBUDGET_CHROMA_URL)"}),
+    (
+        ("--path",),
+        None,
+        {
+            "help": "folder of the embedded store (default ./.ctxbudget)",
+            "type": given_text("a folder"),
+        },
+    ),
+    (
+        ("--chroma-url",),
+        None,
+        {
+            "help": "use a Chroma server (or set CTXBUDGET_CHROMA_URL)",
+            "type": given_text("a URL"),
+        },
+    ),
     (("--namespace",), "default", {"help": "tenant (default: default)"}),
     (("--model",), "gpt-4o", {"help": "model whose tokenizer counts (default gpt-4o)"}),
     (

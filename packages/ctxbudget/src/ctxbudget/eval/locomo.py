@@ -198,7 +198,7 @@ def load_locomo(path: str | Path) -> LocomoData:
         msg = f"{file}: no such file; pass the path of locomo10.json (or a subset of it)"
         raise DatasetError(msg)
     try:
-        raw = json.loads(file.read_text(encoding="utf-8"))
+        raw = json.loads(file.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as exc:
         msg = f"{file}: not UTF-8 text (byte {exc.start})"
         raise DatasetError(msg) from exc
