@@ -12,6 +12,11 @@
   values the SDK's JSON parser refuses still reach the core's checks and get a reply).
 - `malformed`: the JSON-RPC error for a line the SDK would drop without a reply (not JSON, a
   batch, ``"jsonrpc": "1.0"``, ``params`` as an array, an id it cannot read).
+- `posted`: over streamable HTTP, each POST's body read first, so one the SDK cannot read gets
+  the stdio transport's JSON-RPC error (not pydantic's text), and a request reusing the id of
+  one in flight in its session is refused (409) rather than left unanswered.
+- `explained`: the SDK's bare ``Invalid request parameters`` said in words (which param, what it
+  must be), or that ``initialize`` comes first.
 - `stdout`: the SDK's stdout copied to the client whole line by whole line, so that the relay's
   own replies go out between the SDK's.
 

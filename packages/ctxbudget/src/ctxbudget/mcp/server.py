@@ -27,6 +27,7 @@ from pydantic import Field
 
 from ctxbudget.errors import CtxBudgetError
 from ctxbudget.mcp.arguments import check_call, tool_arguments
+from ctxbudget.mcp.explained import explained
 from ctxbudget.mcp.stdio import CALLS
 from ctxbudget.mcp.tools import DEFAULT_BUDGET, FORMATS, RECALL_KINDS, ROLES, MemoryTools
 
@@ -251,6 +252,7 @@ def build_server(
     arguments = {function.__name__: tool_arguments(function) for function, _ in registered}
     server.middleware.append(_counted)
     server.middleware.append(partial(check_call, arguments))
+    server.middleware.append(explained)  # the SDK's bare "Invalid request parameters", said
     return server
 
 

@@ -12,7 +12,9 @@ Streamable HTTP listens on 127.0.0.1 only (`HOST`): the server has no authentica
 anyone who reaches it could read and delete every session. The socket is bound before serving
 starts, so a port in use is a `ConfigurationError` naming it, and port 0 takes any free port
 (`serve` announces the address it got). The SDK checks each request's ``Host`` and ``Origin``
-against the loopback names (DNS rebinding protection).
+against the loopback names (DNS rebinding protection). Each POST's body is read first
+(`ctxbudget.mcp.posted`): one the SDK cannot read gets the JSON-RPC error the stdio transport
+sends for that line, not pydantic's validation text.
 
 Stopping: when the client closes stdin (stdio), or on SIGTERM or SIGINT (Ctrl+C) whatever
 stdin does. `Shutdown` turns either signal into a stop request: during start-up it ends the
@@ -37,6 +39,7 @@ import anyio
 
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.mcp.malformed import answered_by
+from ctxbudget.mcp.posted import checked_bodies
 from ctxbudget.mcp.stdio import relayed_stdin
 from ctxbudget.mcp.stdout import relayed_stdout
 
@@ -96,7 +99,11 @@ def serve(
     try:
         app = server.streamable_http_app(streamable_http_path=PATH, host=HOST)
         config = uvicorn.Config(
-            app, host=HOST, log_level="warning", log_config=None, access_log=False
+            checked_bodies(app, PATH),
+            host=HOST,
+            log_level="warning",
+            log_config=None,
+            access_log=False,
         )
         served = uvicorn.Server(config)
         if announce is not None:
