@@ -64,9 +64,9 @@ import numpy as np
 from ctxbudget.core.items import ContextItem
 from ctxbudget.memory.log.analytics import access_counts
 from ctxbudget.memory.reading import lexical, record_items, retrieval
+from ctxbudget.memory.reading.held_indexes import SessionIndexes
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.session_index import Query, SessionIndex
-from ctxbudget.memory.reading.session_indexes import SessionIndexes
 from ctxbudget.memory.writing import writer
 from ctxbudget.store import writes
 from ctxbudget.store.records import json_key

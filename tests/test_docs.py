@@ -60,6 +60,7 @@ def _cells(can: frozenset[str], takes: frozenset[str] | None = None) -> list[str
         fits,
         counts,
         yes("send", "chosen" if "chosen" in can else "report"),
+        yes("send", "report"),  # explained: the door's report read as one explanation
         removed,
         yes("bad", extra=", class" if "kinds" in can else ""),
         yes("close", extra=", every call" if "close_each" in can else ""),

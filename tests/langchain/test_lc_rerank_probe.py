@@ -104,7 +104,7 @@ def test_the_memory_warns_with_what_the_compressor_returned(
     with caplog.at_level(logging.WARNING, logger="ctxbudget.memory.reading.rerank"):
         found = mem.candidates(session, QUERY, budget=130)
     assert [it.id for it in found.retrieved] == expected  # the ranking as it was
-    assert "the reranker compressor_reranker(Odd) raised TypeError" in caplog.text
+    assert "the reranker compressor_reranker(Odd) raised ConfigurationTypeError" in caplog.text
     assert "Odd.compress_documents must return Document items" in caplog.text
     assert "got a tuple at 0" in caplog.text
 

@@ -68,7 +68,7 @@ def test_the_memory_warns_with_what_the_postprocessor_returned(
     with caplog.at_level(logging.WARNING, logger="ctxbudget.memory.reading.rerank"):
         found = mem.candidates(session, QUERY, budget=130)
     assert [it.id for it in found.retrieved] == expected  # the ranking as it was
-    assert "the reranker postprocessor_reranker(Odd) raised TypeError" in caplog.text
+    assert "the reranker postprocessor_reranker(Odd) raised ConfigurationTypeError" in caplog.text
     assert "Odd.postprocess_nodes must return NodeWithScore items, got a TextNode" in caplog.text
 
 

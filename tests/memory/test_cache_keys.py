@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from ctxbudget import ContextMemory, MemoryConfig
+from ctxbudget.memory.reading.held_indexes import SessionIndexes
 from ctxbudget.memory.reading.session_index import SessionIndex
-from ctxbudget.memory.reading.session_indexes import SessionIndexes
 from ctxbudget.memory.reading.session_state import read_session
 from ctxbudget.store.chroma_store import ChromaStore, Record
 from ctxbudget.store.sessions import Stamp

@@ -44,8 +44,8 @@ from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.scoring import Scoring
 from ctxbudget.memory.reading.candidates import Candidates
+from ctxbudget.memory.reading.coroutines import awaited
 from ctxbudget.memory.reading.rerank import RerankWarnings, blended, rerank
-from ctxbudget.memory.reading.rerank_loop import awaited
 from ctxbudget.store.chroma_store import ChromaStore
 
 QUESTION = "Where do I live?"

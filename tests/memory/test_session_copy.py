@@ -14,7 +14,7 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget.memory.reading.session_indexes import SessionIndexes
+from ctxbudget.memory.reading.held_indexes import SessionIndexes
 from ctxbudget.memory.reading.session_state import SessionState, read_session
 from ctxbudget.store.chroma_store import Record
 from tests.conftest import StoreFactory

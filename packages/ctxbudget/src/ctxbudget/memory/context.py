@@ -42,10 +42,10 @@ from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.plan import memory_strategy, plan_for
 from ctxbudget.memory.policy.presets import StrategyLike
 from ctxbudget.memory.reading.candidates import Candidates, gather, offered
+from ctxbudget.memory.reading.held_indexes import SessionIndexes
 from ctxbudget.memory.reading.rerank import RerankWarnings, rerank
 from ctxbudget.memory.reading.retrieval import QueryVectors
 from ctxbudget.memory.reading.search import ScoredHit, scored_search
-from ctxbudget.memory.reading.session_indexes import SessionIndexes
 from ctxbudget.memory.upkeep.api import SessionUpkeep
 from ctxbudget.memory.values.api import ValueMethods, ValueQuery
 from ctxbudget.memory.writing.api import MemoryWrites

@@ -30,7 +30,7 @@ from ctxbudget.memory.entities.stored import (
 )
 from ctxbudget.memory.inputs import check_message_id
 from ctxbudget.memory.policy.config import MemoryConfig
-from ctxbudget.memory.reading.session_indexes import SessionIndexes
+from ctxbudget.memory.reading.held_indexes import SessionIndexes
 from ctxbudget.memory.reading.session_state import read_session
 from ctxbudget.store.records import require_name
 from ctxbudget.tokens.counter import TokenCounter

@@ -132,19 +132,23 @@ def check_wrapped(obj: object, *, wrapper: str, kind: str, method: str) -> None:
 
 
 def framework_answer(answer: object, item: type, *, where: str, hint: str = "") -> list[Any]:
-    """A framework reranker's ``answer`` as a list of ``item``, or a `TypeError` saying what came.
+    """A framework reranker's ``answer`` as a list of ``item``, or an error saying what came.
 
     ``where`` names the method that answered (``CohereRerank.compress_documents``); ``hint``
     says where a score goes. Raised on the reranker's thread, it is what the one warning of a
     failed reranker says.
+
+    Raises:
+        ConfigurationTypeError: the configured reranker answered something else (a
+            `TypeError` too).
     """
     name = item.__name__
     if answer is None or isinstance(answer, str | bytes | item) or not hasattr(answer, "__iter__"):
         msg = f"{where} must return a sequence of {name}, got {shown(answer)}"
-        raise TypeError(msg)
+        raise ConfigurationTypeError(msg)
     out = list(answer)
     for n, one in enumerate(out):
         if not isinstance(one, item):
             msg = f"{where} must return {name} items{hint}, got a {type(one).__name__} at {n}: "
-            raise TypeError(msg + shown(one))
+            raise ConfigurationTypeError(msg + shown(one))
     return out

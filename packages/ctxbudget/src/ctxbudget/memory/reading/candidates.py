@@ -40,6 +40,7 @@ from ctxbudget.memory.entities.index import EntityIndexes
 from ctxbudget.memory.entities.stored import split_pins
 from ctxbudget.memory.inputs import documents_arg
 from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.reading.held_indexes import SessionIndexes
 from ctxbudget.memory.reading.record_items import (
     history_item,
     pinned_items,
@@ -49,7 +50,6 @@ from ctxbudget.memory.reading.record_items import (
 )
 from ctxbudget.memory.reading.retrieval import QueryVectors, SearchScope, retrieve
 from ctxbudget.memory.reading.session_index import SessionIndex
-from ctxbudget.memory.reading.session_indexes import SessionIndexes
 from ctxbudget.memory.reading.session_state import read_session
 from ctxbudget.store.records import Record
 from ctxbudget.store.stamps import Stamps

@@ -31,7 +31,7 @@ adapter that gathers through it), once per call, after the candidates are scored
    pipeline carries").
 
 It runs on a thread of its own (an async one is awaited on one event loop per process,
-`ctxbudget.memory.reading.rerank_loop`, so the HTTP client it keeps serves every call) and is
+`ctxbudget.memory.reading.coroutines`, so the HTTP client it keeps serves every call) and is
 waited for at most `MemoryConfig.reranker_timeout` seconds; while a reranker that was late
 still runs, the memory's later calls skip it (``timeout``) instead of starting another thread.
 A reranker that raises (``failed``), is late (``timeout``) or returns something other than one
@@ -55,13 +55,14 @@ from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.numbers import shown
+from ctxbudget.errors import InvalidValueError
 from ctxbudget.memory.policy.ranking import (
     CrossEncoderReranker,
     Reranker,
     as_reranker,
     register_converter,
 )
-from ctxbudget.memory.reading.rerank_loop import awaited
+from ctxbudget.memory.reading.coroutines import awaited
 from ctxbudget.telemetry.operations import note_on_span
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ def _scaled(values: list[float]) -> list[float]:
     low, high = min(values, default=0.0), max(values, default=0.0)
     if not (math.isfinite(low) and math.isfinite(high)):  # else the halving below never ends
         msg = f"scores to blend must be finite numbers, got {shown(values)}"
-        raise ValueError(msg)
+        raise InvalidValueError(msg)
     if high <= low:
         return [1.0] * len(values)
     if not math.isfinite(high - low):  # finite scores whose span overflows (-1e308 to 1e308)
@@ -255,7 +256,7 @@ def _run(
     def work() -> None:
         try:
             out: Any = reranker(query, texts)
-            if inspect.isawaitable(out):  # an async reranker: on the one loop (rerank_loop)
+            if inspect.isawaitable(out):  # an async reranker: on the one loop (coroutines)
                 out = awaited(out)
             box["scores"] = out
         except Exception as exc:  # noqa: BLE001 - whatever it raises, the call goes on

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.memory.policy.config import MemoryConfig
-from ctxbudget.memory.reading.session_indexes import SessionIndexes
+from ctxbudget.memory.reading.held_indexes import SessionIndexes
 from ctxbudget.memory.upkeep import forget, tasks
 from ctxbudget.memory.upkeep.summarize import summarize_session
 from ctxbudget.memory.writing.behind import WriteBehind

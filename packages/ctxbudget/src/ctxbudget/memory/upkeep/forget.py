@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctxbudget.memory.reading.session_indexes import SessionIndexes
+from ctxbudget.memory.reading.held_indexes import SessionIndexes
 
 if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
