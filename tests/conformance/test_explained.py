@@ -20,7 +20,7 @@ from typing import Any
 
 from _suite import WORDS, fresh, needs, tagged, turns_of
 from explained import explained
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import PruneReason
@@ -46,6 +46,18 @@ queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
     pin=st.one_of(st.none(), st.lists(st.sampled_from(WORDS), min_size=2, max_size=6)),
     query=queries,
     budget=st.integers(min_value=80, max_value=400),  # tight: most calls prune
+)
+@example(  # an agent's message cut, then dropped for its memory copy, which was cut too
+    conversation=[
+        ["lisbon"] * 4,
+        ["lisbon"] * 4,
+        ["lisbon", "lisbon", "cat", "cat"],
+        ["lisbon"] * 5,
+    ],
+    other=None,
+    pin=None,
+    query="lisbon",
+    budget=80,
 )
 def test_every_offered_item_is_included_or_pruned_with_its_reason(
     driver: Any,

@@ -24,7 +24,7 @@ from time import perf_counter
 
 from ctxbudget.core.accounting import PackState
 from ctxbudget.core.budget import Budget
-from ctxbudget.core.dedupe import Duplicate, dedupe, dedupe_ids
+from ctxbudget.core.dedupe import Duplicate, dedupe, dedupe_ids, pruned_duplicates
 from ctxbudget.core.fit import exact_tokens, shrink_to_fit
 from ctxbudget.core.history import conversation_order, sendable, with_partners
 from ctxbudget.core.items import ContextItem, Shrink, Tier
@@ -35,7 +35,6 @@ from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import (
     AssembledContext,
     PrunedItem,
-    PruneReason,
     tier_usage,
     unsendable_reasons,
 )
@@ -184,10 +183,6 @@ class ContextAssembler:
             if missed:
                 replaced = {k: s for k, s in replaced.items() if s.id not in missed}
                 state = pack(replaced=replaced)
-        for dup in duplicates:
-            state.pruned.append(
-                PrunedItem(dup.item, PruneReason.DUPLICATE, dup.detail, duplicate_of=dup.kept)
-            )
 
         placed = _place(state, groups, offered)
         if state.sent:
@@ -201,6 +196,8 @@ class ContextAssembler:
             # Only reachable with counters whose counts are not additive (Hugging Face,
             # approximate): drop the least valuable items until the exact count fits.
             included, parts, tokens_used = shrink_to_fit(layout, state, placed)
+        if duplicates:
+            state.pruned.extend(pruned_duplicates(duplicates, included, state.pruned, state.lazy))
         context = AssembledContext(
             layout=layout,
             parts=parts,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
@@ -11,9 +11,10 @@ from operator import attrgetter
 import numpy as np
 
 from ctxbudget.core.items import NEVER_PRUNED_TIERS, ContextItem, Tier, tier_name
+from ctxbudget.core.report import PrunedItem, PruneReason
 from ctxbudget.errors import InvalidItemError
 
-__all__ = ["Duplicate", "dedupe", "dedupe_ids", "normalize"]
+__all__ = ["Duplicate", "dedupe", "dedupe_ids", "normalize", "pruned_duplicates"]
 
 _SPACE = re.compile(r"\s+")
 _NORMALIZED: dict[str, str] = {}
@@ -183,3 +184,38 @@ def _near(
         twin_item = items[vectors[twin][0]]
         dropped.append(Duplicate(items[index], twin_item.id, "near", twin_item))
     return dropped
+
+
+Lazy = Iterable[tuple[Sequence[ContextItem], PruneReason, str]]
+
+
+def pruned_duplicates(
+    duplicates: Sequence[Duplicate],
+    included: Sequence[ContextItem],
+    pruned: Sequence[PrunedItem],
+    lazy: Lazy,
+) -> list[PrunedItem]:
+    """Each duplicate as the report lists it, once packing chose what is sent: ``DUPLICATE``.
+
+    ``duplicate_of`` is the item kept in its place when that item is sent. When it is not (cut
+    for the budget, a cap, a summary), ``duplicate_of`` is None and the detail says so, with
+    that item's reason: never the duplicate of something nobody received (an agent's message
+    dropped for its memory copy, the copy then cut, named the copy until 2026-11-30).
+    """
+    sent_objects = {id(item) for item in included}
+    sent_ids = {item.id for item in included}
+    reasons: dict[int, tuple[PruneReason, str]] | None = None
+    out = []
+    for dup in duplicates:
+        kept = dup.kept
+        if kept is None or id(kept) in sent_objects or kept.id in sent_ids:
+            out.append(PrunedItem(dup.item, PruneReason.DUPLICATE, dup.detail, duplicate_of=kept))
+            continue
+        if reasons is None:  # rare: read what happened to every pruned item once
+            reasons = {id(p.item): (p.reason, p.detail) for p in pruned}
+            for items, reason, detail in lazy:
+                reasons.update(dict.fromkeys(map(id, items), (reason, detail)))
+        reason, detail = reasons.get(id(kept), (PruneReason.OVER_BUDGET, ""))
+        said = f"{dup.detail}, which was not sent either ({reason.value}: {detail})"
+        out.append(PrunedItem(dup.item, PruneReason.DUPLICATE, said.replace(": )", ")")))
+    return out

@@ -66,7 +66,8 @@ class PrunedItem:
     """An item left out, with the reason and a human-readable detail.
 
     ``duplicate_of`` is, for a ``DUPLICATE``, the item kept that it repeats (another object,
-    with the same id, the same content or nearly the same meaning).
+    with the same id, the same content or nearly the same meaning), when that item is sent;
+    None when it was not sent either (the detail then says why).
     """
 
     item: ContextItem
