@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
+from cli_helpers import error_line, jsonl, run
 
 from ctxbudget.cli.main import main
 from ctxbudget.memory.context import ContextMemory
@@ -24,23 +24,6 @@ CHAT = [
 ]
 
 BOM = "\ufeff"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("ctxbudget: error: ")]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
-
-
-def jsonl(messages: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(m) + "\n" for m in messages)
 
 
 def texts(folder: Path) -> list[str]:
@@ -126,7 +109,7 @@ def test_a_refused_file_creates_no_store(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, text: str, needle: str
 ) -> None:
     # A typo'd --path with a bad file used to leave an empty store folder there. (A message
-    # the core refuses, a role "robot", is checked by the store's own code: after it opens.)
+    # the core refuses, a role "robot", too: tests/cli/test_cli_ingest_checks.py.)
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     folder = tmp_path / "new-store"

@@ -926,7 +926,7 @@ def test_cli_budget_model_and_argument_mistakes_are_one_line(
                     }
                 }
             ).encode(),
-            ["appear more than once in one call", "nothing of the file was stored"],
+            ["sessions.s1[1]: session 's1': id 'm-dup' is given twice", "was stored"],
         ),
         ("bad.json", b"[" * 100_000, ["nested too deeply"]),
         (

@@ -1,8 +1,14 @@
-"""The longer ``--help`` texts: the ``ingest`` input schema and the ``--json`` documents."""
+"""The longer ``--help`` texts: the exit statuses, the ``ingest`` input schema, ``--json``."""
 
 from __future__ import annotations
 
-__all__ = ["ASSEMBLE_JSON", "CONTEXT_JSON", "INGEST", "STATS_JSON"]
+from ctxbudget.cli.status import EXIT_STATUSES
+
+__all__ = ["ASSEMBLE_JSON", "CONTEXT_JSON", "INGEST", "MAIN", "STATS_JSON"]
+
+MAIN = "Global options may also follow the command: ctxbudget stats --path data/mem\n\n" + (
+    "exit status:\n" + "".join(f"  {code:<5}{said}\n" for code, said in EXIT_STATUSES.items())
+)
 
 INGEST = """\
 input files, by extension:
@@ -17,11 +23,14 @@ a message (a JSON object):
   text          the message text (a string); "content" is read when "text" is absent.
                 Empty text is refused, except in a turn with tool_calls or a tool
                 result with tool_call_id
-  session       its session id ("session_id" is read too); messages without one go to
-                --session, and with neither the file is refused
+  session       its session id, a string or a whole number ("session_id" is read too);
+                messages without one go to --session, and with neither the file is
+                refused
   id            optional; a string or a number, unique within its session
-                (default: "<session>:<hex>", the same each time this file is ingested,
-                so ingesting it again stores nothing twice)
+                (default: "<session>:<hex>", hex = the first 16 hex digits of the
+                SHA-256 of the file's SHA-256, the session and the message's place
+                in it: the same each time this file is ingested, so ingesting it
+                again stores nothing twice)
   timestamp     optional; seconds since 1970-01-01 UTC, or ISO-8601 text
                 ("2026-03-02T09:14:00Z"; without an offset it is UTC)
   name          optional; who spoke (a person's or a tool's name)
@@ -32,8 +41,11 @@ a message (a JSON object):
   tool_call_id  optional; for role "tool": the call it answers
   Other fields are ignored. Messages keep the file's order within each session.
 
-Every message is checked before anything is written: a bad file stores nothing, and the
-error names the line (.jsonl) or the item.
+Every message is checked before a store is opened: a bad file (or one with no message)
+stores nothing and leaves --path as it was, and the error names the line (.jsonl) or
+the item. The same file ingested again with another --user (or none) is refused: its
+ids are the ones stored for the first user, and one user's messages are never given
+to another; give the copy its own session (--session) or --namespace or --path.
 
 example (chat.jsonl):
   {"session": "s1", "role": "user", "text": "My cat is Miso.", "timestamp": "2026-03-02T09:14:00Z"}

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.cli.options import UsageError, open_memory, whole_number
+from ctxbudget.cli.chat_log import read_chat_log, refuse_other_users
+from ctxbudget.cli.options import UsageError, open_memory
 from ctxbudget.cli.progress import ProgressEmbedder
-from ctxbudget.errors import CtxBudgetError
+from ctxbudget.errors import CtxBudgetError, StoreInputError
+from ctxbudget.store.records import require_name
 
 __all__ = ["index_entities", "ingest"]
 
@@ -29,8 +29,10 @@ def ingest(args: argparse.Namespace) -> int:
     _check_file(path)
     suffix = path.suffix.lower()
     stem, name = _valid(path.stem), _valid(path.name)
+    document = suffix in (".txt", ".md", ".markdown", ".rst")
+    _check_names(path, args, document=document)
     # The file is read and checked before the store is opened: a bad file leaves no new store.
-    if suffix in (".txt", ".md", ".markdown", ".rst"):
+    if document:
         text = _read_text(path)
         if not text.strip():
             msg = f"{path}: the file holds no text; nothing was stored"
@@ -52,38 +54,13 @@ def ingest(args: argparse.Namespace) -> int:
         msg = f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .json, .txt or .md"
         raise UsageError(msg)
     text = _read_text(path)
-    sessions: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for where, message in list(_messages(path, text)):
-        session = message.pop("session", None) or message.pop("session_id", None) or args.session
-        if not session:
-            msg = f"{where}: the message has no 'session' and no --session was given"
-            raise UsageError(msg)
-        if "role" not in message or not isinstance(message.get("role"), str):
-            msg = f"{where}: expected an object with 'role' and 'text' (or 'content')"
-            raise UsageError(msg)
-        sessions.setdefault(str(session), []).append((where, message))
+    # Every message of every session is checked before a store is opened (or created): a bad
+    # file stores nothing (not the sessions before the bad one) and leaves the folder as it was.
+    log = read_chat_log(path, text, session=args.session, user=args.user, namespace=args.namespace)
     memory = open_memory(args)
-    # Every message of every session is checked before the first is written: a bad file
-    # stores nothing (not the sessions before the bad one).
-    records = []
-    file_id = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    for session, entries in sessions.items():
-        for index, (where, message) in enumerate(entries):
-            if message.get("id") is None:
-                message["id"] = _message_id(file_id, session, index)
-            try:
-                record = memory.writes.message_record(session, index, message, args.user)
-                memory.store.check([record])
-            except CtxBudgetError as exc:
-                problem = str(exc).replace("record 0 ", f"message {index} ", 1)
-                msg = (
-                    f"{where}: session {session!r}: {problem.removesuffix('; nothing was written')}"
-                    " (nothing of this session, nor of any other in the file, was stored)"
-                )
-                raise UsageError(msg) from exc
-            records.append(record)
-    if records:
-        _load_model(memory)
+    refuse_other_users(memory, log, path)
+    records = log.records
+    _load_model(memory)
     try:
         memory.writes.write(records, "message", args.progress)
         memory.flush()  # stored, not only acknowledged, before it says so
@@ -98,7 +75,7 @@ def ingest(args: argparse.Namespace) -> int:
         )
         raise
     print(
-        f"stored {_count(len(records), 'message')} in {_count(len(sessions), 'session')} "
+        f"stored {_count(len(records), 'message')} in {_count(len(log.sessions), 'session')} "
         f"from {name}"
     )
     return 0
@@ -152,6 +129,21 @@ def _valid(text: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def _check_names(path: Path, args: argparse.Namespace, *, document: bool) -> None:
+    """``--namespace``, ``--user`` and ``--collection`` (a document's) as the core checks them."""
+    names = [("--namespace", args.namespace)]
+    if args.user is not None:
+        names.append(("--user", args.user))
+    if document:
+        names.append(("--collection", args.collection))
+    for option, value in names:
+        try:
+            require_name(option, value)
+        except StoreInputError as exc:
+            msg = f"{path}: {exc}; nothing was stored"
+            raise UsageError(msg) from exc
+
+
 def _check_file(path: Path) -> None:
     """A `UsageError` unless ``path`` is a regular file (a folder or a FIFO is said as one)."""
     if path.is_file():
@@ -176,78 +168,3 @@ def _read_text(path: Path) -> str:
     except OSError as exc:
         msg = f"{path}: cannot be read ({exc.strerror or exc})"
         raise UsageError(msg) from exc
-
-
-def _json(text: str, where: str, *, lines: bool) -> Any:
-    # Whole numbers of any length are read (Python's own int() refuses over 4,300 digits with a
-    # ValueError), so that the core's checks judge them: a 5,000-digit timestamp is refused as
-    # the core refuses it, naming the message, not as unreadable JSON.
-    try:
-        return json.loads(text, parse_int=whole_number)
-    except json.JSONDecodeError as exc:
-        line = f":{exc.lineno}" if lines else ""
-        msg = f"{where}{line}: not valid JSON ({exc.msg} at column {exc.colno})"
-        raise UsageError(msg) from exc
-    except UsageError as exc:  # a number of more digits than anyone writes
-        msg = f"{where}: {exc}"
-        raise UsageError(msg) from exc
-    except ValueError as exc:  # anything else Python's json cannot make a value of
-        msg = f"{where}: not readable as JSON ({exc}); nothing was stored"
-        raise UsageError(msg) from exc
-    except RecursionError as exc:
-        msg = f"{where}: JSON nested too deeply for Python to read; flatten it"
-        raise UsageError(msg) from exc
-
-
-def _message_id(file_id: str, session: str, index: int) -> str:
-    """The id of a message the file gives none: the same each time the same file is ingested.
-
-    ``"<session>:<hex>"``, the hex from the file's content, the session and the message's place
-    in it: ingesting a file again (after Ctrl+C, or by mistake) stores nothing twice, and no two
-    different files share an id.
-    """
-    key = "\0".join((file_id, session, str(index))).encode("utf-8", "surrogatepass")
-    return f"{session}:{hashlib.sha256(key).hexdigest()[:16]}"
-
-
-def _messages(path: Path, text: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if path.suffix.lower() == ".jsonl":
-        # Lines end at "\n" only: str.splitlines would also cut at U+2028 and other breaks
-        # that JSON strings may hold as they are.
-        for number, line in enumerate(text.split("\n"), start=1):
-            if not line.strip():
-                continue
-            value = _json(line, f"{path}:{number}", lines=False)
-            if not isinstance(value, dict):
-                msg = (
-                    f"{path}:{number}: expected a JSON object per line, got {type(value).__name__}"
-                )
-                raise UsageError(msg)
-            yield f"{path}:{number}", value
-        return
-    value = _json(text, str(path), lines=True)
-    if isinstance(value, dict) and isinstance(value.get("messages"), list):
-        value = value["messages"]
-    if isinstance(value, dict) and isinstance(value.get("sessions"), dict):
-        for session, messages in value["sessions"].items():
-            if not isinstance(messages, list):
-                msg = f"{path}: sessions.{session}: expected a list of messages"
-                raise UsageError(msg)
-            for index, message in enumerate(messages):
-                if isinstance(message, dict):
-                    yield f"{path}: sessions.{session}[{index}]", {"session": session, **message}
-                else:
-                    msg = f"{path}: sessions.{session}[{index}]: expected an object"
-                    raise UsageError(msg)
-        return
-    if not isinstance(value, list):
-        msg = (
-            f"{path}: expected a list of messages, {{'messages': [...]}} or "
-            "{'sessions': {id: [...]}}"
-        )
-        raise UsageError(msg)
-    for index, message in enumerate(value):
-        if not isinstance(message, dict):
-            msg = f"{path}: item {index}: expected an object, got {type(message).__name__}"
-            raise UsageError(msg)
-        yield f"{path}: item {index}", message

@@ -6,6 +6,7 @@ stderr and exit status 2, never a traceback. The parser is `ctxbudget.cli.parser
 Stopped early, a command closes its stores first (storing what they acknowledged), then exits
 as a shell expects: 130 after Ctrl+C (SIGINT), 143 after SIGTERM, each with one line on stderr,
 and 141, silently, when its reader went away (``ctxbudget stats | head -1``: a closed stdout).
+Every status is numbered in `ctxbudget.cli.status` (documented in docs/quickstart.md).
 """
 
 from __future__ import annotations
@@ -21,14 +22,12 @@ from types import FrameType
 from ctxbudget.cli.options import UsageError
 from ctxbudget.cli.output import one_line
 from ctxbudget.cli.parser import build_parser
+from ctxbudget.cli.status import BROKEN_PIPE, INTERRUPTED, TERMINATED, USAGE
 from ctxbudget.errors import CtxBudgetError
 
-__all__ = ["Terminated", "main"]
+__all__ = ["BROKEN_PIPE", "INTERRUPTED", "TERMINATED", "USAGE", "Terminated", "main"]
 
 _TELEMETRY = {"ANONYMIZED_TELEMETRY": "False", "ORT_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "1"}
-
-#: The exit statuses of a command stopped by a signal, as a shell reports one (128 + signal).
-INTERRUPTED, BROKEN_PIPE, TERMINATED = 130, 141, 143
 
 _parser = build_parser  # the name tests/reliability/test_fuzz_cli.py parses with
 
@@ -63,7 +62,7 @@ def _run(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
-        return 2
+        return USAGE
     try:
         # Every store a command opens is closed when it ends, error or not (an embedded folder
         # stays locked to this process while a store has it open).
@@ -72,7 +71,7 @@ def _run(argv: Sequence[str] | None) -> int:
             result: int = args.run(args)
     except (CtxBudgetError, UsageError) as exc:
         print(f"ctxbudget: error: {one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return USAGE
     return result
 
 

@@ -18,6 +18,7 @@ from ctxbudget.cli import epilogs, serving
 from ctxbudget.cli.ingest import index_entities, ingest
 from ctxbudget.cli.options import count_flag, given_text
 from ctxbudget.cli.output import one_line, versions
+from ctxbudget.cli.status import OK, USAGE
 from ctxbudget.errors import InvalidBudgetError
 
 __all__ = ["GLOBAL_OPTIONS", "CliParser", "build_parser"]
@@ -31,7 +32,7 @@ class CliParser(argparse.ArgumentParser):
         command = self.prog.removeprefix("ctxbudget").strip()
         where = f"{command}: " if command else ""
         line = one_line(f"{where}{message} (see: {self.prog} --help)")
-        self.exit(2, f"ctxbudget: error: {line}\n")
+        self.exit(USAGE, f"ctxbudget: error: {line}\n")
 
 
 class _Version(argparse.Action):
@@ -43,7 +44,7 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
         sys.stdout.write(versions())
-        parser.exit(0)
+        parser.exit(OK)
 
 
 #: Each global option: its flags, its default before the command, and the rest of its spec.
@@ -100,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CliParser(
         prog="ctxbudget",
         description="Token-budgeted context assembly: store a conversation, assemble what fits.",
-        epilog="Global options may also follow the command: ctxbudget stats --path data/mem",
+        epilog=epilogs.MAIN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_global_options(parser, top=True)
     commands = parser.add_subparsers(title="commands", dest="command")

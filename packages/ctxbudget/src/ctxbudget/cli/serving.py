@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ctxbudget.cli.options import DEFAULT_PATH, UsageError, check_model, open_memory
+from ctxbudget.cli.status import INTERRUPTED, OK
 from ctxbudget.core.numbers import shown
 from ctxbudget.errors import StoreError
 from ctxbudget.extras import require
@@ -64,8 +65,8 @@ def inspect(args: argparse.Namespace) -> int:
     )
     if page.run():  # until Ctrl+C (130, as every command) or SIGTERM (0)
         print("ctxbudget: interrupted", file=sys.stderr, flush=True)
-        return 130
-    return 0
+        return INTERRUPTED
+    return OK
 
 
 # -- mcp --------------------------------------------------------------------------------------

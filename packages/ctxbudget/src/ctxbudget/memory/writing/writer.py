@@ -14,22 +14,17 @@ timestamp): it is not written again, and its id is returned as if it had been.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctxbudget.core.items import ROLES
 from ctxbudget.core.numbers import shown
-from ctxbudget.errors import InvalidItemError, StoreError, StoreInputError
+from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.memory.entities.documents import chunk_entities
 from ctxbudget.memory.entities.names import EntityExtractor
 from ctxbudget.memory.inputs import (
     check_batch_size,
     check_message_id,
-    given_id,
-    message_calls,
-    to_timestamp,
     user_metadata,
 )
 from ctxbudget.memory.policy.config import MemoryConfig
@@ -37,6 +32,7 @@ from ctxbudget.memory.reading.record_items import with_tokens
 from ctxbudget.memory.writing.behind import WriteBehind
 from ctxbudget.memory.writing.documents import document_records
 from ctxbudget.memory.writing.id_check import UNWRITTEN, refuse_changes
+from ctxbudget.memory.writing.message_records import check_length, message_record
 from ctxbudget.store.first_write import add_acknowledged
 from ctxbudget.store.records import MetadataValue, Record, require_name, same_content, scope_of
 from ctxbudget.telemetry.operations import write_span
@@ -190,69 +186,13 @@ class Writer:
         self, session_id: str, index: int, message: object, user_id: str | None
     ) -> Record:
         """The record of message ``index`` of a call (a dict or a ``(role, text)`` pair)."""
-        if isinstance(message, tuple) and len(message) == 2:
-            message = {"role": message[0], "text": message[1]}
-        if not isinstance(message, Mapping):
-            msg = (
-                f"message {index} is a {type(message).__name__}; pass dicts with 'role' and "
-                "'text' (or 'content'), or (role, text) tuples"
-            )
-            raise StoreInputError(msg)
-        role = message.get("role")
-        if not isinstance(role, str) or role not in ROLES:
-            msg = f"message {index}: role must be one of {sorted(ROLES)}, got {shown(role)}"
-            raise StoreInputError(msg)
-        text = message.get("text", message.get("content"))
-        if not isinstance(text, str):
-            msg = f"message {index}: text must be a str, got {type(text).__name__}"
-            raise StoreInputError(msg)
-        self.check_length(f"message {index}", text)
-        metadata = user_metadata(f"message {index}", message.get("metadata"))
-        call_ids = message_calls(index, message.get("tool_calls"), metadata)
-        name = message.get("name")
-        if name is not None and name != "":  # None or "": a message without a speaker's name
-            metadata["_name"] = require_name(f"message {index}: name", name)
-        if (
-            not text.strip()
-            and not call_ids
-            and not (role == "tool" and message.get("tool_call_id"))
-        ):
-            msg = (
-                f"message {index} has empty text; store only messages with content (a turn "
-                "that calls tools, or a tool result, may be empty)"
-            )
-            raise StoreInputError(msg)
-        try:
-            timestamp = to_timestamp(message.get("timestamp"))
-        except InvalidItemError as exc:
-            msg = f"message {index}: {exc}"
-            raise StoreInputError(msg) from exc
-        given = given_id(f"message {index}", message.get("id"), "None for a new one")
-        return Record(
-            id=given or f"{session_id}:{uuid.uuid4().hex[:16]}",
-            kind="message",
-            # A turn that only calls tools has no text: no placeholder is stored or sent.
-            text=text if text.strip() else "",
-            namespace=self.namespace,
-            session_id=session_id,
-            user_id=user_id or message.get("user_id"),
-            role=role,
-            timestamp=timestamp,
-            tool_calls=call_ids,
-            tool_call_id=message.get("tool_call_id"),
-            metadata=metadata,
+        return message_record(
+            session_id, index, message, user_id, namespace=self.namespace, config=self.config
         )
 
     def check_length(self, what: str, text: str) -> None:
         """Refuse a message or pinned fact over `MemoryConfig.max_message_chars`."""
-        limit = self.config.max_message_chars
-        if len(text) > limit:
-            msg = (
-                f"{what} is {len(text):,} characters; the limit is {limit:,} "
-                "(MemoryConfig.max_message_chars): store long text with add_documents (it is cut "
-                "into chunks), or raise the limit"
-            )
-            raise StoreInputError(msg)
+        check_length(self.config, what, text)
 
     def pin(
         self,
