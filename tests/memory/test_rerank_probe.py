@@ -13,7 +13,8 @@ Each test is a bug found by probing `ctxbudget.memory.reading.rerank`:
 * a class given for its instance (``reranker=CrossEncoder``) was taken, and every call then
   failed or returned the class's instance, logged once: it is refused at config time;
 * an async reranker keeping one ``httpx.AsyncClient`` (Cohere's, OpenAI's...) failed every
-  other call with "Event loop is closed" (a new loop per call): it now runs on one loop.
+  other call with "Event loop is closed" (a new loop per call): a sync caller's now runs on one
+  loop (an async caller's on its own: test_rerank_loop.py).
 
 Real parts where a memory is needed (tiktoken, an embedded Chroma, the default embedder); the
 rerankers are plain functions, as a user's are.
@@ -21,7 +22,6 @@ rerankers are plain functions, as a user's are.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import json
 import logging
@@ -339,7 +339,9 @@ async def test_an_async_reranker_reranks_every_call_of_an_async_app(
     try:
         for _ in range(3):
             await mem.aassemble(session, QUESTION, budget=100)
-        mem.assemble(session, QUESTION, budget=100)
+        await mem.acandidates(session, QUESTION, budget=100)
         assert calls == [200, 200, 200, 200]
     finally:
-        await asyncio.to_thread(awaited, client.aclose())
+        # The app's calls awaited the reranker on the app's loop (reading.coroutines): the
+        # client's connections are bound to it, and closed there.
+        await client.aclose()

@@ -23,6 +23,7 @@ from ctxbudget.memory.policy.ranking import (
     check_wrapped,
     framework_answer,
     register_converter,
+    reranker_scores,
 )
 
 __all__ = ["compressor_reranker"]
@@ -48,7 +49,7 @@ def compressor_reranker(compressor: BaseDocumentCompressor) -> Reranker:
         documents = [Document(page_content=t, metadata={_INDEX: n}) for n, t in enumerate(texts)]
         made = {id(d): n for n, d in enumerate(documents)}
         answer = _documents(compressor.compress_documents(documents, query), compressor)
-        return _scores_of(answer, texts, made)
+        return _scores_of(answer, texts, made, where=type(compressor).__name__)
 
     scores.__name__ = f"compressor_reranker({type(compressor).__name__})"
     return scores
@@ -62,7 +63,11 @@ def _documents(answer: object, compressor: object) -> list[Document]:
 
 
 def _scores_of(
-    answer: list[Document], texts: Sequence[str], made: dict[int, int] | None = None
+    answer: list[Document],
+    texts: Sequence[str],
+    made: dict[int, int] | None = None,
+    *,
+    where: str = "the compressor",
 ) -> list[float]:
     """Each text's score, as the compressor answered (see the module docstring).
 
@@ -70,6 +75,11 @@ def _scores_of(
     answer (scores on some documents only are not on one scale with places); a text not in
     the answer scores below every kept one. A document is matched to its text as given (the
     same object, even rewritten in place), by the index kept in its metadata, or by its text.
+    The scores pass the core's rule (`reranker_scores`: a tensor or a one-element array is a
+    number; a str, a bool, NaN or an infinity is refused, naming ``where``'s compressor).
+
+    Raises:
+        ConfigurationError: a ``relevance_score`` that is no finite number.
     """
     unused = {n: t for n, t in enumerate(texts)}
     kept: list[tuple[int, object]] = []
@@ -83,10 +93,19 @@ def _scores_of(
                 continue
         del unused[index]
         kept.append((index, document.metadata.get("relevance_score")))
-    scored = all(score is not None for _, score in kept)
-    found: dict[int, float] = {}
-    for place, (index, score) in enumerate(kept):
-        found[index] = float(score) if scored else float(len(kept) - place)  # type: ignore[arg-type]
+    given = [score for _, score in kept]
+    if given and all(score is not None for score in given):
+        numbers = reranker_scores(
+            given,
+            len(given),
+            reranker=f"{where}.compress_documents",
+            returned="returned relevance_score values",
+            todo="put one finite number in each document's metadata['relevance_score'], "
+            "higher for more relevant",
+        )
+    else:  # its places (scores on some documents only are not on one scale with places)
+        numbers = [float(len(kept) - place) for place in range(len(kept))]
+    found = {index: number for (index, _), number in zip(kept, numbers, strict=True)}
     floor = min(found.values(), default=1.0) - 1.0
     return [found.get(n, floor) for n in range(len(texts))]
 

@@ -11,7 +11,9 @@ Why threads: the work of a call is CPU (the embedding model's forward pass, scor
 and store I/O. Embedded Chroma has no async API, and its server's async client would move only
 the I/O; the CPU part would still block the loop. So every call runs on a small pool of worker
 threads that belongs to the memory (`AsyncRunner`, `ASYNC_WORKERS` threads), with the caller's
-context (`contextvars`: tracing spans and LangChain callbacks nest as they would in a sync call).
+context (`contextvars`: tracing spans and LangChain callbacks nest as they would in a sync call),
+marked as an async caller's: an async reranker is awaited on the caller's own event loop, where a
+client bound to it works (`ctxbudget.memory.reading.coroutines`).
 A few threads keep the event loop's own turns short: Python runs one thread at a time, and a
 loop waiting behind many busy threads lags (docs/benchmarks.md, "Async").
 
@@ -49,6 +51,8 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from ctxbudget.memory.reading.coroutines import mark_caller_loop
 
 __all__ = ["ASYNC_WORKERS", "CLOSE_WAIT", "AsyncRunner", "awaitable"]
 
@@ -110,9 +114,11 @@ class AsyncRunner:
     async def run(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """``func(*args, **kwargs)`` on a worker thread, in a copy of the caller's context.
 
-        Cancelled, it has no effect (not started yet) or returns once ``func`` ended.
+        Cancelled, it has no effect (not started yet) or returns once ``func`` ended. An async
+        reranker it calls is awaited on the caller's loop (`mark_caller_loop`).
         """
         context = contextvars.copy_context()
+        mark_caller_loop(context)
         call = functools.partial(context.run, func, *args, **kwargs)
         pool, only_this = self._executor()
         started = pool.submit(self._call, call)

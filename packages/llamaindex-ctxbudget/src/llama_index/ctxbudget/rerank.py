@@ -24,6 +24,7 @@ from ctxbudget.memory.policy.ranking import (
     check_wrapped,
     framework_answer,
     register_converter,
+    reranker_scores,
 )
 
 __all__ = ["postprocessor_reranker"]
@@ -54,7 +55,7 @@ def postprocessor_reranker(postprocessor: BaseNodePostprocessor) -> Reranker:
         answer = _scored_nodes(
             postprocessor.postprocess_nodes(nodes, query_str=query), postprocessor
         )
-        return _scores_of(answer, texts, made)
+        return _scores_of(answer, texts, made, where=type(postprocessor).__name__)
 
     scores.__name__ = f"postprocessor_reranker({type(postprocessor).__name__})"
     return scores
@@ -67,17 +68,25 @@ def _scored_nodes(answer: object, postprocessor: object) -> list[NodeWithScore]:
 
 
 def _scores_of(
-    answer: Sequence[NodeWithScore], texts: Sequence[str], made: dict[int, int]
+    answer: Sequence[NodeWithScore],
+    texts: Sequence[str],
+    made: dict[int, int],
+    *,
+    where: str = "the postprocessor",
 ) -> list[float]:
     """Each text's score, as the postprocessor answered (see the module docstring).
 
     A node's score when every node kept has one, else its place in the answer; a text not in
     the answer scores below every kept one. A node is matched to its text as given (the same
     node, even rewritten in place), by its id, or by its text (a postprocessor that returns
-    new nodes).
+    new nodes). The scores pass the core's rule (`reranker_scores`: a tensor or a one-element
+    array is a number; a str, a bool, NaN or an infinity is refused, naming ``where``).
+
+    Raises:
+        ConfigurationError: a node's score that is no finite number.
     """
     unused = {n: t for n, t in enumerate(texts)}
-    kept: list[tuple[int, float | None]] = []
+    kept: list[tuple[int, object]] = []
     for scored in answer:
         node = scored.node
         index = made.get(id(node))
@@ -92,10 +101,18 @@ def _scores_of(
                 continue
         del unused[index]
         kept.append((index, scored.score))
-    every = all(score is not None for _, score in kept)
-    found: dict[int, float] = {}
-    for place, (index, score) in enumerate(kept):
-        found[index] = float(score) if every and score is not None else float(len(kept) - place)
+    given = [score for _, score in kept]
+    if given and all(score is not None for score in given):
+        numbers = reranker_scores(
+            given,
+            len(given),
+            reranker=f"{where}.postprocess_nodes",
+            returned="returned node scores",
+            todo="set each NodeWithScore.score to a finite number, higher for more relevant",
+        )
+    else:  # its places (scores on some nodes only are not on one scale with places)
+        numbers = [float(len(kept) - place) for place in range(len(kept))]
+    found = {index: number for (index, _), number in zip(kept, numbers, strict=True)}
     floor = min(found.values(), default=1.0) - 1.0
     return [found.get(n, floor) for n in range(len(texts))]
 

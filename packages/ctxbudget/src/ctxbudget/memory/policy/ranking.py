@@ -10,7 +10,10 @@ theirs. The stage that runs it is `ctxbudget.memory.reading.rerank`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence, Set
+from decimal import Decimal
+from numbers import Real
 from typing import Any, Protocol, runtime_checkable
 
 from ctxbudget.core.numbers import shown
@@ -23,6 +26,7 @@ __all__ = [
     "check_wrapped",
     "framework_answer",
     "register_converter",
+    "reranker_scores",
 ]
 
 Converter = Callable[[object], "Reranker | None"]
@@ -36,6 +40,9 @@ _FRAMEWORKS = (
 @runtime_checkable
 class Reranker(Protocol):
     """Scores texts for a query: higher is more relevant, one finite number per text.
+
+    What it may return is `reranker_scores`'s rule: a list of numbers, or a numpy array or
+    torch tensor of shape ``(n,)`` or ``(n, 1)``.
 
     >>> def overlap(query: str, texts: Sequence[str]) -> list[float]:
     ...     return [float(len(set(query.split()) & set(t.split()))) for t in texts]
@@ -59,8 +66,8 @@ class CrossEncoderReranker:
 
     def __call__(self, query: str, texts: Sequence[str], /) -> Sequence[float]:
         """``model.predict([(query, text), ...])``: one score per text."""
-        scores = self.model.predict([(query, text) for text in texts])
-        return list(scores)
+        scores: Sequence[float] = self.model.predict([(query, text) for text in texts])
+        return scores  # as it came: an (n, 1) array too (`reranker_scores` flattens it)
 
     def __repr__(self) -> str:
         return f"CrossEncoderReranker({type(self.model).__name__})"
@@ -152,3 +159,100 @@ def framework_answer(answer: object, item: type, *, where: str, hint: str = "") 
             msg = f"{where} must return {name} items{hint}, got a {type(one).__name__} at {n}: "
             raise ConfigurationTypeError(msg + shown(one))
     return out
+
+
+_TODO = (
+    "return one finite number per text, higher for more relevant: a list, or an array or "
+    "tensor of shape (n,) or (n, 1)"
+)
+
+
+def reranker_scores(
+    answer: object, size: int, *, reranker: str, returned: str = "returned", todo: str = _TODO
+) -> list[float]:
+    """``answer`` as ``size`` plain floats: the one rule for what a reranker returns.
+
+    Every path takes a reranker's scores through it: sync and async rerankers
+    (`ctxbudget.memory.reading.rerank`) and the adapters' scores of a framework's answer.
+    Taken: a list or tuple of numbers (Python's, numpy's scalars, 0-d tensors, ``Decimal``),
+    or anything with ``.shape`` and ``.tolist()`` (a numpy array, a torch tensor of any dtype,
+    on any device) of shape ``(size,)`` or ``(size, 1)``; a score may be a one-element row
+    (``[[0.2], [0.9]]``, a list of ``(1,)`` arrays).
+
+    Args:
+        answer: what the reranker returned.
+        size: how many texts it was given.
+        reranker: its name, as a message shows it.
+        returned: the verb of the message (``"returned relevance scores"``).
+        todo: what to do instead, ending the message.
+
+    Raises:
+        ConfigurationTypeError: ``answer`` is no sequence (None, a str, a dict, one number) or
+            holds something other than numbers (a str, a bool, a row of two).
+        ConfigurationError: another count than ``size``, a shape other than ``(size,)`` or
+            ``(size, 1)``, a NaN or an infinity. Each names the reranker, the answer and ``todo``.
+
+    >>> reranker_scores([[0.5], [2]], 2, reranker="mine")
+    [0.5, 2.0]
+    """
+    values, why, typed = _values(answer, size)
+    out: list[float] = []
+    for n, value in enumerate(values):
+        number, what = _score(value)
+        if number is None:
+            why, typed = f"{what} at {n}", what not in ("NaN", "inf", "-inf")
+            break
+        out.append(number)
+    if why:
+        said = " ".join(shown(answer).split())  # an array's repr spans lines
+        msg = (
+            f"the reranker {reranker} {returned} {said}, not one finite number per text "
+            f"({why}): {todo}"
+        )
+        raise (ConfigurationTypeError if typed else ConfigurationError)(msg)
+    return out
+
+
+def _values(answer: object, size: int) -> tuple[list[Any], str, bool]:
+    """(``answer``'s ``size`` scores, "", False) or ([], why not, whether its type is wrong)."""
+    shape = getattr(answer, "shape", None)
+    if shape is not None and callable(getattr(answer, "tolist", None)):  # numpy, torch...
+        dims = tuple(shape)
+        if not dims:
+            return [], "one number for all", True
+        if len(dims) > 2 or (len(dims) == 2 and dims[1] != 1):  # a matrix
+            return [], f"an array of shape {dims}, where ({size},) or ({size}, 1) was due", False
+        if dims[0] != size:
+            return [], f"{dims[0]} scores for {size} texts", False
+        return list(answer.tolist()), "", False  # type: ignore[attr-defined]
+    if isinstance(answer, Sequence) and not isinstance(answer, str | bytes | bytearray):
+        if len(answer) != size:
+            return [], f"{len(answer)} scores for {size} texts", False
+        return list(answer), "", False
+    if isinstance(answer, Real | Decimal):
+        return [], "one number for all", True
+    return [], f"a {type(answer).__name__}, not a list or an array", True
+
+
+def _score(value: object) -> tuple[float | None, str]:
+    """(``value`` as a finite float, "") or (None, what it is instead)."""
+    if isinstance(value, list | tuple) or callable(getattr(value, "tolist", None)):
+        inner = value if isinstance(value, list | tuple) else value.tolist()  # type: ignore[attr-defined]
+        if isinstance(inner, list | tuple):  # a row: (1,) flattens, else no score
+            if len(inner) != 1:
+                return None, f"a row of {len(inner)}"
+            if isinstance(inner[0], list | tuple | Set | Mapping):
+                return None, "a nested row"
+            inner = inner[0]
+        value = inner
+    if isinstance(value, bool) or not isinstance(value, Real | Decimal):
+        return None, f"a {type(value).__name__}"
+    try:
+        number = float(value)
+    except (ValueError, OverflowError, TypeError):  # Decimal('sNaN'), 10**400
+        return None, f"{shown(value)}, which no float holds"
+    if math.isnan(number):
+        return None, "NaN"
+    if math.isinf(number):
+        return None, "inf" if number > 0 else "-inf"
+    return number, ""

@@ -1,41 +1,100 @@
-"""The one event loop async rerankers run on (`ctxbudget.memory.reading.rerank`).
+"""Where async rerankers run (`ctxbudget.memory.reading.rerank`): the caller's loop, or one of ours.
 
 An async reranker (``async def rerank(query, texts)``, or one returning an awaitable) is awaited
-on a single event loop per process, on a daemon thread of its own (``ctxbudget-rerank-loop``),
-started on first use; the reranker's thread waits for the result there. One loop, not a new
-one per call: the clients an async reranker keeps (an ``httpx.AsyncClient``, so Cohere's,
-OpenAI's and most API clients) hold connections bound to the loop they were opened on, and
-with a new loop per call (``asyncio.run``) every other call failed with ``RuntimeError: Event
-loop is closed`` once the first loop had closed under them. The coroutine runs in the
-caller's context (`contextvars`: spans and callbacks). A forked child starts its own loop.
+on one of two event loops; the reranker's thread waits for the result there:
 
-An async reranker that blocks its loop (a ``time.sleep`` in an ``async def``) holds back the
-other async rerankers of the process while it does; each call is still waited for at most
-`MemoryConfig.reranker_timeout`.
+* **An async caller's own loop.** A call from a coroutine (``ContextMemory.aassemble``,
+  ``acandidates``, ``arun``, and so every adapter's async entry point that gathers through
+  them: the LangChain middleware's ``awrap_model_call``, the LlamaIndex memory's ``aget``...)
+  runs on the memory's worker threads (`ctxbudget.memory.awaitable`), and marks its context
+  with the loop it was awaited on (`mark_caller_loop`); the reranker's coroutine is scheduled
+  on that loop. A client bound to the app's loop (an ``asyncio.Lock``, ``Queue`` or
+  connection pool made there) then works: on another loop it failed every call with
+  ``RuntimeError: ... is bound to a different event loop``. The loop stays free meanwhile
+  (the call itself waits on a worker thread). If that loop closes before the coroutine ends
+  (the app ended while a late reranker ran), the wait ends too, as failed.
+* **A sync caller: one loop per process**, on a daemon thread of its own
+  (``ctxbudget-rerank-loop``), started on first use. One loop, not a new one per call: the
+  clients an async reranker keeps (an ``httpx.AsyncClient``, so Cohere's, OpenAI's and most API
+  clients) hold connections bound to the loop they were opened on, and with a new loop per
+  call (``asyncio.run``) every other call failed with ``RuntimeError: Event loop is closed``
+  once the first loop had closed under them. A sync call made inside a coroutine (the loop
+  blocked by it) runs there too. A forked child starts its own loop.
+
+So a client an async reranker keeps belongs to one side: the app's loop when the memory is
+called async, ours when it is called sync (a memory called both ways needs a client that is not
+bound to a loop, or one per loop). The coroutine runs in the caller's context
+(`contextvars`: spans and callbacks). An async reranker that blocks its loop (a ``time.sleep``
+in an ``async def``) holds back that loop's other work while it does; each call is still
+waited for at most `MemoryConfig.reranker_timeout`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import os
 import threading
 from collections.abc import Awaitable
 from typing import Any
 
-__all__ = ["awaited"]
+__all__ = ["awaited", "mark_caller_loop"]
+
+_POLL = 0.25  # seconds between looks at whether the caller's loop closed under a call
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _pid: int | None = None
+_caller: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "ctxbudget_caller_loop", default=None
+)
+
+
+def mark_caller_loop(context: contextvars.Context) -> None:
+    """Mark ``context`` as an async caller's: its rerankers are awaited on the running loop.
+
+    Called from a coroutine, on the copy of its context a worker thread runs the call in
+    (`ctxbudget.memory.awaitable.AsyncRunner.run`); the caller's own context is not changed.
+    """
+    context.run(_caller.set, asyncio.get_running_loop())
 
 
 def awaited(out: Awaitable[Any]) -> Any:
-    """What ``out`` gives, awaited on the shared loop; blocks the calling thread until then.
+    """What ``out`` gives, awaited on the caller's loop or the shared one; blocks until then.
 
-    Called from a reranker's own thread (never from the loop): its context (`contextvars`)
-    is the one the coroutine runs in.
+    Called from a reranker's own thread (never from a loop): its context (`contextvars`) is
+    the one the coroutine runs in, and says whether an async caller's loop awaits it.
     """
+    loop = _caller.get()
+    if loop is not None and _usable(loop):
+        wrapper = _awaited(out)
+        try:
+            future = asyncio.run_coroutine_threadsafe(wrapper, loop)
+        except RuntimeError:  # it closed just now: the shared loop instead
+            wrapper.close()
+        else:
+            return _result(future, loop)
     return asyncio.run_coroutine_threadsafe(_awaited(out), _shared_loop()).result()
+
+
+def _usable(loop: asyncio.AbstractEventLoop) -> bool:
+    """True when ``loop`` runs (it is not blocked by this thread, nor closed)."""
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:  # no loop runs in this thread (a reranker's thread)
+        here = None
+    return here is not loop and loop.is_running() and not loop.is_closed()
+
+
+def _result(future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop) -> Any:
+    """``future``'s result, or its cancellation once ``loop`` closed without ending it."""
+    while not future.done():
+        concurrent.futures.wait([future], timeout=_POLL)
+        if not future.done() and loop.is_closed():
+            msg = "the event loop of the async call that awaited the reranker closed first"
+            raise concurrent.futures.CancelledError(msg)
+    return future.result()
 
 
 async def _awaited(out: Awaitable[Any]) -> Any:

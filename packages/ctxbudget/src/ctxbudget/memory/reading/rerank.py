@@ -30,13 +30,15 @@ adapter that gathers through it), once per call, after the candidates are scored
    default 0.5 it does better at every budget: docs/benchmarks.md, "Rerankers: what the
    pipeline carries").
 
-It runs on a thread of its own (an async one is awaited on one event loop per process,
-`ctxbudget.memory.reading.coroutines`, so the HTTP client it keeps serves every call) and is
+It runs on a thread of its own (an async one is awaited on the caller's own event loop when the
+memory was called async, else on one event loop per process:
+`ctxbudget.memory.reading.coroutines`, so the client it keeps serves every call) and is
 waited for at most `MemoryConfig.reranker_timeout` seconds; while a reranker that was late
 still runs, the memory's later calls skip it (``timeout``) instead of starting another thread.
 A reranker that raises (``failed``), is late (``timeout``) or returns something other than one
-finite number per text (``invalid``) leaves the candidates as they were: the call never fails
-for it. Each kind of failure is logged once
+finite number per text (``invalid``: the one rule, `ranking.reranker_scores`, takes numbers or
+an array or tensor of shape ``(n,)`` or ``(n, 1)``) leaves the candidates as they were: the
+call never fails for it. Each kind of failure is logged once
 per memory (`RerankWarnings`); every call records ``ctxbudget.rerank.status`` (``ok``,
 ``failed``, ``timeout``, ``invalid``) on the ``ctxbudget.candidates`` span.
 """
@@ -49,18 +51,16 @@ import inspect
 import logging
 import math
 import threading
-from collections.abc import Mapping
-from decimal import Decimal
-from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.numbers import shown
-from ctxbudget.errors import InvalidValueError
+from ctxbudget.errors import ConfigurationError, InvalidValueError
 from ctxbudget.memory.policy.ranking import (
     CrossEncoderReranker,
     Reranker,
     as_reranker,
     register_converter,
+    reranker_scores,
 )
 from ctxbudget.memory.reading.coroutines import awaited
 from ctxbudget.telemetry.operations import note_on_span
@@ -139,9 +139,8 @@ def rerank(
     if scores is None:
         if warnings.first(status):
             logger.warning(
-                "the reranker %s %s; the candidates keep their own ranking (logged once per "
-                "memory for this kind of failure)",
-                _name(reranker),
+                "%s; the candidates keep their own ranking (logged once per memory for this "
+                "kind of failure)",
                 detail,
             )
         return found
@@ -247,8 +246,9 @@ def _run(
     reranker: Reranker, query: str, texts: list[str], timeout: float, warnings: RerankWarnings
 ) -> tuple[str, list[float] | None, str]:
     """(status, scores or None, what went wrong) of one call on a thread of its own."""
+    name = f"the reranker {_name(reranker)}"
     if warnings.late():
-        detail = f"is still running an earlier call past reranker_timeout={timeout:g}s"
+        detail = f"{name} is still running an earlier call past reranker_timeout={timeout:g}s"
         return "timeout", None, detail
     box: dict[str, Any] = {}
     done = threading.Event()
@@ -270,16 +270,16 @@ def _run(
     thread.start()
     if not done.wait(timeout):
         warnings.went_late(thread)
-        return "timeout", None, f"took longer than reranker_timeout={timeout:g}s"
+        return "timeout", None, f"{name} took longer than reranker_timeout={timeout:g}s"
     if "error" in box:
         error = box["error"]
-        return "failed", None, f"raised {type(error).__name__}: {_said(error)}"
+        return "failed", None, f"{name} raised {type(error).__name__}: {_said(error)}"
     if "scores" not in box:
-        return "failed", None, "ended without a result"
-    scores = _valid(box["scores"], len(texts))
-    if scores is None:
-        expected = f"{len(texts)} finite numbers"
-        return "invalid", None, f"returned {shown(box['scores'])}, not {expected}"
+        return "failed", None, f"{name} ended without a result"
+    try:  # the one rule for what a reranker returns (ranking.reranker_scores)
+        scores = reranker_scores(box["scores"], len(texts), reranker=_name(reranker))
+    except ConfigurationError as refused:
+        return "invalid", None, str(refused)
     return "ok", scores, ""
 
 
@@ -307,27 +307,3 @@ def _said(error: BaseException) -> str:
     except Exception:  # noqa: BLE001 - an exception whose __str__ fails
         return "(its message cannot be shown)"
     return repr(text) if len(text) <= _SAID else repr(f"{text[: _SAID - 3]}...")
-
-
-def _valid(scores: object, size: int) -> list[float] | None:
-    """``scores`` as ``size`` finite floats (a list, tuple or numpy array), else None."""
-    if isinstance(scores, str | bytes | Mapping) or not hasattr(scores, "__len__"):
-        return None  # a dict's keys are not scores
-    try:
-        values = list(scores)  # type: ignore[call-overload]
-    except TypeError:
-        return None
-    if len(values) != size:
-        return None
-    out: list[float] = []
-    for value in values:
-        if isinstance(value, bool) or not isinstance(value, Real | Decimal):
-            return None
-        try:
-            number = float(value)
-        except (ValueError, OverflowError, TypeError):  # Decimal('sNaN'), 10**400
-            return None
-        if not math.isfinite(number):
-            return None
-        out.append(number)
-    return out
