@@ -26,12 +26,18 @@ expired items is `langchain_ctxbudget.store_ttl`'s.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ctxbudget.compat import refuse_unknown
 from ctxbudget.core.numbers import count, flag
-from ctxbudget.errors import ConfigurationError, InvalidValueError, MissingDependencyError
+from ctxbudget.errors import (
+    ConfigurationError,
+    InvalidValueError,
+    MemoryClosedError,
+    MissingDependencyError,
+)
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.values import ValuePut
 from ctxbudget.store.client import Closable
@@ -102,8 +108,9 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
             at most 1,000,000,000 minutes (about 1,900 years; None: never expires), a sweep
             interval at most a year.
         index: ``{"fields": [...]}``: the paths whose text is embedded for a put that gives
-            no ``index=`` (default ``["$"]``, the whole value). The embedder is always the
-            memory's; ``embed`` and ``dims`` are refused.
+            no ``index=`` (default ``["$"]``, the whole value), read as LangGraph reads them;
+            a malformed one (``"a..b"``, ``"items[0"``...: `store_paths.path_problem`) is
+            refused. The embedder is always the memory's; ``embed`` and ``dims`` are refused.
 
     Searches with ``query`` rank by meaning and words (score in [0, 1]; a blank query is no
     query); without one, newest ``updated_at`` first. ``offset`` and ``limit`` page one ranking:
@@ -186,7 +193,8 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
             if isinstance(op, GetOp):
                 gets.setdefault((user, self._refresh(op)), []).append((n, op))
             elif isinstance(op, PutOp):
-                index = self.index_fields if op.index is None else index_paths(op.index)
+                where = f"namespace {op.namespace!r}, key {op.key!r}"
+                index = self.index_fields if op.index is None else index_paths(op.index, where)
                 put = ValuePut(op.namespace, op.key, op.value, index=index, ttl=op.ttl)
                 puts.setdefault(user, []).append(put)
                 if not runs or runs[-1][0] != user:
@@ -318,26 +326,57 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
     def close(self) -> None:
         """Stop the sweeper and, if this store opened its memory, close it; again: nothing.
 
-        After it, every operation raises `MemoryClosedError`. A memory passed in stays open.
+        A sweep running is waited for. After it, every operation raises `MemoryClosedError`.
+        A memory passed in stays open.
         """
         if self._closed:
             return
         self._closed = True
-        self._stop_sweeper(None)
-        if self._owns:
-            self.memory.close()
+        self._shut()
 
     async def aclose(self) -> None:
-        """Async `close` (the memory it opened closes on its own worker threads)."""
+        """Async `close`: waits for a running sweep without blocking the event loop.
+
+        `close`'s work runs on the memory's worker threads (`ContextMemory.arun`), so the loop
+        keeps turning while a sweep ends (the sweeper thread holds the store until then).
+        Cancelled, it has no effect (not started yet) or ends before the cancellation reaches
+        the caller, as every async call of the memory. Over a memory passed in and closed
+        already, the sweeper is told to stop and not waited for (its sweep can only fail).
+        """
         if self._closed:
             return
         self._closed = True
+        started = False
+
+        def shut() -> None:
+            nonlocal started
+            started = True
+            self._shut()
+
+        try:
+            await self.memory.arun(shut)
+        except MemoryClosedError:
+            self._stop_sweeper(0)
+        except asyncio.CancelledError:
+            if not started:  # dropped before it ran: the store is as it was, open
+                self._closed = False
+            raise
+
+    def _shut(self) -> None:
         self._stop_sweeper(None)
         if self._owns:
-            await self.memory.aclose()
+            self.memory.close()
 
     def __enter__(self) -> CtxBudgetStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> CtxBudgetStore:
+        """``async with CtxBudgetStore(...) as store:``, as LangGraph's async stores are used."""
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """`aclose` (an exception raised inside the block is raised on)."""
+        await self.aclose()

@@ -43,6 +43,7 @@ from ctxbudget.memory.values.model import (
     ttl_arg,
 )
 from ctxbudget.store.records import require_name
+from langchain_ctxbudget.store_paths import path_problem
 
 __all__ = [
     "InvalidNamespaceError",
@@ -170,13 +171,22 @@ def check_namespaces(op: Op) -> None:
         raise InvalidNamespaceError(str(exc)) from exc
 
 
-def index_paths(index: Sequence[str] | bool | None) -> Sequence[str] | bool | None:
+def index_paths(index: Sequence[str] | bool | None, where: str) -> Sequence[str] | bool | None:
     """A put's ``index`` with ``""`` read as the whole value (``"$"``), as LangGraph reads it.
 
     LangGraph's stores embed the whole value for an empty path (``get_text_at_path``); the
-    core names the whole value ``"$"``. Anything else is passed on as given (the core checks it).
+    core names the whole value ``"$"``. A malformed path (`path_problem`) is refused
+    (`InvalidValueError` naming ``where``); anything else is passed on as given (the core
+    checks it).
     """
-    if isinstance(index, list | tuple) and "" in index:
+    if not isinstance(index, list | tuple):
+        return index
+    for path in index:
+        problem = path_problem(path) if isinstance(path, str) else None
+        if problem is not None:
+            msg = f"index of {where} holds {path!r:.80}: {problem}"
+            raise InvalidValueError(msg)
+    if "" in index:
         return ["$" if path == "" else path for path in index]
     return index
 
@@ -273,12 +283,19 @@ def index_fields(index: Mapping[str, Any] | None) -> list[str] | None:
         )
         raise ConfigurationError(msg)
     # "" is the whole value in LangGraph's stores (as "$" is): kept as the core's "$".
-    return [(f or "$") if isinstance(f, str) else _bad_field(f) for f in fields]
+    return [_field(f) or "$" for f in fields]
 
 
-def _bad_field(field: object) -> str:
-    msg = f"CtxBudgetStore(index=)['fields'] holds {field!r:.80}: each path must be a str"
-    raise ConfigurationError(msg)
+def _field(field: object) -> str:
+    """One path of ``index['fields']``, checked (`path_problem`)."""
+    if not isinstance(field, str):
+        msg = f"CtxBudgetStore(index=)['fields'] holds {field!r:.80}: each path must be a str"
+        raise ConfigurationError(msg)
+    problem = path_problem(field)
+    if problem is not None:
+        msg = f"CtxBudgetStore(index=)['fields'] holds {field!r:.80}: {problem}"
+        raise ConfigurationError(msg)
+    return field
 
 
 def memory_options() -> frozenset[str]:
