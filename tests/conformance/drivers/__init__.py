@@ -14,6 +14,7 @@ DRIVERS: dict[str, str] = {
     "memory_async": "memory_async",
     "cli": "cli",
     "mcp_stdio": "mcp_stdio",
+    "mcp_http": "mcp_http",
     "lc_middleware": "lc_middleware",
     "lc_middleware_async": "lc_middleware_async",
     "lc_middleware_values": "lc_middleware_values",

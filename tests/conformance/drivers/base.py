@@ -1,11 +1,11 @@
 """The contract between the conformance suite and one door of the product.
 
 The promises are written once, as test methods in ``tests/conformance/test_*.py``, against a
-`Driver`: each door (sync memory, async memory, the CLI, MCP over stdio, the LangChain
-middleware in a real ``create_agent``, ``budget_messages``, the retriever, the chat history,
-the LlamaIndex memory in a chat engine, its retriever and its node postprocessor) has one small
-driver module in this package that turns the suite's few verbs into that door's own calls, and
-reads back what the framework or client itself received.
+`Driver`: each door (sync memory, async memory, the CLI, MCP over stdio and over streamable
+HTTP, the LangChain middleware in a real ``create_agent``, ``budget_messages``, the retriever,
+the chat history, the LlamaIndex memory in a chat engine, its retriever and its node
+postprocessor) has one small driver module in this package that turns the suite's few verbs
+into that door's own calls, and reads back what the framework or client itself received.
 
 A driver that cannot honour a verb says so by listing what it can do in `Driver.can`; the
 suite skips with that reason, visibly (``-rs``), never silently.

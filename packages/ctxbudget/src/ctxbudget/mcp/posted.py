@@ -6,7 +6,10 @@ union[JSONRPCRequest, ...] ... [type=model_type ...]``), as ``-32602`` whatever 
 lone surrogate escape (``"\ud800"``, valid JSON) is a "parse error"; a request with ``"id":
 null`` is taken for a notification (202, never answered); a body over its size limit gets a
 plain-text 413. `checked_bodies` wraps the transport's ASGI app and reads each POST's body
-first, as the stdio relay reads a line (`ctxbudget.mcp.stdio`, `ctxbudget.mcp.malformed`):
+first, as the stdio relay reads a line (`ctxbudget.mcp.stdio`, `ctxbudget.mcp.malformed`).
+The SDK's own header checks come before it (`SECURITY`: ``Content-Type``, and the ``Host`` and
+``Origin`` of DNS rebinding protection), so a request the SDK refuses unread gets the SDK's
+refusal (HTTP 400, 421 or 403), whatever its body, and its body is never read. Then:
 
 - values the SDK's parser refuses are rewritten (`ctxbudget.mcp.stdio.readable`), so they reach
   the core's checks and are refused with its message;
@@ -30,13 +33,15 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST, jsonrpc_message_adapter
 from pydantic import ValidationError
+from starlette.requests import Request
 
 from ctxbudget.mcp.malformed import reply_to
 from ctxbudget.mcp.stdio import readable
 
-__all__ = ["LIMIT", "checked_bodies", "reply_to_body"]
+__all__ = ["LIMIT", "SECURITY", "checked_bodies", "reply_to_body"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -49,14 +54,31 @@ _SESSION = b"mcp-session-id"
 #: The largest body taken, in bytes (the SDK's own limit: 4 MiB).
 LIMIT = 4 * 1024 * 1024
 
+#: The hosts and origins a request may name: the loopback names (the SDK's own settings for a
+#: server on 127.0.0.1). Give the same to the SDK's app and to `checked_bodies`.
+SECURITY = TransportSecuritySettings(
+    enable_dns_rebinding_protection=True,
+    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+)
 
-def checked_bodies(app: App, path: str) -> App:
-    """``app`` with each POST to ``path`` read first (see the module docstring)."""
+
+def checked_bodies(app: App, path: str, security: TransportSecuritySettings = SECURITY) -> App:
+    """``app`` with each POST to ``path`` read first (see the module docstring).
+
+    ``security``: the header checks ``app`` makes (its ``transport_security``), made before the
+    body is read; a request they refuse gets the SDK's own response.
+    """
     in_flight: set[tuple[bytes, str]] = set()  # (MCP session, request id) being answered
+    headers_checked = TransportSecurityMiddleware(security)
 
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http" or scope.get("method") != "POST" or scope["path"] != path:
             await app(scope, receive, send)
+            return
+        refused = await headers_checked.validate_request(Request(scope), is_post=True)
+        if refused is not None:  # the SDK's refusal (bad Host, Origin or Content-Type), unread
+            await refused(scope, receive, send)
             return
         body, more = bytearray(), True
         while more:

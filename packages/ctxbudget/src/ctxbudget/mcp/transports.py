@@ -12,7 +12,8 @@ Streamable HTTP listens on 127.0.0.1 only (`HOST`): the server has no authentica
 anyone who reaches it could read and delete every session. The socket is bound before serving
 starts, so a port in use is a `ConfigurationError` naming it, and port 0 takes any free port
 (`serve` announces the address it got). The SDK checks each request's ``Host`` and ``Origin``
-against the loopback names (DNS rebinding protection). Each POST's body is read first
+against the loopback names (DNS rebinding protection, `ctxbudget.mcp.posted.SECURITY`); a
+request those checks refuse gets the SDK's refusal, unread. Then each POST's body is read
 (`ctxbudget.mcp.posted`): one the SDK cannot read gets the JSON-RPC error the stdio transport
 sends for that line, not pydantic's validation text.
 
@@ -39,7 +40,7 @@ import anyio
 
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.mcp.malformed import answered_by
-from ctxbudget.mcp.posted import checked_bodies
+from ctxbudget.mcp.posted import SECURITY, checked_bodies
 from ctxbudget.mcp.stdio import relayed_stdin
 from ctxbudget.mcp.stdout import relayed_stdout
 
@@ -97,9 +98,11 @@ def serve(
 
     sock = listen(port)
     try:
-        app = server.streamable_http_app(streamable_http_path=PATH, host=HOST)
+        app = server.streamable_http_app(
+            streamable_http_path=PATH, host=HOST, transport_security=SECURITY
+        )
         config = uvicorn.Config(
-            checked_bodies(app, PATH),
+            checked_bodies(app, PATH, SECURITY),
             host=HOST,
             log_level="warning",
             log_config=None,
