@@ -22,8 +22,8 @@ from ctxbudget.memory.policy.ranking import (
     Reranker,
     check_wrapped,
     framework_answer,
+    kept_scores,
     register_converter,
-    reranker_scores,
 )
 
 __all__ = ["compressor_reranker"]
@@ -93,21 +93,14 @@ def _scores_of(
                 continue
         del unused[index]
         kept.append((index, document.metadata.get("relevance_score")))
-    given = [score for _, score in kept]
-    if given and all(score is not None for score in given):
-        numbers = reranker_scores(
-            given,
-            len(given),
-            reranker=f"{where}.compress_documents",
-            returned="returned relevance_score values",
-            todo="put one finite number in each document's metadata['relevance_score'], "
-            "higher for more relevant",
-        )
-    else:  # its places (scores on some documents only are not on one scale with places)
-        numbers = [float(len(kept) - place) for place in range(len(kept))]
-    found = {index: number for (index, _), number in zip(kept, numbers, strict=True)}
-    floor = min(found.values(), default=1.0) - 1.0
-    return [found.get(n, floor) for n in range(len(texts))]
+    return kept_scores(
+        kept,
+        len(texts),
+        reranker=f"{where}.compress_documents",
+        returned="returned relevance_score values",
+        todo="put one finite number in each document's metadata['relevance_score'], "
+        "higher for more relevant",
+    )
 
 
 def _place(kept: object) -> int | None:

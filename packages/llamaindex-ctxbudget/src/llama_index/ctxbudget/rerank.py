@@ -23,8 +23,8 @@ from ctxbudget.memory.policy.ranking import (
     Reranker,
     check_wrapped,
     framework_answer,
+    kept_scores,
     register_converter,
-    reranker_scores,
 )
 
 __all__ = ["postprocessor_reranker"]
@@ -101,20 +101,13 @@ def _scores_of(
                 continue
         del unused[index]
         kept.append((index, scored.score))
-    given = [score for _, score in kept]
-    if given and all(score is not None for score in given):
-        numbers = reranker_scores(
-            given,
-            len(given),
-            reranker=f"{where}.postprocess_nodes",
-            returned="returned node scores",
-            todo="set each NodeWithScore.score to a finite number, higher for more relevant",
-        )
-    else:  # its places (scores on some nodes only are not on one scale with places)
-        numbers = [float(len(kept) - place) for place in range(len(kept))]
-    found = {index: number for (index, _), number in zip(kept, numbers, strict=True)}
-    floor = min(found.values(), default=1.0) - 1.0
-    return [found.get(n, floor) for n in range(len(texts))]
+    return kept_scores(
+        kept,
+        len(texts),
+        reranker=f"{where}.postprocess_nodes",
+        returned="returned node scores",
+        todo="set each NodeWithScore.score to a finite number, higher for more relevant",
+    )
 
 
 def _convert(obj: object) -> Reranker | None:

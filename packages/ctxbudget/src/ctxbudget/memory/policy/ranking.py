@@ -25,6 +25,7 @@ __all__ = [
     "as_reranker",
     "check_wrapped",
     "framework_answer",
+    "kept_scores",
     "register_converter",
     "reranker_scores",
 ]
@@ -256,3 +257,30 @@ def _score(value: object) -> tuple[float | None, str]:
     if math.isinf(number):
         return None, "inf" if number > 0 else "-inf"
     return number, ""
+
+
+def kept_scores(
+    kept: Sequence[tuple[int, object]], size: int, *, reranker: str, returned: str, todo: str
+) -> list[float]:
+    """Each of ``size`` texts' score from a framework reranker's answer, matched to its texts.
+
+    ``kept``: (the text's index, the score the framework gave it or None) for each item of
+    the answer, in the answer's order. The scores when every kept item has one (through
+    `reranker_scores`, naming ``reranker``), else each item's place in the answer (scores on
+    some items only are not on one scale with places); a text not in the answer scores below
+    every kept one. Both adapters' wrappers (a LangChain compressor, a LlamaIndex
+    postprocessor) read their answers with it.
+
+    Raises:
+        ConfigurationError: a score that is no finite number.
+    """
+    given = [score for _, score in kept]
+    if given and all(score is not None for score in given):
+        numbers = reranker_scores(
+            given, len(given), reranker=reranker, returned=returned, todo=todo
+        )
+    else:
+        numbers = [float(len(kept) - place) for place in range(len(kept))]
+    found = {index: number for (index, _), number in zip(kept, numbers, strict=True)}
+    floor = min(found.values(), default=1.0) - 1.0
+    return [found.get(n, floor) for n in range(size)]
