@@ -4,6 +4,8 @@ Text blocks count as they are, images by OpenAI's rule (`ctxbudget.image_tokens`
 blocks (Anthropic ``thinking``/``redacted_thinking``, OpenAI Responses and LangChain's standard
 ``reasoning``) are sent back to the model exactly as they were (providers require a thinking
 block with its signature before the tool result it led to), and count as the text they hold.
+Refusal blocks (OpenAI's ``refusal`` content part, LangChain's standard ``refusal`` block since
+langchain-core 1.7.5) are sent back as they were too, and count as their refusal text.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
-__all__ = ["content_parts"]
+__all__ = ["content_parts", "stored_text"]
 
 
 def content_parts(
@@ -25,7 +27,9 @@ def content_parts(
     Text and images count as they are. A reasoning block (Anthropic ``thinking`` and
     ``redacted_thinking``, OpenAI Responses and LangChain's standard ``reasoning``) is sent back
     as it was, so it counts as the text it holds (its opaque data too: more, never less); a
-    standard ``tool_call`` block of a call the message makes counts with its tool calls.
+    standard ``tool_call`` block (or OpenAI Responses ``function_call`` item) of a call the
+    message makes counts with its tool calls. A ``refusal`` block counts as its refusal text
+    (an empty one counts nothing).
     """
     parts: list[Any] = []
     texts: list[str] = []
@@ -42,7 +46,14 @@ def content_parts(
         if isinstance(part, Mapping) and block in IMAGE_PARTS:
             parts.append(part)
             continue
-        if isinstance(part, Mapping) and block == "tool_call" and str(part.get("id")) in calls:
+        if isinstance(part, Mapping) and _call_of(part) in calls:
+            continue
+        if (
+            isinstance(part, Mapping)
+            and block == "refusal"
+            and isinstance(part.get("refusal"), str)
+        ):
+            parts.append({"type": "text", "text": part["refusal"]})
             continue
         reasoning = _reasoning_text(part) if isinstance(part, Mapping) else None
         if reasoning is not None:
@@ -50,11 +61,44 @@ def content_parts(
             continue
         msg = (
             f"message {index} ({kind}) has a content block {number} of type {block!r} that "
-            "ctxbudget cannot count (it counts text, image and reasoning blocks); convert "
-            "that block to text, or leave it out of the messages given"
+            "ctxbudget cannot count (it counts text, image, reasoning and refusal blocks); "
+            "convert that block to text, or leave it out of the messages given"
         )
         raise InvalidItemError(msg)
     return parts, "\n".join(texts)
+
+
+def _call_of(block: Mapping[str, Any]) -> str | None:
+    """The id of the tool call a call block stands for (None: not a call block).
+
+    A standard ``tool_call`` block's ``id``; an OpenAI Responses ``function_call`` item's
+    ``call_id`` (``output_version="responses/v1"``).
+    """
+    kind = block.get("type")
+    if kind == "tool_call":
+        return str(block.get("id"))
+    if kind == "function_call":
+        return str(block.get("call_id"))
+    return None
+
+
+def stored_text(content: Sequence[Any], text: str) -> str:
+    """What is stored of a message with content blocks: its ``text``, then any refusal's text.
+
+    A refusal is the model's answer to its turn: a message that holds only one is stored as
+    it (not left out as empty), so the history read back still shows what the model said.
+    """
+    refusals = [
+        part["refusal"]
+        for part in content
+        if isinstance(part, Mapping)
+        and part.get("type") == "refusal"
+        and isinstance(part.get("refusal"), str)
+        and part["refusal"].strip()
+    ]
+    if not refusals:
+        return text
+    return "\n".join([text, *refusals] if text.strip() else refusals)
 
 
 _REASONING_FIELDS = {

@@ -36,7 +36,7 @@ from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
 from ctxbudget.store.chroma_store import Record
-from langchain_ctxbudget.blocks import content_parts
+from langchain_ctxbudget.blocks import content_parts, stored_text
 from langchain_ctxbudget.message_checks import check_call_args, check_unicode
 
 if TYPE_CHECKING:
@@ -304,14 +304,14 @@ def to_record_payload(
 
     Tool calls are kept in OpenAI's form, invalid ones too (with the raw argument text the
     model produced): their results name them. Non-text parts (images) are not stored: only
-    the text is.
+    the text is, and a refusal's text after it (`langchain_ctxbudget.blocks.stored_text`).
     """
     data = _openai_form(message, "string")
     role = data.get("role")
     if role not in ROLES:
         return None
     content = data.get("content")
-    text = content if isinstance(content, str) else message.text
+    text = content if isinstance(content, str) else stored_text(content or (), message.text)
     calls = list(data.get("tool_calls") or [])
     if isinstance(message, AIMessage):
         calls.extend(_invalid_call(call) for call in message.invalid_tool_calls)
