@@ -31,12 +31,18 @@ effect only when the running call ends, as a sync call would. (``task.cancel()``
 caller awaits the task before its next call, as ``asyncio.timeout``, ``wait_for`` and task
 groups do.)
 
+A call that raises `StopIteration` (an embedder's ``next()`` on an empty iterator) raises it in
+the coroutine, so the caller gets Python's `RuntimeError` from it (PEP 479), as from any
+coroutine. asyncio cannot hold it in a future: the call hung for ever, timeouts too.
+
 Closed: after ``close()``/``aclose()`` every ``a``-method raises `MemoryClosedError` when it is
 awaited, as its sync twin does (`ctxbudget.store.client.Closable`); ``aclose`` again does nothing.
 Closing while calls run on the workers waits for them before the store is released
 (`AsyncRunner.close`): a running call is not cut under its feet (on a Chroma server, it failed
 with the HTTP client's "client has been closed" ``RuntimeError``); it ends with its result, or
 with `MemoryClosedError` where it reaches a part of the memory that close has already shut.
+When ``aclose`` returns, the memory's worker threads have ended too (`AsyncRunner.stopped`):
+before, one was often still alive for a moment, seen by a thread-leak check.
 """
 
 from __future__ import annotations
@@ -85,6 +91,8 @@ class AsyncRunner:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._running: Counter[int] = Counter()  # calls running, by worker thread
+        self._threads: set[threading.Thread] = set()  # the pool's worker threads seen so far
+        self._retired: list[threading.Thread] = []  # the closed pool's, ending
         self._closed = False
 
     def _executor(self) -> tuple[ThreadPoolExecutor, bool]:
@@ -96,14 +104,21 @@ class AsyncRunner:
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="ctxbudget")
                 self._pid = os.getpid()
                 self._running.clear()  # a forked child runs none of its parent's calls
+                self._threads.clear()
             return self._pool, False
 
-    def _call(self, call: Callable[[], R]) -> R:
+    def _call(self, call: Callable[[], R]) -> R | _Stopped:
         me = threading.get_ident()
         with self._lock:
             self._running[me] += 1
+            if not self._closed:
+                self._threads.add(threading.current_thread())
         try:
             return call()
+        except StopIteration as exc:
+            # asyncio cannot put StopIteration in a future: it refused it, and the call never
+            # ended for its caller (a timeout neither). It is raised again in `run`.
+            return _Stopped(exc)
         finally:
             with self._lock:
                 self._running[me] -= 1
@@ -126,11 +141,14 @@ class AsyncRunner:
             pool.shutdown(wait=False)  # its one thread ends with the call
         running = asyncio.wrap_future(started)
         try:
-            return await asyncio.shield(running)
+            result = await asyncio.shield(running)
         except asyncio.CancelledError:
             if not started.cancel():  # running already: it cannot be cut, so let it end first
                 await _until_done(running)
             raise
+        if isinstance(result, _Stopped):
+            raise result.error  # in a coroutine: RuntimeError from it (PEP 479)
+        return result
 
     def close(self) -> None:
         """Wait for the calls running on the workers (`CLOSE_WAIT` at most), then let them end.
@@ -142,6 +160,7 @@ class AsyncRunner:
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
+            self._retired, self._threads = list(self._threads), set()
             if self._pid == os.getpid():
                 others = lambda: all(thread == me for thread in self._running)  # noqa: E731
                 if not self._idle.wait_for(others, CLOSE_WAIT):
@@ -153,6 +172,27 @@ class AsyncRunner:
                     )
         if pool is not None:
             pool.shutdown(wait=False)
+
+    async def stopped(self) -> None:
+        """After `close`: return once the closed pool's threads ended (`CLOSE_WAIT` at most).
+
+        Waits without blocking the loop: a call still queued runs (refused) before its thread
+        ends, and its caller's loop must turn meanwhile.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_WAIT
+        me = threading.current_thread()
+        while any(t.is_alive() and t is not me for t in self._retired):
+            if loop.time() > deadline:
+                return
+            await asyncio.sleep(0.001)
+
+
+class _Stopped:
+    """A call's `StopIteration`, carried out of its thread as a result (not as an error)."""
+
+    def __init__(self, error: StopIteration) -> None:
+        self.error = error
 
 
 async def _until_done(running: asyncio.Future[Any]) -> None:

@@ -387,9 +387,10 @@ class ContextMemory(
     adelete_user = awaitable(SessionUpkeep.delete_user)
 
     async def aclose(self) -> None:
-        """Async `close` (on a closed memory, nothing to do)."""
+        """Async `close` (on a closed memory, nothing to do); returns once its threads ended."""
         if not self._closed:
             await self._async.run(self.close)
+        await self._async.stopped()
 
     def __enter__(self) -> ContextMemory:
         return self

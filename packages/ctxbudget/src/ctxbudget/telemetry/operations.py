@@ -26,7 +26,7 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.telemetry.settings import TelemetrySettings, hashed_id
-from ctxbudget.telemetry.spans import Attributes, active, assembly_in_progress, traced
+from ctxbudget.telemetry.spans import Attributes, active, assembly_in_progress, exportable, traced
 
 if TYPE_CHECKING:
     from ctxbudget.core.report import AssembledContext
@@ -114,7 +114,7 @@ def note_on_span(attributes: Attributes) -> None:
         return
     span = tracing.current_span()
     if span.is_recording():
-        span.set_attributes(attributes)
+        span.set_attributes(exportable(attributes))
 
 
 def _report(_: Mapping[str, Any], ctx: Any, settings: TelemetrySettings) -> Attributes:
@@ -150,7 +150,7 @@ def _gathered(args: Mapping[str, Any], found: Any, settings: TelemetrySettings) 
         out.update(user)
         outer = assembly_in_progress()
         if outer is not None and outer.is_recording():
-            outer.set_attributes(user)
+            outer.set_attributes(exportable(user))
     return out
 
 

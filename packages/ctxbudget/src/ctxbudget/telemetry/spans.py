@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
+import traceback
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -26,13 +28,37 @@ from ctxbudget.telemetry.settings import TelemetrySettings, current, on_configur
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["Attributes", "Tracing", "active", "assembly_in_progress", "traced"]
+__all__ = ["Attributes", "Tracing", "active", "assembly_in_progress", "exportable", "traced"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 Attributes = dict[str, Any]
 """Span attributes: str, bool, int, float or homogeneous sequences of them."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(value: Any) -> Any:
+    """``value``; a str holding lone surrogates with each one as U+FFFD (valid UTF-8)."""
+    if not isinstance(value, str) or value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", value)
+    return value
+
+
+def exportable(attributes: Attributes) -> Attributes:
+    """``attributes`` with every text (a sequence's items too) valid UTF-8, as OTLP needs."""
+    out: Attributes = {}
+    for key, value in attributes.items():
+        if isinstance(value, list | tuple):
+            value = [_utf8(item) for item in value]
+        out[key] = _utf8(value)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +195,7 @@ def traced(
                 if recording and before is not None:
                     bound = _bound(signature, args, kwargs)
                     if bound:
-                        span.set_attributes(before(bound, tracing.settings))
+                        span.set_attributes(exportable(before(bound, tracing.settings)))
                 token = _assembly.set(span) if opens_assembly else None
                 try:
                     result = method(*args, **kwargs)
@@ -181,7 +207,7 @@ def traced(
                     if token is not None:
                         _assembly.reset(token)
                 if recording and after is not None:
-                    span.set_attributes(after(bound, result, tracing.settings))
+                    span.set_attributes(exportable(after(bound, result, tracing.settings)))
                 return result
 
         return wrapper
@@ -211,4 +237,6 @@ def _failed(span: Span, error: BaseException, settings: TelemetrySettings) -> No
     span.set_attribute("error.type", kind)
     span.set_status(Status(StatusCode.ERROR, kind))
     if settings.capture_content:
-        span.record_exception(error)
+        message = _utf8(str(error))
+        trace = _utf8("".join(traceback.format_exception(error)))
+        span.record_exception(error, {"exception.message": message, "exception.stacktrace": trace})
