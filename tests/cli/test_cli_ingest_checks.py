@@ -98,7 +98,7 @@ REFUSED = [
     ('{"session": "s1", "role": "user", "text": "x", "timestamp": Infinity}', "finite"),
     ('{"session": "s1", "role": "user", "text": "x", "metadata": {"a": NaN}}', "not finite"),
     ('{"session": "s1", "role": "user", "text": "x\\ud800y"}', "lone surrogate"),
-    ('{"session": "s\\udc00", "role": "user", "text": "x"}', "session holds a lone surrogate"),
+    ('{"session": "s\\udc00", "role": "user", "text": "x"}', "session_id holds a lone surrogate"),
     ('{"session": "s1", "role": "user", "text": "   "}', "empty text"),
     ('{"session": "s1", "role": "user", "text": 5}', "text must be a str"),
     ('{"session": {}, "role": "user", "text": "x"}', "'session' must be a string"),

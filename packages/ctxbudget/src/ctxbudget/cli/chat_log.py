@@ -175,7 +175,7 @@ def _session_of(where: str, message: dict[str, Any], default: str | None) -> str
         msg = f"{where}: 'session' must be a string (or a whole number), got {type(given).__name__}"
         raise UsageError(msg)
     try:
-        return require_name("session", given)
+        return require_name("session_id", given)  # the core's words for it (conformance suite)
     except StoreInputError as exc:
         msg = f"{where}: {exc}"
         raise UsageError(msg) from exc
