@@ -354,9 +354,9 @@ REFUSED: list[tuple[Any, str]] = [
         HumanMessage(["ok", {"type": "file", "file": {"file_id": "file-1"}}]),
         r"message 1 \(human\) has a content block 1 of type 'file'",
     ),
-    (
-        AIMessage([{"type": "server_tool_call", "id": "s1", "name": "web"}, "ok"]),
-        r"message 1 \(ai\) has a content block 0 of type 'server_tool_call'",
+    (  # server tool blocks are counted (their JSON); a type no provider documents is not
+        AIMessage([{"type": "made_up_tool_result", "tool_use_id": "s1"}, "ok"]),
+        r"message 1 \(ai\) has a content block 0 of type 'made_up_tool_result'",
     ),
     (HumanMessage([{"type": "weird", "x": 1}]), r"block 0 of type 'weird'"),
     (HumanMessage([{"text": "no type"}]), r"block 0 of type None"),

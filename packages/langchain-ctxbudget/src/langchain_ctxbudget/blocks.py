@@ -6,17 +6,41 @@ blocks (Anthropic ``thinking``/``redacted_thinking``, OpenAI Responses and LangC
 block with its signature before the tool result it led to), and count as the text they hold.
 Refusal blocks (OpenAI's ``refusal`` content part, LangChain's standard ``refusal`` block since
 langchain-core 1.7.5) are sent back as they were too, and count as their refusal text.
+Server tool blocks (Anthropic's web search, web fetch, code execution, tool search and MCP
+connector blocks, LangChain's standard ``server_tool_call``/``server_tool_result`` and
+``non_standard`` blocks) are sent back as they were, and count as their JSON text.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
-__all__ = ["content_parts", "stored_text"]
+__all__ = ["SERVER_TOOL_BLOCKS", "content_parts", "server_block_json", "stored_text"]
+
+# Blocks of tools the provider runs itself, inside one assistant turn (no LangChain tool call,
+# no ToolMessage): the provider needs them back verbatim (an encrypted search result too).
+# Anthropic's (as langchain-anthropic sends them back), then LangChain's standard ones.
+SERVER_TOOL_BLOCKS = frozenset(
+    {
+        "server_tool_use",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "server_tool_call",
+        "server_tool_result",
+        "non_standard",
+    }
+)
 
 
 def content_parts(
@@ -29,7 +53,8 @@ def content_parts(
     as it was, so it counts as the text it holds (its opaque data too: more, never less); a
     standard ``tool_call`` block (or OpenAI Responses ``function_call`` item) of a call the
     message makes counts with its tool calls. A ``refusal`` block counts as its refusal text
-    (an empty one counts nothing).
+    (an empty one counts nothing). A server tool block (`SERVER_TOOL_BLOCKS`) counts as its
+    compact JSON text (`server_block_json`).
     """
     parts: list[Any] = []
     texts: list[str] = []
@@ -59,13 +84,35 @@ def content_parts(
         if reasoning is not None:
             parts.append({"type": "text", "text": reasoning})
             continue
+        served = server_block_json(part) if isinstance(part, Mapping) else None
+        if served is not None:
+            parts.append({"type": "text", "text": served})
+            continue
         msg = (
             f"message {index} ({kind}) has a content block {number} of type {block!r} that "
-            "ctxbudget cannot count (it counts text, image, reasoning and refusal blocks); "
-            "convert that block to text, or leave it out of the messages given"
+            "ctxbudget cannot count (it counts text, image, reasoning, refusal and server tool "
+            "blocks); convert that block to text, or leave it out of the messages given"
         )
         raise InvalidItemError(msg)
     return parts, "\n".join(texts)
+
+
+def server_block_json(block: Mapping[str, Any]) -> str | None:
+    """The text a server tool block counts as: its compact JSON (None: not one, or not JSON).
+
+    The whole block as given, keys in order, non-ASCII kept (``separators=(",", ":")``): the
+    provider is sent the block itself, and bills its tool calls and results as input tokens.
+    A ``non_standard`` block must wrap a ``value`` object.
+    """
+    kind = block.get("type")
+    if kind not in SERVER_TOOL_BLOCKS:
+        return None
+    if kind == "non_standard" and not isinstance(block.get("value"), Mapping):
+        return None
+    try:
+        return json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):  # bytes, a cycle, nesting too deep
+        return None
 
 
 def _call_of(block: Mapping[str, Any]) -> str | None:
