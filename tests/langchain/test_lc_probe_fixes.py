@@ -155,8 +155,8 @@ def test_budget_messages_keeps_reasoning_blocks(name: str) -> None:
 
 
 def test_a_block_of_another_type_is_still_named() -> None:
-    odd = AIMessage([{"type": "server_tool_call", "id": "s1", "name": "web", "args": {}}])
-    with pytest.raises(InvalidItemError, match=r"message 1 \(ai\).*block 0.*'server_tool_call'"):
+    odd = AIMessage([{"type": "made_up_call", "id": "s1", "name": "web", "args": {}}])
+    with pytest.raises(InvalidItemError, match=r"message 1 \(ai\).*block 0.*'made_up_call'"):
         budget_messages([HumanMessage("q"), odd, HumanMessage("q2")], max_tokens=500)
 
 
