@@ -8,7 +8,13 @@ Refusal blocks (OpenAI's ``refusal`` content part, LangChain's standard ``refusa
 langchain-core 1.7.5) are sent back as they were too, and count as their refusal text.
 Server tool blocks (Anthropic's web search, web fetch, code execution, tool search and MCP
 connector blocks, LangChain's standard ``server_tool_call``/``server_tool_result`` and
-``non_standard`` blocks) are sent back as they were, and count as their JSON text.
+``non_standard`` blocks) and OpenAI Responses items (``web_search_call``, ``file_search_call``,
+``code_interpreter_call``, ``image_generation_call``, ``computer_call``, the MCP items, ...: the
+built-in tool items langchain-openai keeps in an AIMessage's content with
+``output_version="responses/v1"``) are sent back as they were, and count as their compact JSON
+text (`VERBATIM_BLOCKS`). A text block's citations (Anthropic ``citations``, OpenAI Responses and
+LangChain ``annotations``), which the providers' LangChain integrations send back with the text,
+count as their compact JSON text too (`citation_parts`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,16 @@ from typing import Any
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS
 
-__all__ = ["SERVER_TOOL_BLOCKS", "content_parts", "server_block_json", "stored_text"]
+__all__ = [
+    "RESPONSES_ITEMS",
+    "SERVER_TOOL_BLOCKS",
+    "VERBATIM_BLOCKS",
+    "awaited_calls",
+    "citation_parts",
+    "content_parts",
+    "server_block_json",
+    "stored_text",
+]
 
 # Blocks of tools the provider runs itself, inside one assistant turn (no LangChain tool call,
 # no ToolMessage): the provider needs them back verbatim (an encrypted search result too).
@@ -41,6 +56,39 @@ SERVER_TOOL_BLOCKS = frozenset(
         "non_standard",
     }
 )
+# Items of OpenAI's Responses API that langchain-openai keeps in an AIMessage's content as the
+# API returned them (``output_version="responses/v1"``, the default with use_responses_api=True:
+# ``_construct_lc_result_from_responses_api``) and sends back as input items as given
+# (``_construct_responses_api_input``; an ``image_generation_call`` as its id alone unless
+# ``store=False``), as of langchain-openai 1.7.4. The built-in tools' calls (each holds its
+# result: search sources, code outputs, the image's base64 ``result``), the MCP items, and
+# ``compaction`` (encrypted context). The client's answers langchain-openai takes from a user
+# message (``mcp_approval_response``, a client ``tool_search_output`` or
+# ``apply_patch_call_output``) go back as given too. ``reasoning`` items count as reasoning,
+# ``function_call``/``custom_tool_call`` items with the message's tool calls (`_call_of`).
+RESPONSES_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "computer_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "tool_search_call",
+        "tool_search_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "compaction",
+    }
+)
+# The blocks sent back exactly as given and counted as their compact JSON (`server_block_json`).
+VERBATIM_BLOCKS = SERVER_TOOL_BLOCKS | RESPONSES_ITEMS
+# Responses items a ToolMessage answers (its tool_call_id is the item's ``call_id``) with no
+# LangChain tool call: langchain-openai sends that ToolMessage as the ``computer_call_output``.
+_ANSWERED_ITEMS = frozenset({"computer_call"})
 
 
 def content_parts(
@@ -53,8 +101,8 @@ def content_parts(
     as it was, so it counts as the text it holds (its opaque data too: more, never less); a
     standard ``tool_call`` block (or OpenAI Responses ``function_call`` item) of a call the
     message makes counts with its tool calls. A ``refusal`` block counts as its refusal text
-    (an empty one counts nothing). A server tool block (`SERVER_TOOL_BLOCKS`) counts as its
-    compact JSON text (`server_block_json`).
+    (an empty one counts nothing). A server tool block or OpenAI Responses item
+    (`VERBATIM_BLOCKS`) counts as its compact JSON text (`server_block_json`).
     """
     parts: list[Any] = []
     texts: list[str] = []
@@ -90,27 +138,77 @@ def content_parts(
             continue
         msg = (
             f"message {index} ({kind}) has a content block {number} of type {block!r} that "
-            "ctxbudget cannot count (it counts text, image, reasoning, refusal and server tool "
-            "blocks); convert that block to text, or leave it out of the messages given"
+            "ctxbudget cannot count (it counts text, image, reasoning, refusal, server tool and "
+            "OpenAI Responses tool item blocks); convert that block to text, or leave it out of "
+            "the messages given"
         )
         raise InvalidItemError(msg)
     return parts, "\n".join(texts)
 
 
 def server_block_json(block: Mapping[str, Any]) -> str | None:
-    """The text a server tool block counts as: its compact JSON (None: not one, or not JSON).
+    """The text a `VERBATIM_BLOCKS` block counts as: its compact JSON (None: not one, or not JSON).
 
     The whole block as given, keys in order, non-ASCII kept (``separators=(",", ":")``): the
-    provider is sent the block itself, and bills its tool calls and results as input tokens.
-    A ``non_standard`` block must wrap a ``value`` object.
+    provider is sent the block itself (or less of it), and bills its tool calls and results as
+    input tokens. A base64 payload (an ``image_generation_call``'s ``result``) counts as the JSON
+    text it is sent as. A ``non_standard`` block must wrap a ``value`` object.
     """
     kind = block.get("type")
-    if kind not in SERVER_TOOL_BLOCKS:
+    if kind not in VERBATIM_BLOCKS:
         return None
     if kind == "non_standard" and not isinstance(block.get("value"), Mapping):
         return None
+    return _compact_json(block)
+
+
+def awaited_calls(content: Sequence[Any]) -> tuple[str, ...]:
+    """The ``call_id`` of each ``computer_call`` item of a message: calls a ToolMessage answers.
+
+    A ``non_standard`` block holding one (``output_version="v1"``) counts too.
+
+    They are the message's calls as the history sees them (its result is never an orphan, and
+    the message goes with all its results or not at all); they are not counted as tool calls
+    (the item counts as its JSON).
+    """
+    items = (
+        block.get("value")
+        if isinstance(block, Mapping) and block.get("type") == "non_standard"
+        else block  # LangChain's standard form (output_version="v1") wraps the item
+        for block in content
+    )
+    return tuple(
+        str(item["call_id"])
+        for item in items
+        if isinstance(item, Mapping)
+        and item.get("type") in _ANSWERED_ITEMS
+        and item.get("call_id") is not None
+    )
+
+
+def citation_parts(content: Sequence[Any]) -> list[dict[str, str]]:
+    """Text parts for the citations of a message's text blocks: each list's compact JSON.
+
+    LangChain's OpenAI form of a message keeps only a text block's text, but langchain-anthropic
+    sends a text block's ``citations`` back with it, and langchain-openai (Responses API) its
+    ``annotations``: a non-empty list counts as its compact JSON text (more, never less).
+    """
+    parts: list[dict[str, str]] = []
+    for block in content:
+        if not isinstance(block, Mapping) or block.get("type") != "text":
+            continue
+        for name in ("citations", "annotations"):
+            cited = block.get(name)
+            if cited:
+                text = _compact_json(cited)
+                parts.append({"type": "text", "text": str(cited) if text is None else text})
+    return parts
+
+
+def _compact_json(value: object) -> str | None:
+    """``value`` as compact JSON, keys in order, non-ASCII kept (None: JSON cannot hold it)."""
     try:
-        return json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):  # bytes, a cycle, nesting too deep
         return None
 
@@ -118,13 +216,14 @@ def server_block_json(block: Mapping[str, Any]) -> str | None:
 def _call_of(block: Mapping[str, Any]) -> str | None:
     """The id of the tool call a call block stands for (None: not a call block).
 
-    A standard ``tool_call`` block's ``id``; an OpenAI Responses ``function_call`` item's
-    ``call_id`` (``output_version="responses/v1"``).
+    A standard ``tool_call`` block's ``id``; an OpenAI Responses ``function_call`` or
+    ``custom_tool_call`` item's ``call_id`` (``output_version="responses/v1"``; langchain-openai
+    makes a custom tool's call a tool call with its input as ``{"__arg1": input}``).
     """
     kind = block.get("type")
     if kind == "tool_call":
         return str(block.get("id"))
-    if kind == "function_call":
+    if kind in ("function_call", "custom_tool_call"):
         return str(block.get("call_id"))
     return None
 

@@ -28,7 +28,15 @@ from ctxbudget.tokens.names import parse_model_name
 from ctxbudget.tokens.served import ollama_url
 from langchain_ctxbudget.convert import chat_model_name, tool_tokens
 
-__all__ = ["budget_tokens", "call_budget", "model_name", "model_window", "window_budget"]
+__all__ = [
+    "budget_tokens",
+    "call_budget",
+    "model_name",
+    "model_output",
+    "model_window",
+    "reply_room",
+    "window_budget",
+]
 
 
 def budget_tokens(value: object, where: str) -> int:
@@ -56,11 +64,15 @@ def window_budget(
     floors: Mapping[int, Share],
     caps: Mapping[int, Share] | None = None,
     base_url: str | None = None,
+    declared: int | None = None,
 ) -> Budget:
     """The budget of ``window`` tokens, or else of ``model``'s window (`Budget.for_model`).
 
-    ``floors`` and ``caps`` are the tier shares (`ctxbudget.memory.policy.plan.Plan`); ``base_url``
-    is the local server to ask ``model``'s window from.
+    ``window`` is the caller's (its reserve defaults to 0); ``declared`` the window the chat
+    model declares (`model_window`), which takes the registry's default reserve as any window of
+    ``model`` does. ``floors`` and ``caps`` are the tier shares
+    (`ctxbudget.memory.policy.plan.Plan`); ``base_url`` is the local server to ask ``model``'s
+    window from.
 
     Raises:
         UnknownModelError: neither a window nor a model, or a model ctxbudget does not know.
@@ -70,11 +82,61 @@ def window_budget(
             msg = "no model to take the window from"
             raise UnknownModelError(msg)
         return Budget.for_model(
-            model, base_url=base_url, reserve=reserve, safety=safety, floors=floors, caps=caps
+            model,
+            window=declared,
+            base_url=base_url if declared is None else None,
+            reserve=reserve,
+            safety=safety,
+            floors=floors,
+            caps=caps,
         )
     return Budget(
         window=window, reserve=reserve or 0, safety=safety, floors=floors, caps=caps or {}
     )
+
+
+def reply_room(budget: Budget, chat_model: object) -> Budget:
+    """``budget`` with room for as many tokens as ``chat_model`` is set to generate, at least.
+
+    A provider checks the prompt against the window less the reply's ``max_tokens`` (Anthropic
+    refuses a prompt that leaves less; a local server cuts the prompt's start): the reserve is at
+    least the chat model's own setting (`model_output`). Used when the caller gave neither a
+    reserve nor a window.
+
+    Raises:
+        InvalidBudgetError: the chat model's setting leaves no room in the window.
+    """
+    output = model_output(chat_model)
+    if output is None or output <= budget.reserve:
+        return budget
+    try:
+        return dataclasses.replace(budget, reserve=output)
+    except InvalidBudgetError as exc:
+        msg = (
+            f"the chat model is set to generate up to {output:,} tokens, which leaves no room "
+            f"for the prompt in its window of {budget.window:,} (safety {budget.safety:,}); "
+            "lower its max_tokens, or give the middleware reserve= (and budget=) yourself"
+        )
+        raise InvalidBudgetError(msg) from exc
+
+
+_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
+
+
+def model_output(chat_model: object) -> int | None:
+    """How many tokens ``chat_model`` is set to generate, when it says (None: it does not).
+
+    Its ``max_tokens`` (ChatAnthropic, ChatOpenAI's ``max_completion_tokens``),
+    ``max_output_tokens`` (Google's) or ``num_predict`` (Ollama's), bound with ``.bind(...)``
+    or set on the model; a positive int only.
+    """
+    bound = getattr(chat_model, "kwargs", None)
+    for source in (bound if isinstance(bound, Mapping) else {}, None):
+        for name in _OUTPUT_FIELDS:
+            value = source.get(name) if source is not None else getattr(chat_model, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
 
 
 def call_budget(budget: Budget, counter: TokenCounter, tools: Sequence[object]) -> Budget:

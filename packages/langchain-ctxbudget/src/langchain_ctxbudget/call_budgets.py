@@ -11,7 +11,13 @@ from collections.abc import Sequence
 
 from ctxbudget import Budget, TokenCounter
 from ctxbudget.memory.policy.plan import Plan
-from langchain_ctxbudget.budget import call_budget, model_name, model_window, window_budget
+from langchain_ctxbudget.budget import (
+    call_budget,
+    model_name,
+    model_window,
+    reply_room,
+    window_budget,
+)
 from langchain_ctxbudget.convert import counter_for
 
 __all__ = ["CallBudgets"]
@@ -23,12 +29,15 @@ class CallBudgets:
     Attributes:
         model: the model named by the middleware's options (None: each request's).
         _budget: the budget the options give, or None when each request's model says.
-        _max_tokens: the window the options give (``budget=`` or the chat model's own).
+        _max_tokens: the window the options give (``budget=``).
+        _declared: the window the chat model given as ``model=`` declares (`model_window`).
     """
 
     model: str | None
     _budget: Budget | None
+    _given: Budget | None
     _max_tokens: int | None
+    _declared: int | None
     _reserve: int | None
     _safety: int
     _base_url: str | None
@@ -37,7 +46,8 @@ class CallBudgets:
     def _make_budget(self, model: str | None, declared: int | None = None) -> Budget:
         return window_budget(
             model,
-            window=self._max_tokens if self._max_tokens is not None else declared,
+            window=self._max_tokens,
+            declared=self._declared if self._declared is not None else declared,
             reserve=self._reserve,
             safety=self._safety,
             base_url=self._base_url,
@@ -47,11 +57,17 @@ class CallBudgets:
 
     def _call_budget(self, counter: TokenCounter, model: object, tools: Sequence[object]) -> Budget:
         budget = self._budget or self._make_budget(self._model_name(model), self._window(model))
+        if self._reserve is None and self._max_tokens is None and self._given is None:
+            budget = reply_room(budget, model)  # the reply the chat model is set to write
         return call_budget(budget, counter, tools)
 
     def _counter_of(self, model: object) -> TokenCounter:
         # With a window (given, or the chat model's), an unknown model counts approximately.
-        known = self._max_tokens is not None or self._window(model) is not None
+        known = (
+            self._max_tokens is not None
+            or self._declared is not None
+            or self._window(model) is not None
+        )
         return counter_for(self._model_name(model), "approximate" if known else "raise")
 
     def _window(self, model: object) -> int | None:

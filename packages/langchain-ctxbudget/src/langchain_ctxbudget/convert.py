@@ -36,7 +36,7 @@ from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
 from ctxbudget.store.chroma_store import Record
-from langchain_ctxbudget.blocks import content_parts, stored_text
+from langchain_ctxbudget.blocks import awaited_calls, citation_parts, content_parts, stored_text
 from langchain_ctxbudget.message_checks import check_call_args, check_unicode
 
 if TYPE_CHECKING:
@@ -193,7 +193,9 @@ def item_of(
 
     Content given as a list of blocks becomes the item's ``parts``: text blocks are counted
     exactly, images by OpenAI's rule (`ctxbudget.image_tokens`; an image of unknown size as
-    the most an image can cost). Invalid tool calls count too: chat models send them.
+    the most an image can cost), a text block's citations as their JSON text
+    (`langchain_ctxbudget.blocks.citation_parts`). Invalid tool calls count too: chat models
+    send them.
 
     Raises:
         InvalidItemError: a role the core does not know, or a block that is neither text nor an
@@ -236,17 +238,22 @@ def item_of(
     elif not isinstance(text, str):
         calls_of = {str(c.get("id")) for c in data.get("tool_calls") or ()}
         parts, text = content_parts(text, index, message.type, calls_of)
+        if isinstance(message.content, list):  # citations: dropped from the OpenAI form
+            parts.extend(citation_parts(message.content))
     calls = list(data.get("tool_calls") or [])
     if isinstance(message, AIMessage):
         calls.extend(_invalid_call(call) for call in message.invalid_tool_calls)
     metadata: dict[str, Any] = {"tool_calls": calls} if calls else {}
+    call_ids = [str(call.get("id") or "") for call in calls]
+    if isinstance(message, AIMessage) and isinstance(message.content, list):
+        call_ids.extend(awaited_calls(message.content))  # a computer_call's screenshot
     return ContextItem(
         id,
         text,
         tier=tier,
         role=role,
         name=data.get("name") or None,
-        tool_calls=tuple(str(call.get("id") or "") for call in calls),
+        tool_calls=tuple(call_ids),
         tool_call_id=data.get("tool_call_id"),
         metadata=metadata,
         shrink=shrink,

@@ -30,7 +30,7 @@ from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, TrimOptions, tr
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 from langchain_ctxbudget.convert import item_of, resolve_counter
-from langchain_ctxbudget.model_request import current_turn, own_keys
+from langchain_ctxbudget.model_request import never_pruned, own_keys
 from langchain_ctxbudget.observe import CallContext, budget_summary
 from langchain_ctxbudget.system import SYSTEM_KEY, exact_system, lifted_item, system_plan
 
@@ -104,8 +104,9 @@ def budget_messages(
     (see docs/langchain.md for the table of equivalent settings). The differences are on
     purpose: counts are exact (the model's tokenizer and the provider's per-message overhead,
     tool calls included); the system message, ``pinned`` facts and the newest human message
-    (the question) are never dropped (an error says so when they alone do not fit, where
-    trim_messages returns more than ``max_tokens``, or no question at all);
+    the user wrote (the question; with a harness's notification last, that one too:
+    `model_request.never_pruned`) are never dropped (an error says so when they alone do not
+    fit, where trim_messages returns more than ``max_tokens``, or no question at all);
     history is kept as whole exchanges (a user message and everything that answers it), so it
     never starts with an orphan tool result and never separates a tool call from its result;
     and it is cut in steps (``history_trim="step"``), so that as a conversation grows the calls
@@ -207,7 +208,7 @@ def budget_messages(
     plan = system_plan(system, adds=bool(pinned or extras or any(lifts)), keep_blank=True)
     items: list[ContextItem] = plan.items()
     originals: dict[str, BaseMessage] = {}
-    question = current_turn(given)  # the newest human message: never pruned
+    always = never_pruned(given)  # the question (and a notification after it): never pruned
     for position, message in enumerate(given):
         # Keyed by position in ctxbudget's own id space: the caller's message ids play no part.
         index = position + offset
@@ -215,7 +216,7 @@ def budget_messages(
         if lifts[position]:
             items.extend(item for item in [lifted_item(message, key)] if item is not None)
             continue
-        shrink = Shrink.NEVER if position == question else Shrink.DROP
+        shrink = Shrink.NEVER if position in always else Shrink.DROP
         items.append(item_of(message, id=key, index=index, shrink=shrink))
         originals[key] = message
     items.extend(

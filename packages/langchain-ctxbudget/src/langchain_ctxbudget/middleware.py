@@ -114,7 +114,9 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
             ``safety``), or a complete `ctxbudget.Budget` (then neither ``reserve`` nor
             ``safety`` may be given). ``max_tokens`` is its old name (an int).
         reserve: tokens kept for the reply; default: ``model``'s output limit capped as in
-            `Budget.for_model`, or 0 with an int ``budget``.
+            `Budget.for_model` (a window the chat model declares too), raised to what the chat
+            model is set to generate (its ``max_tokens``, ``num_predict``...: a provider
+            checks the prompt against the window less that), or 0 with an int ``budget``.
         safety: extra tokens kept free.
         base_url: the local server of the model (Ollama, vLLM, LM Studio): its window is asked
             from there (`ctxbudget.detect_window`) unless ``budget`` gives it; a ``ChatOllama``
@@ -231,10 +233,12 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         config, own = (None, None) if memory is None else (memory.config, memory.strategy)
         self._plan = plan_for(config, own, strategy)
         self._budget = self._plan.budget(budget) if isinstance(budget, Budget) else None
-        self._max_tokens = window if window is not None else declared
+        self._given = self._budget
+        self._max_tokens = window
+        self._declared = declared
         self._reserve = reserve
         self._safety = safety
-        if self._budget is None and (model is not None or self._max_tokens is not None):
+        if self._budget is None and (model is not None or window is not None):
             self._budget = self._make_budget(model)
         self.min_exchanges = (
             self._plan.config.min_exchanges if min_exchanges is None else min_exchanges

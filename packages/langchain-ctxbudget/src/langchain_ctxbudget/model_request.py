@@ -33,6 +33,8 @@ __all__ = [
     "conversation_items",
     "current_turn",
     "fixed_items",
+    "is_notification",
+    "never_pruned",
     "own_keys",
     "request_parts",
     "sent_request",
@@ -73,15 +75,44 @@ def fixed_items(plan: SystemPlan, pinned: Sequence[str]) -> list[ContextItem]:
 
 
 def current_turn(messages: Sequence[BaseMessage]) -> int:
-    """Where the conversation's current turn starts: its last human message (``len``: none).
+    """Where the conversation's current turn starts: its question (``len``: there is none).
 
-    That message (the question a model call answers) is never pruned: one that cannot fit
-    refuses the call (`BudgetExceededError`) rather than sending a request without it. What
-    answers it so far (tool steps) is packed newest first, whole steps, as history is.
+    The question is the last human message the user wrote: a notification the agent's harness
+    added after it (`is_notification`: a background task's update, a human-in-the-loop answer)
+    does not start a turn, so the user's request is not taken for history behind it. With only
+    notifications, the last of them. That message is never pruned (`never_pruned`): one that
+    cannot fit refuses the call (`BudgetExceededError`) rather than sending a request without
+    it. What answers it so far (tool steps) is packed newest first, whole steps, as history is.
     """
-    return next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
-        len(messages),
+    humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    written = [i for i in humans if not is_notification(messages[i])]
+    return (written or humans or [len(messages)])[-1]
+
+
+def never_pruned(messages: Sequence[BaseMessage]) -> frozenset[int]:
+    """The positions never pruned: the question, and a notification the call answers.
+
+    A harness's notification last in the conversation (the message this model call reacts to,
+    after the user's question) is kept with the question: the model sees both, whatever the
+    budget. Earlier notifications are history like any message.
+    """
+    question = current_turn(messages)
+    if question == len(messages):
+        return frozenset()
+    last = len(messages) - 1
+    if last > question and is_notification(messages[last]):
+        return frozenset({question, last})
+    return frozenset({question})
+
+
+def is_notification(message: BaseMessage) -> bool:
+    """A human message the agent's harness added (langchain-core's ``add_notification_metadata``).
+
+    The rule of langchain-core's ``get_notification_metadata``: a string ``lc_source`` in its
+    ``additional_kwargs``. Such a message is sent to the model as the human message it is.
+    """
+    return isinstance(message, HumanMessage) and isinstance(
+        message.additional_kwargs.get("lc_source"), str
     )
 
 
@@ -90,18 +121,19 @@ def conversation_items(
 ) -> tuple[list[ContextItem], dict[str, AnyMessage]]:
     """The conversation's items (one per message, id ``keys[i]``) and the messages by key.
 
-    The question's is never pruned (`current_turn`). A system message goes into the one system
+    The question's is never pruned, nor a notification after it that the call answers
+    (`never_pruned`). A system message goes into the one system
     message (`langchain_ctxbudget.system.lifted_item`): it is not among the messages by key.
     """
     items: list[ContextItem] = []
     originals: dict[str, AnyMessage] = {}
-    question = current_turn(messages)
+    kept = never_pruned(messages)
     for index, (message, key) in enumerate(zip(messages, keys, strict=True)):
         if isinstance(message, SystemMessage):
             lifted = lifted_item(message, key)
             items.extend([] if lifted is None else [lifted])
             continue
-        shrink = Shrink.NEVER if index == question else Shrink.DROP
+        shrink = Shrink.NEVER if index in kept else Shrink.DROP
         items.append(item_of(message, id=key, index=index, shrink=shrink))
         originals[key] = message
     return items, originals
