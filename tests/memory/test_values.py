@@ -380,3 +380,22 @@ def test_a_put_that_replaces_a_value_leaves_nothing_of_the_old_one(
     monkeypatch.setattr(model, "clock", lambda: later)
     kept = mem.get_value(space, "t", user_id="eve")
     assert kept is not None and kept.value == {"text": "kept"} and kept.expires_at is None
+
+
+def test_a_put_stamped_before_another_writers_is_still_newer_than_it(
+    mem: ContextMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers: the one that read the clock first may write last (its time is then bumped).
+
+    Before 2026-11-30 its ``updated_at`` fell before the ``created_at`` the other had written.
+    """
+    from ctxbudget.memory.values import model
+
+    late = mem.put_value(("notes",), "k", {"v": "first written"})
+    stamped = model.now_micros() - 5_000_000  # read 5 s before the other writer's write
+    monkeypatch.setattr(model, "now_micros", lambda: stamped)
+    monkeypatch.setattr("ctxbudget.memory.values.api.now_micros", lambda: stamped)
+    got = mem.put_value(("notes",), "k", {"v": "written last"})
+    assert got.value == {"v": "written last"}
+    assert got.created_at == late.created_at  # the key's first put
+    assert got.updated_at > late.updated_at >= got.created_at

@@ -27,6 +27,7 @@ expired items is `langchain_ctxbudget.store_ttl`'s.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -170,6 +171,10 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
         self.memory = ContextMemory(**memory_kwargs) if memory is None else memory
         self._sweeper = None
         self._layout_checked = False
+        # One lock per event loop (an asyncio.Lock serves one loop): async writes in call order.
+        self._write_order: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def _where(self) -> str:
         return f"namespace {self.memory.namespace!r} in {self.memory.store.location}"
@@ -229,8 +234,21 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
 
         The event loop is never blocked. Cancelled, the batch has no effect (not started yet) or
         ends before the cancellation reaches the caller (`ctxbudget.memory.awaitable`).
+
+        Batches that put run one at a time, in the order they were called on the loop, as
+        LangGraph's async stores apply them: of ``asyncio.gather(store.aput(ns, k, a),
+        store.aput(ns, k, b))`` the last, ``b``, wins (the memory's worker threads would
+        otherwise race). Batches that only read run side by side.
         """
-        return await self.memory.arun(self.batch, list(ops))
+        ops = list(ops)
+        if not any(isinstance(op, PutOp) for op in ops):
+            return await self.memory.arun(self.batch, ops)
+        loop = asyncio.get_running_loop()
+        lock = self._write_order.get(loop)
+        if lock is None:
+            lock = self._write_order[loop] = asyncio.Lock()
+        async with lock:  # taken in call order (FIFO); cancelled while waiting: no effect
+            return await self.memory.arun(self.batch, ops)
 
     def _layout(self) -> str:
         return f"CtxBudgetStore(user_at={self.user_at})"

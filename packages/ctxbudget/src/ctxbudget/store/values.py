@@ -97,6 +97,8 @@ class ValueStore:
                 for k, d, m in cols.part_rows(partition, ids=list(dict.fromkeys(ids)))
             }
             rows: dict[str, tuple[ValueRow, list[float]]] = {}
+            latest = max((r.updated for r in stored.values()), default=now - len(puts))
+            now = max(now, latest + len(puts))  # after another writer's, though it read later
             # Each put its own microsecond in the batch's order, the last at now (newest last).
             for at, n in enumerate(sorted(puts), start=now - len(puts) + 1):
                 w = writes[n]
