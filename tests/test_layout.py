@@ -135,7 +135,8 @@ def memory_imports(path: Path) -> Iterator[tuple[ast.AST, str]]:
 
 def test_memory_is_cut_along_the_data_path() -> None:
     top = sorted(p.name for p in MEMORY.iterdir() if p.suffix == ".py" or p.name in SUBPACKAGES)
-    assert top == sorted(["__init__.py", "awaitable.py", "context.py", "inputs.py", *SUBPACKAGES])
+    joins = ["__init__.py", "awaitable.py", "closing.py", "context.py", "inputs.py"]
+    assert top == sorted([*joins, *SUBPACKAGES])
     for sub in SUBPACKAGES:
         assert (MEMORY / sub / "__init__.py").is_file(), sub
 

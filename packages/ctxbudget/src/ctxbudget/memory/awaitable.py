@@ -40,22 +40,26 @@ awaited, as its sync twin does (`ctxbudget.store.client.Closable`); ``aclose`` a
 Closing while calls run on the workers waits for them before the store is released
 (`AsyncRunner.close`): a running call is not cut under its feet (on a Chroma server, it failed
 with the HTTP client's "client has been closed" ``RuntimeError``); it ends with its result, or
-with `MemoryClosedError` where it reaches a part of the memory that close has already shut.
-When ``aclose`` returns, the memory's worker threads have ended too (`AsyncRunner.stopped`):
-before, one was often still alive for a moment, seen by a thread-leak check.
+with `MemoryClosedError` where it reaches a part of the memory that close has already shut. A
+call still queued for a worker when the memory closes is refused (`MemoryClosedError`), never
+run. When ``close`` or ``aclose`` returns, the memory's worker threads have ended too (until
+2026-11-30 only ``aclose`` waited for them, and a thread could outlive ``close``). How several
+closes at once share one (`ctxbudget.memory.closing`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
 import os
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ctxbudget.memory.reading.coroutines import mark_caller_loop
@@ -65,7 +69,8 @@ __all__ = ["ASYNC_WORKERS", "CLOSE_WAIT", "AsyncRunner", "awaitable"]
 logger = logging.getLogger(__name__)
 
 CLOSE_WAIT = 30.0
-"""Seconds `AsyncRunner.close` waits for running calls; past it, the memory closes under them."""
+"""Seconds `AsyncRunner.close` waits for running calls (past it, the memory closes under them),
+and then for its threads to end."""
 
 ASYNC_WORKERS = 2
 """Worker threads of one memory's async calls (more only queue behind the interpreter lock)."""
@@ -79,40 +84,53 @@ class AsyncRunner:
     """A memory's worker threads for its async methods, created on first use.
 
     A forked child gets new threads (the parent's do not exist there). `close` waits for the
-    calls running on the workers, so the memory releases its store only after them. A call
-    that raced the close (it passed its open check just before) still runs, on a thread of
-    its own that ends with it: a closed runner keeps no thread.
+    calls running on the workers, so the memory releases its store only after them, refuses
+    the calls still queued (``refuse`` raises the memory's closed error on the worker; without
+    it they run), and returns once the workers ended. A call that raced the close (it passed
+    its open check just before) still runs, on a thread of its own that ends with it: a closed
+    runner keeps no thread.
     """
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, *, refuse: Callable[[], None] | None = None):
         self._workers = ASYNC_WORKERS if workers is None else workers
+        self._refuse = refuse
         self._pool: ThreadPoolExecutor | None = None
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._running: Counter[int] = Counter()  # calls running, by worker thread
-        self._threads: set[threading.Thread] = set()  # the pool's worker threads seen so far
-        self._retired: list[threading.Thread] = []  # the closed pool's, ending
+        self._threads: set[threading.Thread] = set()  # the threads started for calls
+        self._excused: set[int] = set()  # workers waiting for another's close: not waited for
         self._closed = False
 
-    def _executor(self) -> tuple[ThreadPoolExecutor, bool]:
-        """The pool to submit to, and whether it is only for this call (closed: shut after)."""
+    def _submit(self, call: Callable[[], R]) -> Future[R | _Stopped]:
+        """``call`` queued for a worker (after `close`: a thread of its own, ending with it)."""
         with self._lock:
-            if self._closed:
-                return ThreadPoolExecutor(1, thread_name_prefix="ctxbudget"), True
-            if self._pool is None or self._pid != os.getpid():
-                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="ctxbudget")
-                self._pid = os.getpid()
-                self._running.clear()  # a forked child runs none of its parent's calls
-                self._threads.clear()
-            return self._pool, False
+            only_this = self._closed
+            if only_this:
+                pool = ThreadPoolExecutor(1, thread_name_prefix="ctxbudget")
+            else:
+                if self._pool is None or self._pid != os.getpid():
+                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="ctxbudget")
+                    self._pid = os.getpid()
+                    self._running.clear()  # a forked child runs none of its parent's calls
+                    self._threads.clear()
+                pool = self._pool
+            started = pool.submit(self._call, call, pooled=not only_this)
+            # The threads the pool started for it, known at once: `close` joins every one.
+            self._threads = {t for t in self._threads if t.is_alive()}
+            self._threads.update(getattr(pool, "_threads", ()))
+        if only_this:
+            pool.shutdown(wait=False)  # its one thread ends with the call
+        return started
 
-    def _call(self, call: Callable[[], R]) -> R | _Stopped:
+    def _call(self, call: Callable[[], R], *, pooled: bool) -> R | _Stopped:
         me = threading.get_ident()
+        refuse = self._refuse if pooled and self._closed else None
+        if refuse is not None:
+            refuse()  # queued when the memory closed: refused (it raises), never run
         with self._lock:
             self._running[me] += 1
-            if not self._closed:
-                self._threads.add(threading.current_thread())
         try:
             return call()
         except StopIteration as exc:
@@ -135,10 +153,7 @@ class AsyncRunner:
         context = contextvars.copy_context()
         mark_caller_loop(context)
         call = functools.partial(context.run, func, *args, **kwargs)
-        pool, only_this = self._executor()
-        started = pool.submit(self._call, call)
-        if only_this:
-            pool.shutdown(wait=False)  # its one thread ends with the call
+        started = self._submit(call)
         running = asyncio.wrap_future(started)
         try:
             result = await asyncio.shield(running)
@@ -150,42 +165,80 @@ class AsyncRunner:
             raise result.error  # in a coroutine: RuntimeError from it (PEP 479)
         return result
 
-    def close(self) -> None:
-        """Wait for the calls running on the workers (`CLOSE_WAIT` at most), then let them end.
-
-        A call still queued runs afterwards (its memory, closed, refuses it). Called from a
-        worker (``aclose``, or a call that closes its memory), it does not wait for itself.
-        """
+    @contextlib.contextmanager
+    def excused(self) -> Iterator[None]:
+        """While in it, `close` does not wait for this thread (it waits for another's close)."""
         me = threading.get_ident()
         with self._lock:
+            self._excused.add(me)
+            self._idle.notify_all()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._excused.discard(me)
+
+    def close(self) -> None:
+        """Wait for the running calls, refuse the queued ones, return once the workers ended.
+
+        Each wait is `CLOSE_WAIT` at most. Called from a worker (a call that closes its memory)
+        it does not wait for itself, nor for a worker `excused` (waiting for another close).
+        """
+        me = threading.get_ident()
+
+        def ours(thread: int) -> bool:  # not waited for
+            return thread == me or thread in self._excused
+
+        with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
-            self._retired, self._threads = list(self._threads), set()
+            pool = self._pool  # kept until shut: a close cut by Ctrl-C shuts it when run again
             if self._pid == os.getpid():
-                others = lambda: all(thread == me for thread in self._running)  # noqa: E731
-                if not self._idle.wait_for(others, CLOSE_WAIT):
+                if not self._idle.wait_for(lambda: all(map(ours, self._running)), CLOSE_WAIT):
                     logger.warning(
                         "closing the memory while %d async call(s) still run after %.0f s: "
                         "they end with MemoryClosedError or a store error",
-                        sum(n for t, n in self._running.items() if t != me),
+                        sum(n for t, n in self._running.items() if not ours(t)),
                         CLOSE_WAIT,
                     )
         if pool is not None:
             pool.shutdown(wait=False)
+            self._pool = None
+        self._join(me)
 
     async def stopped(self) -> None:
-        """After `close`: return once the closed pool's threads ended (`CLOSE_WAIT` at most).
+        """After `close`: return once the threads started for calls ended (but this one).
 
-        Waits without blocking the loop: a call still queued runs (refused) before its thread
-        ends, and its caller's loop must turn meanwhile.
+        For a close that ran on a worker (a function given to ``arun`` closed the memory): that
+        worker ends only after its close returned. Waits without blocking the loop, for
+        `CLOSE_WAIT` at most.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLOSE_WAIT
         me = threading.current_thread()
-        while any(t.is_alive() and t is not me for t in self._retired):
+        while any(t.is_alive() and t is not me for t in list(self._threads)):
             if loop.time() > deadline:
                 return
             await asyncio.sleep(0.001)
+
+    def _join(self, me: int) -> None:
+        """Wait until the threads started for calls ended, but this one and those excused."""
+        deadline = time.monotonic() + CLOSE_WAIT
+        while True:
+            with self._lock:
+                if self._pid != os.getpid():
+                    return  # a forked child: its parent's threads do not exist here
+                alive = [
+                    t
+                    for t in self._threads
+                    if t.is_alive() and t.ident != me and t.ident not in self._excused
+                ]
+            left = deadline - time.monotonic()
+            if not alive:
+                return
+            if left <= 0:
+                logger.warning("closing the memory: %d worker thread(s) still run", len(alive))
+                return
+            alive[0].join(left)
 
 
 class _Stopped:

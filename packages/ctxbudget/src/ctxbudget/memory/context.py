@@ -18,7 +18,6 @@ candidates, with what score), `policy` (settings, scoring, strategies, one call'
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
@@ -33,6 +32,7 @@ from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.embed.base import Embedder, as_embedder
 from ctxbudget.memory.awaitable import AsyncRunner, awaitable
+from ctxbudget.memory.closing import Closing, close_async
 from ctxbudget.memory.entities.api import EntityMemory
 from ctxbudget.memory.entities.index import EntityIndexes
 from ctxbudget.memory.entities.names import EntityExtractor
@@ -117,7 +117,7 @@ class ContextMemory(
         inclusion_log: bool | InclusionLogConfig = True,
         entity_extractor: EntityExtractor | None = None,
     ) -> None:
-        self._closing = threading.Lock()
+        self._closing = Closing()  # one close, whoever asks (ctxbudget.memory.closing)
         if store is None:
             chosen: Embedder | None = None if embedder is None else as_embedder(embedder)
             store = ChromaStore(path, url=chroma_url, client=client, embedder=chosen)
@@ -135,7 +135,7 @@ class ContextMemory(
         self._behind = open_write_behind(store, write_behind)
         self.previous_contexts = PreviousContexts()  # each session's last, for previous=
         self._log = self._open_log(inclusion_log)
-        self._async = AsyncRunner()  # the threads of the async methods, on first use
+        self._async = AsyncRunner(refuse=self._check_open)  # the a-methods' threads, on first use
         self._rerank_warnings = RerankWarnings()  # each kind of reranker failure, logged once
 
     def counter_for(self, model: str | None) -> TokenCounter:
@@ -349,17 +349,15 @@ class ContextMemory(
     def close(self) -> None:
         """Store the acknowledged messages, then release the store; closing again does nothing.
 
-        From the start of ``close``, every other call raises `MemoryClosedError`.
+        From the start of ``close``, every other call raises `MemoryClosedError`. It returns
+        once the memory is closed and its threads ended, also when another close was running
+        (it waits for that one, and raises what it raised: a failed close fails again).
         """
-        with self._closing:
-            if self._closed:
-                return
-            self._closed = True
-        self._async.close()  # the async calls running end first: the store is not cut under them
-        self._entities.close()
-        if self._behind is not None:
-            self._behind.close()
-        self.store.close()
+        # Refuse calls; the running async calls end first (the store is not cut under them).
+        refuse = partial(setattr, self, "_closed", True)
+        behind = () if self._behind is None else (self._behind.close,)
+        steps = [refuse, self._async.close, self._entities.close, *behind, self.store.close]
+        self._closing.run(steps, self._async.excused)
 
     def _where(self) -> str:
         return f"namespace {self.namespace!r} in {self.store.location}"
@@ -388,9 +386,8 @@ class ContextMemory(
 
     async def aclose(self) -> None:
         """Async `close` (on a closed memory, nothing to do); returns once its threads ended."""
-        if not self._closed:
-            await self._async.run(self.close)
-        await self._async.stopped()
+        await close_async(self.close)  # on a thread of its own (ctxbudget.memory.closing)
+        await self._async.stopped()  # a worker that ran a close (in ``arun``) ends after it
 
     def __enter__(self) -> ContextMemory:
         return self

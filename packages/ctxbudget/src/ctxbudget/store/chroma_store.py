@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from ctxbudget.embed.base import Embedder, as_embedder, default_embedder
 from ctxbudget.errors import StoreError, StoreInputError
-from ctxbudget.store.client import Closable, import_chromadb, valid_collection_name
+from ctxbudget.store.client import (
+    Closable,
+    import_chromadb,
+    run_callbacks,
+    valid_collection_name,
+)
 from ctxbudget.store.connection import Connection
 from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.deletes import DeleteMethods, Deleter
@@ -177,11 +182,11 @@ class ChromaStore(Closable, SessionMethods, DeleteMethods):
 
     def close(self) -> None:
         """Release the Chroma client if the store created it (idempotent; then see `Closable`)."""
-        callbacks, self._on_close = getattr(self, "_on_close", []), []
-        for callback in callbacks:
-            callback()
+        failed = run_callbacks(getattr(self, "_on_close", []))  # the client is released anyway
         self._closed = True
         self._conn.close()
+        if failed is not None:
+            raise failed
 
     def _where(self) -> str:
         return f"{self.location}, collection {self._name!r}"

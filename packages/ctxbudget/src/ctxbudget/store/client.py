@@ -38,6 +38,7 @@ __all__ = [
     "is_server",
     "parse_url",
     "raise_for_status",
+    "run_callbacks",
     "valid_collection_name",
     "watch_status",
     "write_problem",
@@ -271,6 +272,25 @@ def _checked(method: Callable[..., Any]) -> Callable[..., Any]:
     wrapper = functools.wraps(method)(wrapper)
     wrapper.__ctxbudget_checks_open__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def run_callbacks(callbacks: list[Callable[[], None]]) -> Exception | None:
+    """Run and remove each callback in turn; return the first error (the others still run).
+
+    One cut by Ctrl-C (any ``BaseException`` but an ``Exception``) stays first in the list, so
+    the next close runs it again, and the cut is raised.
+    """
+    failed: Exception | None = None
+    while callbacks:
+        callback = callbacks.pop(0)
+        try:
+            callback()
+        except Exception as exc:  # noqa: BLE001 - returned, after the other callbacks ran
+            failed = failed or exc
+        except BaseException:
+            callbacks.insert(0, callback)
+            raise
+    return failed
 
 
 def close_client(client: Any) -> None:

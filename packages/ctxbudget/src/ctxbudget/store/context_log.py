@@ -160,6 +160,9 @@ class ContextLogs:
             self._closed = True
             self._queue.clear()
             self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)  # it ends at once: nothing is queued any more
 
     def _run(self) -> None:
         ended = False  # False: an error ended the thread, which must not restart on it

@@ -121,6 +121,7 @@ class WriteBehind:
         self._failed: list[_Failure] = []
         self._reported: set[str] = set()  # records dropped (first write wins) and warned about
         self._stopping = False
+        self._released = False  # closed: the thread stopped and the journal let go
         self._cond = threading.Condition()
         # The thread runs while there is work and ends when the queue is empty, so an idle
         # writer holds no thread and a memory nobody closed can still be collected.
@@ -231,18 +232,19 @@ class WriteBehind:
         """
         atexit.unregister(self._exit_hook)
         with self._cond:
-            if self._stopping:
+            if self._released:
                 return
-            deadline = time.monotonic() + self._timeout
-            self._hurry += 1
-            self._cond.notify_all()
-            while self._waiting and self._retrying is None and time.monotonic() < deadline:
-                self._cond.wait(deadline - time.monotonic())
-            self._stopping = True
-            self._cond.notify_all()
+            if not self._stopping:  # (a close cut by Ctrl-C after this goes on from the join)
+                deadline = time.monotonic() + self._timeout
+                self._hurry += 1
+                self._cond.notify_all()
+                while self._waiting and self._retrying is None and time.monotonic() < deadline:
+                    self._cond.wait(deadline - time.monotonic())
+                self._stopping = True
+                self._cond.notify_all()
             clean = not self._waiting and not self._failed
             thread = self._thread
-        if thread is not None:
+        if thread is not None and thread is not threading.current_thread():
             thread.join(self._timeout)
         if not clean:
             logger.error(
@@ -252,11 +254,13 @@ class WriteBehind:
                 self._journal.path,
             )
         self._journal.close(remove=clean)
+        self._released = True
 
     def _disown(self) -> None:
         """In a forked child: this copy has no thread and maybe a lock its parent's thread held."""
         self._cond = threading.Condition()
-        self._stopping = True  # close() returns at once: the parent stores and removes
+        # close() returns at once: the parent stores and removes
+        self._stopping = self._released = True
         self._thread, self._retrying, self._waiting = None, None, 0
         self._queue, self._inflight, self._pending, self._failed = deque(), [], {}, []
         atexit.unregister(self._exit_hook)
