@@ -36,9 +36,9 @@ from ctxbudget.core.numbers import count, flag
 from ctxbudget.errors import (
     ConfigurationError,
     InvalidValueError,
-    MemoryClosedError,
     MissingDependencyError,
 )
+from ctxbudget.memory.closing import Closing
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.values import ValuePut
 from ctxbudget.store.client import Closable
@@ -62,6 +62,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
     )
     raise MissingDependencyError(_msg) from exc
 
+from langchain_ctxbudget.store_closing import ClosingStore
 from langchain_ctxbudget.store_ops import (
     InvalidNamespaceError,
     check_namespaces,
@@ -77,14 +78,13 @@ from langchain_ctxbudget.store_ops import (
     translated_async,
     ttl_config,
 )
-from langchain_ctxbudget.store_ttl import TTLSweeping
 
 __all__ = ["CtxBudgetStore", "InvalidNamespaceError"]
 
 _MAX_USER_AT = 7  # the core keys namespaces up to depth 8 (selective keys)
 
 
-class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
+class CtxBudgetStore(Closable, ClosingStore, BaseStore):
     """LangGraph's ``BaseStore`` over a `ContextMemory`'s keyed values (sync and async).
 
     Args:
@@ -168,6 +168,7 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
         self.ttl_config = ttl_config(ttl)
         self.index_fields = index_fields(index)
         self._owns = memory is None
+        self._closing = Closing()
         self.memory = ContextMemory(**memory_kwargs) if memory is None else memory
         self._sweeper = None
         self._layout_checked = False
@@ -339,62 +340,3 @@ class CtxBudgetStore(Closable, TTLSweeping, BaseStore):
             "ListNamespacesOp"
         )
         raise ConfigurationError(msg)
-
-    # -- lifecycle --------------------------------------------------------------------------
-    def close(self) -> None:
-        """Stop the sweeper and, if this store opened its memory, close it; again: nothing.
-
-        A sweep running is waited for. After it, every operation raises `MemoryClosedError`.
-        A memory passed in stays open.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        self._shut()
-
-    async def aclose(self) -> None:
-        """Async `close`: waits for a running sweep without blocking the event loop.
-
-        `close`'s work runs on the memory's worker threads (`ContextMemory.arun`), so the loop
-        keeps turning while a sweep ends (the sweeper thread holds the store until then).
-        Cancelled, it has no effect (not started yet) or ends before the cancellation reaches
-        the caller, as every async call of the memory. Over a memory passed in and closed
-        already, the sweeper is told to stop and not waited for (its sweep can only fail).
-        """
-        if self._closed:
-            return
-        self._closed = True
-        started = False
-
-        def shut() -> None:
-            nonlocal started
-            started = True
-            self._shut()
-
-        try:
-            await self.memory.arun(shut)
-        except MemoryClosedError:
-            self._stop_sweeper(0)
-        except asyncio.CancelledError:
-            if not started:  # dropped before it ran: the store is as it was, open
-                self._closed = False
-            raise
-
-    def _shut(self) -> None:
-        self._stop_sweeper(None)
-        if self._owns:
-            self.memory.close()
-
-    def __enter__(self) -> CtxBudgetStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> CtxBudgetStore:
-        """``async with CtxBudgetStore(...) as store:``, as LangGraph's async stores are used."""
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        """`aclose` (an exception raised inside the block is raised on)."""
-        await self.aclose()
