@@ -4,7 +4,11 @@
   on the session's Chroma server (``place_kind`` "server", marked ``integration``); a test
   that must run on both parametrizes ``place_kind`` itself. The collection is the default one
   (the command line and the MCP server open it); a fresh namespace keeps tests apart.
-- ``driver``: one per entry of `drivers.DRIVERS` (ids: the driver names), closed after.
+- ``driver``: one per entry of `drivers.DRIVERS` (ids: the driver names), closed after. In a
+  module that sets ``SHARES_SERVERS = True`` (its promises hold on any session of a running
+  server, each test's ids fresh), a server-process door (``signals``: the MCP servers) is one
+  process per door for the whole session, on an embedded folder of its own, instead of one
+  started per test; test_signals, test_removed and test_bad_values still start their own.
 - ``admin``: a second `ContextMemory` on the same place, which deletes, replaces and unpins
   behind the door's back (request it only after the door started: an embedded folder is held
   by one process, so a server door and an admin cannot share one).
@@ -64,11 +68,40 @@ def place(
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def running_servers() -> Iterator[dict[str, Any]]:
+    """The server-process doors shared by modules that say ``SHARES_SERVERS``, by name."""
+    servers: dict[str, Any] = {}
+    yield servers
+    for door in servers.values():
+        with contextlib.suppress(CtxBudgetError):
+            door.close()
+
+
 @pytest.fixture(params=sorted(DRIVERS), ids=sorted(DRIVERS))
 def driver(request: pytest.FixtureRequest, place: Place) -> Iterator[Any]:
-    """One door, on ``place``; closed after the test (a second close may refuse)."""
+    """One door, on ``place``; closed after the test (a second close may refuse).
+
+    A server-process door in a module that ``SHARES_SERVERS``: the session's running one.
+    """
     module = importlib.import_module(f"drivers.{DRIVERS[request.param]}")
     door = module.make(place)
+    shared = getattr(request.module, "SHARES_SERVERS", False) and place.folder is not None
+    if shared and "signals" in door.can:
+        door.close()  # never started: a server door starts its process on first use
+        servers = request.getfixturevalue("running_servers")
+        if request.param not in servers:
+            root = request.getfixturevalue("tmp_path_factory").mktemp(f"shared-{request.param}")
+            where = Place(
+                str(root / "chroma"),
+                None,
+                COLLECTION,
+                f"conf-{uuid.uuid4().hex[:12]}",
+                place.embedder,
+            )
+            servers[request.param] = module.make(where)
+        yield servers[request.param]
+        return
     yield door
     with contextlib.suppress(CtxBudgetError):
         door.close()

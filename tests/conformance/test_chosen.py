@@ -18,6 +18,7 @@ from conversation import conversation_problem
 from hypothesis import given
 from hypothesis import strategies as st
 
+SHARES_SERVERS = True  # each test uses fresh ids: an MCP server door is the session's one
 queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
 
 

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import PruneReason
 
+SHARES_SERVERS = True  # each test uses fresh ids: an MCP server door is the session's one
 REASONS = {r.value for r in PruneReason}
 DUPLICATE = PruneReason.DUPLICATE.value
 MADE = "ctxbudget:summary:"  # summaries packing writes in the call: included, never offered

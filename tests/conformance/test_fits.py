@@ -14,6 +14,7 @@ from _suite import PROPERTY, WORDS, conversations, fresh, needs, turns_of
 from hypothesis import given
 from hypothesis import strategies as st
 
+SHARES_SERVERS = True  # each test uses fresh ids: an MCP server door is the session's one
 queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
 budgets = st.integers(min_value=80, max_value=1500)
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -35,17 +36,34 @@ CANCEL_AFTER = 0.1  # seconds into aclose the cancelled one is cancelled, the sw
 
 
 # -- 1. aclose during a sweep keeps the loop responsive -----------------------------------------
-@pytest.mark.parametrize("cancelled", [False, True], ids=["awaited", "cancelled"])
-async def test_aclose_during_a_sweep_does_not_block_the_loop(
-    tmp_path: Path, embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch, cancelled: bool
-) -> None:
-    store = CtxBudgetStore(path=tmp_path / "chroma", embedder=embedder, user_at=1)
+@pytest.fixture(scope="module")
+def swept_folder(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Path:
+    """A closed store's folder holding USERS x PER_USER values with a ttl of a minute.
+
+    Put once for the module (a thousand puts take seconds); each test sweeps its own copy.
+    """
+    folder = tmp_path_factory.mktemp("swept") / "chroma"
+    store = CtxBudgetStore(path=folder, embedder=embedder, user_at=1)
     puts = [
         PutOp(("memories", f"u{u}"), f"k{n}", {"text": f"note {n}"}, index=False, ttl=1.0)
         for u in range(USERS)
         for n in range(PER_USER)
     ]
-    await store.abatch(puts)
+    asyncio.run(store.abatch(puts))
+    store.close()
+    return folder
+
+
+@pytest.mark.parametrize("cancelled", [False, True], ids=["awaited", "cancelled"])
+async def test_aclose_during_a_sweep_does_not_block_the_loop(
+    tmp_path: Path,
+    embedder: OnnxEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    cancelled: bool,
+    swept_folder: Path,
+) -> None:
+    shutil.copytree(swept_folder, tmp_path / "chroma")
+    store = CtxBudgetStore(path=tmp_path / "chroma", embedder=embedder, user_at=1)
     real = model.clock
     monkeypatch.setattr(model, "clock", lambda: real() + 120 * 1_000_000_000)  # all expired
     sweeping = threading.Event()
