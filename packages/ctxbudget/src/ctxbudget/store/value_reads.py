@@ -1,0 +1,200 @@
+"""`ValueStore`'s reads of keyed values: by key, by prefix, newest first, nearest a vector.
+
+One of `ValueStore`'s bases (`ctxbudget.store.values` describes the rows, their partitions and
+the selective keys these reads filter on). Every read opens one values partition, the one of
+its user (or the namespace's shared one), filters on one selective key where it can and checks
+the rest in Python; expired rows are left out (deleting them is `ValueStore`'s upkeep).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from ctxbudget.store.layout import Collections
+from ctxbudget.store.partitions import values_partition
+from ctxbudget.store.records import json_key
+from ctxbudget.store.replies import query_reply
+from ctxbudget.store.value_rows import (
+    KEY_DEPTH,
+    ValueRow,
+    decode_row,
+    live_under,
+    prefix_key,
+    row_id,
+)
+
+__all__ = ["ValueReads"]
+
+_SMALL = 500  # a prefix of at most this many values is read at once
+
+
+class ValueReads:
+    """`ValueStore`'s reads (one of its bases): rows of one values partition, live at ``now``."""
+
+    _collections: Collections
+
+    def partition(self, namespace: str, user_id: str | None) -> str:
+        """The collection of the values of ``user_id`` (None: the shared ones) in ``namespace``."""
+        return values_partition(self._collections.name, namespace, user_id)
+
+    def read(
+        self,
+        namespace: str,
+        user_id: str | None,
+        pairs: Sequence[tuple[tuple[str, ...], str]],
+        now: int,
+    ) -> list[ValueRow | None]:
+        """The live values at these (namespace tuple, key) pairs (None: none), by one read."""
+        owner = user_id or ""
+        ids = [row_id(namespace, owner, space, key) for space, key in pairs]
+        if not ids:
+            return []
+        got = self._collections.part_rows(
+            self.partition(namespace, user_id), ids=list(dict.fromkeys(ids))
+        )
+        found = {k: decode_row(d, m) for k, d, m in got}
+        return [r if (r := found.get(k)) is not None and r.live(now) else None for k in ids]
+
+    def scan(
+        self,
+        namespace: str,
+        user_id: str | None,
+        prefix: tuple[str, ...],
+        now: int,
+        *,
+        embedded: bool | None = None,
+        documents: bool = True,
+    ) -> list[ValueRow]:
+        """The live values under ``prefix`` (``embedded``: only those that were / were not)."""
+        field = {None: "vp", True: "vq", False: "vn"}[embedded]
+        depth = min(len(prefix), KEY_DEPTH)
+        where = {f"{field}{depth}": prefix_key(namespace, user_id or "", prefix)}
+        got = self._collections.part_rows(
+            self.partition(namespace, user_id), where=where, documents=documents
+        )
+        rows = (decode_row(d or "", m) for _, d, m in got)
+        return [r for r in rows if r.namespace[: len(prefix)] == prefix and r.live(now)]
+
+    def newest(
+        self,
+        namespace: str,
+        user_id: str | None,
+        prefix: tuple[str, ...],
+        now: int,
+        needed: int,
+        keep: Callable[[ValueRow], bool],
+    ) -> list[ValueRow]:
+        """At least the ``needed`` newest live values under ``prefix`` that ``keep`` keeps.
+
+        Newest first. Reading a row's metadata is what costs, so a large partition is read in
+        bands of ``updated`` time going back from its last write (the ``vpart`` entry's
+        ``at``; else ``now``): 1 s, then 8x wider each time, until enough rows pass: every row
+        of a band read is newer than every row of the next, so the newest ``needed`` are
+        exact. The partition's size is Chroma's count (cheap; a where clause is not); the
+        prefix's own size is read (ids only) once the first band falls short, so a small
+        prefix of a large partition is read at once after it.
+        """
+        cols = self._collections
+        partition = self.partition(namespace, user_id)
+        depth = min(len(prefix), KEY_DEPTH)
+        scope = {f"vp{depth}": prefix_key(namespace, user_id or "", prefix)}
+        total = cols.run(partition, lambda c: int(cols.conn.call("count", c.count))) or 0
+        last = now
+        if total > max(4 * needed, _SMALL):  # read in bands: from the last write
+            entry = cols.rows(cols.meta, ids=[json_key("vpart", partition)], documents=False)
+            at = entry[0][2].get("at") if entry else None
+            last = now if at is None else min(int(at), now)  # a row newer: in the first band
+        found: list[ValueRow] = []
+        upper: int | None = None
+        span, sized = 1_000_000, False
+        while total:
+            big = total > max(4 * needed, _SMALL) and span < last
+            lower = last - span if big else None
+            band: list[dict[str, Any]] = [scope]
+            band += [] if lower is None else [{"vua": {"$gte": lower}}]
+            band += [] if upper is None else [{"vua": {"$lt": upper}}]
+            where = band[0] if len(band) == 1 else {"$and": band}
+            rows = (decode_row(d, m) for _, d, m in cols.part_rows(partition, where=where))
+            found += [
+                r for r in rows if r.namespace[: len(prefix)] == prefix and r.live(now) and keep(r)
+            ]
+            if lower is None or len(found) >= needed:
+                break
+            if not sized:  # the first band fell short: the prefix's own size (ids only)
+                sized = True
+                ids = cols.run(
+                    partition,
+                    lambda c: cols.conn.call("read", partial(c.get, where=scope, include=[])),
+                )
+                total = 0 if ids is None else len(ids["ids"])
+            upper, span = lower, span * 8
+        return sorted(found, key=lambda r: (-r.updated, r.namespace, r.key))
+
+    def nearest(
+        self,
+        namespace: str,
+        user_id: str | None,
+        prefix: tuple[str, ...],
+        vector: list[float],
+        n: int,
+        now: int,
+    ) -> tuple[list[tuple[ValueRow, float]], bool]:
+        """The ``n`` embedded values nearest ``vector`` under ``prefix``, with similarities.
+
+        Also whether the prefix may hold more (False: every embedded value was returned). Rows
+        past the prefix's 8th element or expired are left out after the read. A where clause
+        is most of a query's time (Chroma evaluates it over the partition: ~60 ms at 10,000
+        values, ~5 without) and a partition mostly holds one prefix: the ``n + n / 4`` nearest
+        of the partition are read first, kept when ``n`` are the prefix's embedded values
+        (then exactly its ``n`` nearest); else the query runs with the prefix's key.
+        """
+        partition = self.partition(namespace, user_id)
+        depth = min(len(prefix), KEY_DEPTH)
+        key = prefix_key(namespace, user_id or "", prefix)
+        wide = n + n // 4
+        found = self._query(partition, vector, wide, None)
+        if found is not None:
+            rows, read = found
+            hits = [(r, s) for r, s, meta in rows if meta.get(f"vq{depth}") == key]
+            if len(hits) >= n or read < wide:
+                return live_under(hits[:n], prefix, now), len(hits) >= n
+        found = self._query(partition, vector, n, {f"vq{depth}": key})
+        if found is None:
+            return [], False
+        rows, read = found
+        return live_under([(r, s) for r, s, _ in rows], prefix, now), read >= n
+
+    def _query(
+        self, partition: str, vector: list[float], n: int, where: dict[str, Any] | None
+    ) -> tuple[list[tuple[ValueRow, float, dict[str, Any]]], int] | None:
+        """The ``n`` rows nearest ``vector`` (passing ``where``), and how many were read."""
+        cols = self._collections
+
+        def query(collection: Any) -> Any:
+            return cols.conn.call(
+                "search values",
+                lambda: query_reply(
+                    collection.query(
+                        query_embeddings=[vector],
+                        n_results=n,
+                        where=where,
+                        include=["documents", "metadatas", "distances"],
+                    ),
+                    queries=1,
+                    k=n,
+                ),
+            )
+
+        got = cols.run(partition, query)
+        if got is None:
+            return None
+        rows = [
+            (decode_row(doc or "", m), max(-1.0, min(1.0, 1.0 - float(distance))), m)
+            for doc, meta, distance in zip(
+                got["documents"][0], got["metadatas"][0], got["distances"][0], strict=True
+            )
+            for m in [dict(meta or {})]
+        ]
+        return rows, len(got["ids"][0])
