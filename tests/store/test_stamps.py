@@ -82,7 +82,8 @@ def _apply(memory: ContextMemory, records: dict[Key, Any], op: tuple[str, ...]) 
         removed = [k for k in records if k[:2] == ("session", op[1])]
     else:  # delete user: the sessions it wrote in, whole, and every record of the user
         uid = op[1]
-        wrote_in = {records[k][0] for k in records if records[k][1] == uid}
+        # The sessions it wrote messages in (a user-wide pin or a document is in none).
+        wrote_in = {records[k][0] for k in records if records[k][1] == uid} - {None}
         memory.delete_user(uid)
         removed = [k for k in records if records[k][1] == uid or records[k][0] in wrote_in]
     gone = [records[k] for k in removed]

@@ -181,7 +181,7 @@ class ContextItem:
         if timestamp is not None and (
             isinstance(timestamp, bool)
             or not isinstance(timestamp, (int, float))
-            or not math.isfinite(timestamp)
+            or not _finite(timestamp)
         ):
             msg = (
                 f"ContextItem {self.id!r}: timestamp must be seconds since the epoch (a finite "
@@ -242,6 +242,14 @@ class ContextItem:
 
 _OPTIONAL_STR = frozenset({str, type(None)})
 _TIER = frozenset({int, Tier})
+
+
+def _finite(number: float) -> bool:
+    """Whether ``number`` is a finite float, or an int a float can hold (10**400 is not)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 def is_plain(item: ContextItem) -> bool:
