@@ -229,6 +229,7 @@ def test_the_pages_show_what_their_blocks_print() -> None:
         "docs/langchain.md",
         "docs/langchain.md",
         "docs/llamaindex.md",
+        "docs/memory.md",  # "Editing and deleting messages"
         "docs/memory.md",
         "docs/memory.md",
         "docs/observability.md",

@@ -2,11 +2,10 @@
 
 LangGraph's ``add_messages`` replaces a message of the state that has the id of a new one (a
 user editing their last message: ``[RemoveMessage(answer.id), HumanMessage(text, id=q.id)]``).
-The memory keeps the first text of an id (`ContextMemory.add_messages` with
-``first_write_wins``); the middleware must never let an edit go unnoticed: the memory sees the
-edited message and says, in a warning, that it kept the first. A ``RemoveMessage`` given as a
-message is named as what it is. Real tiktoken, embedded Chroma and embedder; the chat model is
-the one fake (it records what it received).
+The middleware stores the edit over the stored message, in its place
+(`ContextMemory.replace_message`; more in tests/langchain/test_lc_message_edits.py). A
+``RemoveMessage`` given as a message is named as what it is. Real tiktoken, embedded Chroma
+and embedder; the chat model is the one fake (it records what it received).
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ def warnings_naming(caplog: pytest.LogCaptureFixture, key: str) -> list[str]:
     ]
 
 
-def test_a_message_edited_in_the_state_is_never_dropped_silently(
+def test_a_message_edited_in_the_state_is_stored_in_its_place(
     memory: ContextMemory, caplog: pytest.LogCaptureFixture
 ) -> None:
     answers = iter([AIMessage(f"Answer {n}.", id=f"a{n}") for n in range(4)])
@@ -55,8 +54,17 @@ def test_a_message_edited_in_the_state_is_never_dropped_silently(
     # The model answers the state, edited.
     sent = model.calls[-1][0]
     assert [m.text for m in sent if m.id == "q1"] == ["I live in Berlin."]
-    # The memory saw the edit and said what it kept: once, though two writes saw the state.
-    assert len(warnings_naming(caplog, "q1")) == 1
+    # The memory stores the edit in the message's place, with no warning (it was one before
+    # 2026-11-30: the first text was kept). The removed answer stays stored (docs/langchain.md).
+    assert warnings_naming(caplog, "q1") == []
+    stored = [(r.id, r.text) for r in memory.history("t1")]
+    assert stored == [
+        ("q0", "Hello."),
+        ("a0", "Answer 0."),
+        ("q1", "I live in Berlin."),
+        ("a1", "Answer 1."),
+        ("a2", "Answer 2."),
+    ]
 
 
 def test_a_remove_message_is_named_as_what_it_is(memory: ContextMemory) -> None:

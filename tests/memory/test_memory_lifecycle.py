@@ -52,6 +52,7 @@ VALUES: dict[str, Any] = {
     "trigger": "when asked about trips",
     "procedure": "check the calendar first",
     "records": [Record(id="m9", kind="message", text="hi", session_id="s1", role="user")],
+    "record": Record(id="m9", kind="message", text="hi again", session_id="s1", role="user"),
     "namespace": "default",
     "limit": 5,
     "k": 3,

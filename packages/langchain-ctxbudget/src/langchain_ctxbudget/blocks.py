@@ -12,9 +12,11 @@ connector blocks, LangChain's standard ``server_tool_call``/``server_tool_result
 ``code_interpreter_call``, ``image_generation_call``, ``computer_call``, the MCP items, ...: the
 built-in tool items langchain-openai keeps in an AIMessage's content with
 ``output_version="responses/v1"``) are sent back as they were, and count as their compact JSON
-text (`VERBATIM_BLOCKS`). A text block's citations (Anthropic ``citations``, OpenAI Responses and
-LangChain ``annotations``), which the providers' LangChain integrations send back with the text,
-count as their compact JSON text too (`citation_parts`).
+text (`VERBATIM_BLOCKS`), but for a generated image, which counts as an image
+(`generated_image_parts`); the items a later message answers go with it
+(`langchain_ctxbudget.answers`). A text block's citations (Anthropic ``citations``, OpenAI
+Responses and LangChain ``annotations``), which the providers' LangChain integrations send back
+with the text, count as their compact JSON text too (`citation_parts`).
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ __all__ = [
     "RESPONSES_ITEMS",
     "SERVER_TOOL_BLOCKS",
     "VERBATIM_BLOCKS",
-    "awaited_calls",
     "citation_parts",
     "content_parts",
+    "generated_image_parts",
     "server_block_json",
     "stored_text",
 ]
@@ -86,9 +88,6 @@ RESPONSES_ITEMS = frozenset(
 )
 # The blocks sent back exactly as given and counted as their compact JSON (`server_block_json`).
 VERBATIM_BLOCKS = SERVER_TOOL_BLOCKS | RESPONSES_ITEMS
-# Responses items a ToolMessage answers (its tool_call_id is the item's ``call_id``) with no
-# LangChain tool call: langchain-openai sends that ToolMessage as the ``computer_call_output``.
-_ANSWERED_ITEMS = frozenset({"computer_call"})
 
 
 def content_parts(
@@ -102,7 +101,8 @@ def content_parts(
     standard ``tool_call`` block (or OpenAI Responses ``function_call`` item) of a call the
     message makes counts with its tool calls. A ``refusal`` block counts as its refusal text
     (an empty one counts nothing). A server tool block or OpenAI Responses item
-    (`VERBATIM_BLOCKS`) counts as its compact JSON text (`server_block_json`).
+    (`VERBATIM_BLOCKS`) counts as its compact JSON text (`server_block_json`), a generated
+    image as an image (`generated_image_parts`).
     """
     parts: list[Any] = []
     texts: list[str] = []
@@ -132,6 +132,10 @@ def content_parts(
         if reasoning is not None:
             parts.append({"type": "text", "text": reasoning})
             continue
+        image = generated_image_parts(part) if isinstance(part, Mapping) else None
+        if image is not None:
+            parts.extend(image)
+            continue
         served = server_block_json(part) if isinstance(part, Mapping) else None
         if served is not None:
             parts.append({"type": "text", "text": served})
@@ -146,13 +150,34 @@ def content_parts(
     return parts, "\n".join(texts)
 
 
+def generated_image_parts(block: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The parts an ``image_generation_call`` with its image counts as (None: not one).
+
+    Its base64 ``result`` counts as an image, as the standard form of the same item (an
+    ``image`` block) does: by its size read from the file's header, at most `IMAGE_TOKENS_MAX`
+    (`ctxbudget.image_tokens`); the rest of the item as its compact JSON text, with an empty
+    ``result``. langchain-openai sends the item's id alone (no image) unless ``store=False``.
+
+    >>> [p["type"] for p in generated_image_parts(
+    ...     {"type": "image_generation_call", "id": "ig_1", "result": "iVBORw0K"})]
+    ['text', 'image']
+    """
+    result = block.get("result")
+    if block.get("type") != "image_generation_call" or not isinstance(result, str) or not result:
+        return None
+    rest = _compact_json({**block, "result": ""})
+    if rest is None:
+        return None
+    return [{"type": "text", "text": rest}, {"type": "image", "base64": result}]
+
+
 def server_block_json(block: Mapping[str, Any]) -> str | None:
     """The text a `VERBATIM_BLOCKS` block counts as: its compact JSON (None: not one, or not JSON).
 
     The whole block as given, keys in order, non-ASCII kept (``separators=(",", ":")``): the
     provider is sent the block itself (or less of it), and bills its tool calls and results as
-    input tokens. A base64 payload (an ``image_generation_call``'s ``result``) counts as the JSON
-    text it is sent as. A ``non_standard`` block must wrap a ``value`` object.
+    input tokens (an ``image_generation_call`` with its image counts as `generated_image_parts`).
+    A ``non_standard`` block must wrap a ``value`` object.
     """
     kind = block.get("type")
     if kind not in VERBATIM_BLOCKS:
@@ -160,30 +185,6 @@ def server_block_json(block: Mapping[str, Any]) -> str | None:
     if kind == "non_standard" and not isinstance(block.get("value"), Mapping):
         return None
     return _compact_json(block)
-
-
-def awaited_calls(content: Sequence[Any]) -> tuple[str, ...]:
-    """The ``call_id`` of each ``computer_call`` item of a message: calls a ToolMessage answers.
-
-    A ``non_standard`` block holding one (``output_version="v1"``) counts too.
-
-    They are the message's calls as the history sees them (its result is never an orphan, and
-    the message goes with all its results or not at all); they are not counted as tool calls
-    (the item counts as its JSON).
-    """
-    items = (
-        block.get("value")
-        if isinstance(block, Mapping) and block.get("type") == "non_standard"
-        else block  # LangChain's standard form (output_version="v1") wraps the item
-        for block in content
-    )
-    return tuple(
-        str(item["call_id"])
-        for item in items
-        if isinstance(item, Mapping)
-        and item.get("type") in _ANSWERED_ITEMS
-        and item.get("call_id") is not None
-    )
 
 
 def citation_parts(content: Sequence[Any]) -> list[dict[str, str]]:

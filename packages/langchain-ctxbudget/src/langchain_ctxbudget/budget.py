@@ -23,7 +23,7 @@ from ctxbudget import (
     detect_window,
     lookup_model,
 )
-from ctxbudget.core.budget import Share
+from ctxbudget.core.budget import Share, with_reply_room
 from ctxbudget.tokens.names import parse_model_name
 from ctxbudget.tokens.served import ollama_url
 from langchain_ctxbudget.convert import chat_model_name, tool_tokens
@@ -100,24 +100,19 @@ def reply_room(budget: Budget, chat_model: object) -> Budget:
 
     A provider checks the prompt against the window less the reply's ``max_tokens`` (Anthropic
     refuses a prompt that leaves less; a local server cuts the prompt's start): the reserve is at
-    least the chat model's own setting (`model_output`). Used when the caller gave neither a
-    reserve nor a window.
+    least the chat model's own setting (`model_output`), through the core's
+    `ctxbudget.core.budget.with_reply_room`. Used when the caller gave neither a reserve nor a
+    window.
 
     Raises:
         InvalidBudgetError: the chat model's setting leaves no room in the window.
     """
-    output = model_output(chat_model)
-    if output is None or output <= budget.reserve:
-        return budget
-    try:
-        return dataclasses.replace(budget, reserve=output)
-    except InvalidBudgetError as exc:
-        msg = (
-            f"the chat model is set to generate up to {output:,} tokens, which leaves no room "
-            f"for the prompt in its window of {budget.window:,} (safety {budget.safety:,}); "
-            "lower its max_tokens, or give the middleware reserve= (and budget=) yourself"
-        )
-        raise InvalidBudgetError(msg) from exc
+    return with_reply_room(
+        budget,
+        model_output(chat_model),
+        source="the chat model",
+        fix="lower its max_tokens, or give the middleware reserve= (and budget=) yourself",
+    )
 
 
 _OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")

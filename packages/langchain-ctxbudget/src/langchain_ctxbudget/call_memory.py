@@ -2,9 +2,10 @@
 
 `CallMemory` is the middleware's part that works with its `ContextMemory`: whose run a call
 is (`run_identity`), what the memory adds to the call (`recall`: pinned facts, summaries,
-saved values, memories, documents), storing the state's messages (`store_messages`), recording
-what was sent (`ContextMemory.record_context`) and, when the agent finishes, storing the run's
-last messages and folding old stretches into summaries (`store_run`, `ContextMemory.summarize`).
+saved values, memories, documents), storing the state's messages (`store_edits` for those
+edited in the state, `store_messages`), recording what was sent (`ContextMemory.record_context`)
+and, when the agent finishes, storing the run's last messages and folding old stretches into
+summaries (`store_run`, `ContextMemory.summarize`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxbudget import AssembledContext, Budget, Summarizer, TokenCounter
 from ctxbudget.memory.values import ValueQuery
+from langchain_ctxbudget.edits import store_edits
 from langchain_ctxbudget.identity import run_identity, values_scope
 from langchain_ctxbudget.recall import Recalled, recall
 from langchain_ctxbudget.storing import StoredKeys, store_messages, store_run
@@ -79,8 +81,10 @@ class CallMemory:
     ) -> tuple[Additions, str]:
         """What the memory adds to the call (`recall`), then the state's messages stored.
 
-        Returned with the session's generation the additions were gathered in.
+        Returned with the session's generation the additions were gathered in. Messages the
+        state holds edited are stored first (`store_edits`), so nothing gathered quotes them.
         """
+        held = store_edits(memory, self._stored, messages, keys, ids)
         added, generation = recall(
             memory,
             self._recalled,
@@ -96,7 +100,7 @@ class CallMemory:
         # Stored after the gathering, which does not need them (they are in the state): the
         # background writer then stores them while this call packs and the model answers, not
         # while the call reads the session.
-        store_messages(memory, self._stored, messages, keys, ids, generation)
+        store_messages(memory, self._stored, messages, keys, ids, generation, held)
         return added, generation
 
     def _record(

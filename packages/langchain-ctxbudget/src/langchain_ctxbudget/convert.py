@@ -36,7 +36,8 @@ from ctxbudget.core.tool_schemas import tool_schema_json
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
 from ctxbudget.store.chroma_store import Record
-from langchain_ctxbudget.blocks import awaited_calls, citation_parts, content_parts, stored_text
+from langchain_ctxbudget.answers import links_of
+from langchain_ctxbudget.blocks import citation_parts, content_parts, stored_text
 from langchain_ctxbudget.message_checks import check_call_args, check_unicode
 
 if TYPE_CHECKING:
@@ -244,9 +245,8 @@ def item_of(
     if isinstance(message, AIMessage):
         calls.extend(_invalid_call(call) for call in message.invalid_tool_calls)
     metadata: dict[str, Any] = {"tool_calls": calls} if calls else {}
-    call_ids = [str(call.get("id") or "") for call in calls]
-    if isinstance(message, AIMessage) and isinstance(message.content, list):
-        call_ids.extend(awaited_calls(message.content))  # a computer_call's screenshot
+    role, awaited, answer = links_of(message, role, data.get("tool_call_id"))  # answered items
+    call_ids = [*(str(call.get("id") or "") for call in calls), *awaited]
     return ContextItem(
         id,
         text,
@@ -254,7 +254,7 @@ def item_of(
         role=role,
         name=data.get("name") or None,
         tool_calls=tuple(call_ids),
-        tool_call_id=data.get("tool_call_id"),
+        tool_call_id=answer,
         metadata=metadata,
         shrink=shrink,
         timestamp=timestamp,

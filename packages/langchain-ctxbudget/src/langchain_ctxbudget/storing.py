@@ -2,9 +2,10 @@
 
 Every model call sees the whole state, so the middleware remembers, per session and
 generation, the keys it has stored with a digest of each message (`StoredKeys`) and stores only
-the others (`store_messages`): a message of the state edited in place (LangGraph's
-``add_messages`` replaces a message by id) is one of the others, so the memory sees it again and
-says it keeps the first text (a warning), never silently. The generation
+the others (`store_messages`). A message of the state edited in place (LangGraph's
+``add_messages`` replaces a message by id) is one of the others: it is read by id and the stored
+message replaced (`langchain_ctxbudget.edits`); one not seen there keeps its first text, with a
+warning, never silently. The generation
 (`ctxbudget.store.sessions.Stamp`) changes when the session is deleted, cleared or edited, by
 anyone: keys remembered from before are not trusted then.
 """
@@ -15,7 +16,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
@@ -52,6 +53,7 @@ class StoredKeys:
 
     def __init__(self) -> None:
         self._keys: OrderedDict[tuple[str, str, str], dict[str, int]] = OrderedDict()
+        self._last: dict[tuple[str, str], str] = {}  # a session's newest generation here
         self._lock = threading.Lock()
 
     def unknown(
@@ -64,15 +66,37 @@ class StoredKeys:
         with self._lock:
             known = self._keys.setdefault(scope, {})
             self._keys.move_to_end(scope)
+            self._last[scope[:2]] = scope[2]
             while len(self._keys) > SESSIONS_REMEMBERED:
-                self._keys.popitem(last=False)
-            pairs = zip(keys, digests, strict=True)
-            return [i for i, (key, mark) in enumerate(pairs) if known.get(key) != mark]
+                gone, _ = self._keys.popitem(last=False)
+                if self._last.get(gone[:2]) == gone[2]:
+                    del self._last[gone[:2]]
+            return _unknown(known, keys, digests)
+
+    def since_last(
+        self, namespace: str, session: str, keys: Sequence[str], digests: Sequence[int]
+    ) -> tuple[list[int], list[int]]:
+        """The positions of ``keys`` not stored with these ``digests`` as the session last was.
+
+        In the session's newest generation seen here (all positions for a session not seen);
+        and, of those, the keys stored here with another digest (edited). Nothing is
+        remembered.
+        """
+        with self._lock:
+            generation = self._last.get((namespace, session))
+            known = {} if generation is None else self._keys.get((namespace, session, generation))
+            fresh = _unknown(known or {}, keys, digests)
+            return fresh, [i for i in fresh if keys[i] in (known or {})]
 
     def add(self, scope: tuple[str, str, str], keys: Sequence[str], digests: Sequence[int]) -> None:
         """Remember ``keys`` as stored in ``scope``, each with its message's digest."""
         with self._lock:
             self._keys.setdefault(scope, {}).update(zip(keys, digests, strict=True))
+
+
+def _unknown(known: dict[str, int], keys: Sequence[str], digests: Sequence[int]) -> list[int]:
+    pairs = zip(keys, digests, strict=True)
+    return [i for i, (key, mark) in enumerate(pairs) if known.get(key) != mark]
 
 
 def digest(message: BaseMessage) -> int:
@@ -87,15 +111,17 @@ def store_messages(
     keys: Sequence[str],
     ids: tuple[str, str | None],
     generation: str | None = None,
+    held: Collection[str] = frozenset(),
 ) -> None:
     """Store the messages the memory does not hold yet (once each), under their keys.
 
-    ``generation``: the session's, when the caller just read it (None: read here).
+    ``generation``: the session's, when the caller just read it (None: read here). ``held``:
+    keys read as stored with this content just before (`store_edits`): not written again.
 
     The same message stored again (by a retry, or by another call that saw it first) is the
     same write: the memory keeps it once, with its first timestamp, and says nothing. A key the
-    session already holds for another message (a caller reusing ids across threads, or a
-    message edited in the state) keeps the first message: the other one is logged (a warning,
+    session already holds for another message (a caller reusing ids across threads, or an edit
+    `store_edits` could not see) keeps the first message: the other one is logged (a warning,
     once per edit in this process) and not stored; the rest of the call's messages are.
     """
     session, user = ids
@@ -110,7 +136,7 @@ def store_messages(
         return
     now = time.time()
     payloads: list[dict[str, Any]] = []
-    for message, k in (pairs[i] for i in fresh):
+    for message, k in (pairs[i] for i in fresh if keys[i] not in held):
         payload = to_record_payload(message, id=k, timestamp=now)
         if payload is not None:
             payloads.append(payload)

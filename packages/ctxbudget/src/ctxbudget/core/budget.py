@@ -6,12 +6,17 @@ nothing is refused with `InvalidBudgetError` (a `ConfigurationError`). The only 
 `ctxbudget.core.numbers.MAX_COUNT` (10**100): a budget larger than the model's window is the
 caller's to choose (`Budget.for_model` gives the window), and assembly costs the same whatever
 the budget, since nothing is allocated per token.
+
+`with_reply_room` keeps room for the reply a model is set to write: a provider checks the prompt
+against the window less the reply's limit, so the reserve is at least that limit. Every door
+that knows its model's output setting (a LangChain chat model's ``max_tokens``, a LlamaIndex
+LLM's ``metadata.num_output``) takes its reserve from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from numbers import Integral, Real
 from types import MappingProxyType
 
@@ -19,7 +24,7 @@ from ctxbudget.core.items import tier_name
 from ctxbudget.core.numbers import count, real
 from ctxbudget.errors import InvalidBudgetError, UnknownModelError
 
-__all__ = ["Budget", "Share"]
+__all__ = ["Budget", "Share", "with_reply_room"]
 
 Share = int | float
 """A tier floor or cap: an ``int`` is tokens, a ``float`` in (0, 1] a fraction of `available`."""
@@ -233,3 +238,53 @@ class Budget:
                 raise
             msg = f"{where}: {exc}"
             raise InvalidBudgetError(msg) from exc
+
+
+def with_reply_room(
+    budget: Budget,
+    output: int | None,
+    *,
+    source: str = "the model",
+    fix: str = "lower its output limit, or use a larger window",
+) -> Budget:
+    """``budget`` with room for a reply of ``output`` tokens: its reserve is at least that.
+
+    A provider checks the prompt against the window less the reply's limit (Anthropic refuses
+    a prompt that leaves less; a local server cuts the prompt's start), so a model set to write
+    up to ``output`` tokens needs them free. A larger reserve is kept; safety, floors and caps
+    are kept. ``output`` None: the model does not say, and ``budget`` is returned as it is.
+
+    Args:
+        budget: the budget of the model's window.
+        output: the most tokens the model is set to generate (any integral type, numpy's
+            too), or None.
+        source: what set ``output``, as the caller would find it (``"the chat model"``,
+            ``"llm.metadata.num_output of MockLLM"``): it starts a refusal's message.
+        fix: what to do, ending a refusal's message.
+
+    Raises:
+        InvalidBudgetError: ``output`` is not a positive count, or leaves no room for the
+            prompt in the window (the message gives the numbers).
+
+    >>> with_reply_room(Budget(window=8192), 1024).available
+    7168
+    >>> with_reply_room(Budget(window=8192, reserve=2048), 1024).reserve
+    2048
+    """
+    if output is None:
+        return budget
+    output = count(
+        output,
+        f"the reply's tokens ({source})",
+        error=InvalidBudgetError,
+        hint="the most tokens the model is set to generate, e.g. 1024",
+    )
+    if output <= budget.reserve:
+        return budget
+    if budget.window - output - budget.safety <= 0:
+        msg = (
+            f"{source} is set to generate up to {output:,} tokens, which leaves no room for the "
+            f"prompt in its window of {budget.window:,} (safety {budget.safety:,}); {fix}"
+        )
+        raise InvalidBudgetError(msg)
+    return replace(budget, reserve=output)

@@ -2,10 +2,11 @@
 
 `ContextMemory` defines ``aassemble``, ``acandidates``, ``asearch``, ``ahistory``,
 ``aadd_message``, ``aadd_messages``, ``apin``, ``aunpin``, ``aclear``, ``adelete_session``,
-``adelete_user``, ``aflush`` and ``aclose`` with `awaitable`, and its keyed values' methods
-(`ctxbudget.memory.values.api`) ``aput_value``, ``aput_values``, ``aget_value``, ``aget_values``,
-``adelete_value``, ``asearch_values``, ``alist_value_namespaces`` and ``asweep_values``: each
-takes the arguments of its sync method and returns what it returns, without blocking the loop.
+``adelete_user``, ``adelete_messages``, ``areplace_message``, ``aflush`` and ``aclose`` with
+`awaitable`, and its keyed values' methods (`ctxbudget.memory.values.api`) ``aput_value``,
+``aput_values``, ``aget_value``, ``aget_values``, ``adelete_value``, ``asearch_values``,
+``alist_value_namespaces`` and ``asweep_values``: each takes the arguments of its sync method
+and returns what it returns, without blocking the loop.
 
 Why threads: the work of a call is CPU (the embedding model's forward pass, scoring, packing)
 and store I/O. Embedded Chroma has no async API, and its server's async client would move only

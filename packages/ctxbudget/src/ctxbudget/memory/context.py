@@ -136,7 +136,7 @@ class ContextMemory(
         self.previous_contexts = PreviousContexts()  # each session's last, for previous=
         self._log = self._open_log(inclusion_log)
         self._async = AsyncRunner(refuse=self._check_open)  # the a-methods' threads, on first use
-        self._rerank_warnings = RerankWarnings()  # each kind of reranker failure, logged once
+        self._rerank_warnings = RerankWarnings(refuse=self._check_open)  # and its threads
 
     def counter_for(self, model: str | None) -> TokenCounter:
         """The (cached) token counter of ``model`` (the default model when None)."""
@@ -356,8 +356,9 @@ class ContextMemory(
         # Refuse calls; the running async calls end first (the store is not cut under them).
         refuse = partial(setattr, self, "_closed", True)
         behind = () if self._behind is None else (self._behind.close,)
-        steps = [refuse, self._async.close, self._entities.close, *behind, self.store.close]
-        self._closing.run(steps, self._async.excused)
+        models = (self._entities.close, self._rerank_warnings.close)  # the user's, on our threads
+        steps = [refuse, self._async.close, *models, *behind, self.store.close]
+        self._closing.run(steps, self._async.excused, in_child=[refuse])  # a forked copy
 
     def _where(self) -> str:
         return f"namespace {self.namespace!r} in {self.store.location}"
@@ -383,6 +384,8 @@ class ContextMemory(
     aclear = awaitable(SessionUpkeep.clear)
     adelete_session = awaitable(SessionUpkeep.delete_session)
     adelete_user = awaitable(SessionUpkeep.delete_user)
+    adelete_messages = awaitable(SessionUpkeep.delete_messages)
+    areplace_message = awaitable(SessionUpkeep.replace_message)
 
     async def aclose(self) -> None:
         """Async `close` (on a closed memory, nothing to do); returns once its threads ended."""

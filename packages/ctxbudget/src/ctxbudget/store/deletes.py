@@ -9,7 +9,8 @@ draws new stamps for the users and documents whose records it removed, after rem
 (`Sessions.removed`). A session's context log (`ctxbudget.store.context_log`) goes with the
 session, and a user's records in other sessions' logs with the user; a deleted document chunk
 leaves the documents' entity index (`ctxbudget.store.doc_entities`); a user's keyed values
-(`ctxbudget.store.values`) go with the user.
+(`ctxbudget.store.values`) go with the user. Deleting or replacing some of a session's messages,
+with what quotes them, is `ctxbudget.store.message_edits`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.doc_entities import DocEntities
 from ctxbudget.store.keys import address, matches, where_keys
 from ctxbudget.store.layout import Collections, scoped_keys
+from ctxbudget.store.message_edits import MessageEdits
 from ctxbudget.store.partitions import session_partition, user_partition
-from ctxbudget.store.records import KINDS, USER_PREFIX, Scope, json_key, require_name
+from ctxbudget.store.records import KINDS, USER_PREFIX, Record, Scope, json_key, require_name
 from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.values import ValueStore
+from ctxbudget.store.writes import Writer, check_batch
 
 AUTHORS = USER_PREFIX + "_authors"  # a summary's users, `summarize._author`
 
@@ -44,6 +47,8 @@ class Deleter:
         """The store's context logs, deleted with their sessions and users."""
         self.entities = DocEntities(collections)
         """The documents' entity index; a deleted chunk is taken out of it."""
+        self.edits = MessageEdits(collections, sessions, self.logs)
+        """Deleting and replacing some messages of a session."""
 
     def delete(
         self, scope: Scope, keys: list[str], *, namespace: str, kinds: Sequence[str] | None = None
@@ -227,6 +232,7 @@ class DeleteMethods:
     """`ChromaStore`'s deleting methods (one of its bases), each a call of its `Deleter`."""
 
     _deleter: Deleter
+    _writer: Writer  # ChromaStore's
 
     def delete(
         self,
@@ -261,3 +267,38 @@ class DeleteMethods:
         (`ContextMemory.put_value`) go as well (not counted).
         """
         return self._deleter.delete_user(namespace=namespace, user_id=user_id)
+
+    def delete_messages(self, ids: Sequence[str], *, namespace: str, session_id: str) -> int:
+        """Delete messages of one session by id; returns how many existed.
+
+        The session's summaries that cover one of them and its context log's records naming
+        one go too (`ctxbudget.store.message_edits`). Unknown ids are not counted.
+
+        Raises:
+            StoreInputError: ``ids`` a str, a malformed id, or an id of the session's that is
+                not a message (a pinned fact, task or summary). Nothing was deleted.
+        """
+        scoped_keys("delete", ids, namespace, session_id, None, None)  # checks ids and names
+        wanted = list(dict.fromkeys(ids))
+        return self._deleter.edits.delete(namespace, session_id, wanted)
+
+    def replace_message(self, record: Record) -> Record:
+        """Store a message over the one with its id in its session, at its seq; the stored one.
+
+        ``record`` is checked as by `add` (seq None: the stored message's is kept); the same
+        content again changes nothing. What quotes the old text (summaries covering it, log
+        records naming it) goes (`ctxbudget.store.message_edits`).
+
+        Raises:
+            StoreInputError: a malformed record or one not a session's message, no message
+                with its id in its session, a record of another kind under it, or another
+                user than the stored message's. Nothing was changed.
+        """
+        check_batch([record])
+        if record.kind != "message" or record.session_id is None:
+            msg = (
+                f"replace_message takes a message of a session, got a {record.kind} record "
+                f"{record.id!r}; nothing was changed"
+            )
+            raise StoreInputError(msg)
+        return self._deleter.edits.replace(self._writer, record)

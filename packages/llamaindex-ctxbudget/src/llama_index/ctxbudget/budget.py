@@ -4,6 +4,14 @@ Chat engines send messages of their own before the memory's and say how many tok
 take (``initial_token_count``); ``CondensePlusContextChatEngine`` also sends the user's message
 after them itself. The memory's messages get the rest (`call_budget`), so what ``get`` returns
 is exactly what its report counts.
+
+Without ``token_limit``, the limit is what a model has available: with a LlamaIndex ``llm``, the
+smaller of its ``metadata.context_window`` less its ``metadata.num_output`` (the reply's room,
+the core's `ctxbudget.core.budget.with_reply_room`, as LangChain's ``reply_room``) and
+`LLM_SHARE` of its window (``ChatMemoryBuffer``'s share: a chat engine's retrieved context and
+an agent's tools need the rest); without one, the registry's or a local server's window less a
+reply reserve (`Budget.for_model`). `model_of` names the model
+whose tokenizer counts, the LLM's when ctxbudget knows it.
 """
 
 from __future__ import annotations
@@ -11,11 +19,43 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxbudget import Budget, TokenCounter
-from ctxbudget.core.numbers import count
-from ctxbudget.errors import BudgetExceededError, InvalidBudgetError
+from llama_index.core.base.llms.types import LLMMetadata
 
-__all__ = ["TOKEN_LIMIT", "call_budget", "token_limit_for", "token_limit_of"]
+from ctxbudget import Budget, TokenCounter, lookup_model
+from ctxbudget.core.budget import with_reply_room
+from ctxbudget.core.numbers import count
+from ctxbudget.errors import (
+    BudgetExceededError,
+    ConfigurationError,
+    ConfigurationTypeError,
+    InvalidBudgetError,
+    UnknownModelError,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LLM_OPTION",
+    "LLM_SHARE",
+    "TOKEN_LIMIT",
+    "call_budget",
+    "llm_budget",
+    "llm_metadata",
+    "model_of",
+    "token_limit_for",
+    "token_limit_of",
+]
+
+DEFAULT_MODEL = "gpt-4o"
+"""The model whose tokenizer counts when neither ``model=`` nor a known ``llm`` names one."""
+
+LLM_OPTION = "CtxBudgetMemory.from_defaults(llm=)"
+"""Where a refused ``llm`` (or its metadata) came from, as its caller wrote it."""
+
+LLM_SHARE = 0.75
+"""The most of an ``llm``'s window the memory takes by default: ``ChatMemoryBuffer``'s
+``DEFAULT_TOKEN_LIMIT_RATIO``. ``CondensePlusContextChatEngine`` fits its retrieved context into
+what the history leaves (LlamaIndex raises ``Chunk size ... is not positive`` when nothing is
+left); an agent's tool schemas go there too."""
 
 TOKEN_LIMIT = "CtxBudgetMemory(token_limit=)"
 """Where a refused ``token_limit`` came from, as its caller wrote it."""
@@ -38,11 +78,114 @@ def token_limit_of(value: object, where: str) -> int:
     return Budget.coerce(value, where=where).available  # type: ignore[arg-type]  # checked there
 
 
-def token_limit_for(value: object, model: str, base_url: str | None) -> int:
-    """``token_limit`` checked (`token_limit_of`), or what ``model`` has available when None."""
-    if value is None:
+def token_limit_for(value: object, model: str, base_url: str | None, llm: object = None) -> int:
+    """``token_limit`` checked (`token_limit_of`), or what the model has available when None.
+
+    What is available: ``llm``'s window less its reply (`llm_budget`), at most `LLM_SHARE` of
+    the window; without ``llm``,
+    ``model``'s (`Budget.for_model`, asking the server at ``base_url``). A ``token_limit``
+    given is the caller's number: nothing is taken from it for the reply.
+
+    Raises:
+        ConfigurationError: both ``llm`` and ``base_url`` without ``token_limit``.
+        InvalidBudgetError: ``token_limit`` or the LLM's metadata cannot size a limit.
+    """
+    if value is not None:
+        return token_limit_of(value, TOKEN_LIMIT)
+    if llm is None:
         return Budget.for_model(model, base_url=base_url).available
-    return token_limit_of(value, TOKEN_LIMIT)
+    if base_url is not None:
+        msg = (
+            "CtxBudgetMemory.from_defaults: pass either llm= (its metadata.context_window "
+            "sizes token_limit) or base_url= (the server there is asked), not both; or give "
+            "token_limit= yourself"
+        )
+        raise ConfigurationError(msg)
+    budget = llm_budget(llm, model)
+    return min(budget.available, int(budget.window * LLM_SHARE))
+
+
+def llm_metadata(llm: object) -> LLMMetadata:
+    """``llm.metadata``: what a LlamaIndex LLM says of itself (window, output, name).
+
+    Raises:
+        ConfigurationTypeError: ``llm`` is not a LlamaIndex LLM (no `LLMMetadata`).
+        ConfigurationError: the LLM's ``metadata`` refuses its own values (pydantic).
+    """
+    kind = type(llm).__name__
+    try:
+        metadata = getattr(llm, "metadata", None)
+    except ValueError as exc:  # pydantic's ValidationError: the LLM's own values are invalid
+        msg = f"{LLM_OPTION}: reading {kind}.metadata failed: {exc}; fix it, or pass token_limit="
+        raise ConfigurationError(msg) from exc
+    if not isinstance(metadata, LLMMetadata):
+        msg = (
+            f"{LLM_OPTION} must be a LlamaIndex LLM (its .metadata an LLMMetadata), got {kind}; "
+            "pass e.g. OpenAI(model='gpt-4o'), or token_limit= and model= instead"
+        )
+        raise ConfigurationTypeError(msg)
+    return metadata
+
+
+def llm_budget(llm: object, model: str) -> Budget:
+    """The budget of ``llm``'s window with room for its reply (`with_reply_room`).
+
+    The window is ``metadata.context_window``; the reserve its ``metadata.num_output`` when
+    positive, else (``-1``: ``MockLLM()``, ``OpenAI`` without ``max_tokens``) the default
+    reserve of ``model`` in that window (`Budget.for_model`). Safety is 0, as
+    ``Budget.for_model``'s.
+
+    Raises:
+        ConfigurationTypeError: ``llm`` is not a LlamaIndex LLM.
+        InvalidBudgetError: the window is not a positive int (NaN, a float, a bool...), the
+            output is not an int, or it leaves no room for the prompt in the window.
+
+    >>> from llama_index.core.llms import MockLLM
+    >>> llm_budget(MockLLM(max_tokens=256), "gpt-4o").available  # 3,900 - 256
+    3644
+    """
+    metadata = llm_metadata(llm)
+    where = f"{type(llm).__name__}.metadata"
+    window = count(
+        metadata.context_window,
+        f"{LLM_OPTION}: {where}.context_window",
+        error=InvalidBudgetError,
+        hint="set the LLM's context_window to the model's window, or pass token_limit=",
+    )
+    output = count(
+        metadata.num_output,
+        f"{LLM_OPTION}: {where}.num_output",
+        least=None,
+        error=InvalidBudgetError,
+        hint="set the LLM's max_tokens (its num_output), or pass token_limit=",
+    )
+    declared = output > 0  # -1 (MockLLM, OpenAI without max_tokens): the LLM does not say
+    budget = Budget.for_model(model, window=window, reserve=0 if declared else None)
+    return with_reply_room(
+        budget,
+        output if declared else None,
+        source=f"{LLM_OPTION}: the LLM ({where}.num_output)",
+        fix="lower its max_tokens (num_output), or pass token_limit= yourself",
+    )
+
+
+def model_of(model: str | None, llm: object) -> str:
+    """``model``, else ``llm``'s ``metadata.model_name`` when ctxbudget knows it (registered).
+
+    An unknown name (``"unknown"``: ``MockLLM``) counts with `DEFAULT_MODEL`'s tokenizer.
+
+    Raises:
+        ConfigurationTypeError: ``llm`` is not a LlamaIndex LLM.
+    """
+    if llm is None:
+        return DEFAULT_MODEL if model is None else model
+    name = llm_metadata(llm).model_name  # checked even when model= is given
+    if model is not None:
+        return model
+    try:
+        return lookup_model(name).name
+    except UnknownModelError:
+        return DEFAULT_MODEL
 
 
 def call_budget(

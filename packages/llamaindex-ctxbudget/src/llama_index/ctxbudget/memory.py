@@ -26,6 +26,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
+from llama_index.core.llms import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import BaseMemory
 
@@ -38,7 +39,7 @@ from ctxbudget.memory.reading.tool_steps import tool_steps_together
 from llama_index.ctxbudget.assembly import assemble_get
 from llama_index.ctxbudget.async_calls import AsyncCalls
 from llama_index.ctxbudget.blocks import run_sync, session_blocks
-from llama_index.ctxbudget.budget import token_limit_for
+from llama_index.ctxbudget.budget import model_of, token_limit_for
 from llama_index.ctxbudget.convert import from_provider, from_record, input_text
 from llama_index.ctxbudget.current import CurrentMessage, content_parts, has_own_blocks
 from llama_index.ctxbudget.events import LastContext, report_assembly
@@ -176,7 +177,8 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
         session_id: str | None = None,
         path: str | os.PathLike[str] | None = None,
         memory: ContextMemory | None = None,
-        model: str = "gpt-4o",
+        model: str | None = None,
+        llm: LLM | None = None,
         base_url: str | None = None,
         user_id: str | None = None,
         system_prompt: str | None = None,
@@ -191,13 +193,17 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
         """A memory for one session, on a new `ContextMemory` in ``path`` or on ``memory``.
 
         Args:
-            token_limit: the most tokens `get` may return; default: what ``model`` allows
-                (``Budget.for_model(model, base_url=base_url).available``: its window minus a
-                reply reserve).
+            token_limit: the most tokens `get` may return, as given (nothing is taken for the
+                reply); default: ``llm``'s ``context_window`` less its ``num_output``, else
+                what ``model`` allows (``Budget.for_model(model, base_url=base_url)``: its
+                window minus a reply reserve). See `llama_index.ctxbudget.budget`.
             session_id: the conversation (default: a new random id).
             path: folder of the embedded Chroma store (default ``./.ctxbudget``).
             memory: an existing `ContextMemory` instead of ``path`` (not closed by `close`).
-            model: the model whose tokenizer counts.
+            model: the model whose tokenizer counts; default: ``llm``'s ``model_name`` when
+                ctxbudget knows it, else ``"gpt-4o"``.
+            llm: a LlamaIndex LLM, as ``ChatMemoryBuffer.from_defaults(llm=)``: sizes the
+                default ``token_limit`` and names the model (read once, not kept).
             base_url: the local server of ``model`` (Ollama, vLLM, LM Studio) to ask its window
                 from when ``token_limit`` is not given (`ctxbudget.detect_window`).
             user_id: the user (user-wide pinned facts, the user's other sessions).
@@ -212,13 +218,17 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
             strategy: a preset, `ctxbudget.Strategy` or mapping, merged over the memory's.
 
         Raises:
-            ConfigurationError: both ``path`` and ``memory``, or ``embedder``/``config``/
-                ``summarizer`` with ``memory`` (set those on the `ContextMemory`).
-            InvalidBudgetError: ``token_limit`` is not a positive int.
+            ConfigurationError: both ``path`` and ``memory``, or ``llm`` and ``base_url``, or
+                ``embedder``/``config``/``summarizer`` with ``memory`` (set those on the
+                `ContextMemory`).
+            ConfigurationTypeError: ``llm`` is not a LlamaIndex LLM.
+            InvalidBudgetError: ``token_limit`` is not a positive int, or ``llm``'s metadata
+                cannot size one (its window, or a reply that leaves no room).
             UnknownModelError: ``model`` is not registered in ctxbudget.
             WindowDetectionError: the server at ``base_url`` cannot tell ``model``'s window.
         """
-        limit = token_limit_for(token_limit, model, base_url)  # before a store is opened
+        model = model_of(model, llm)
+        limit = token_limit_for(token_limit, model, base_url, llm)  # before a store is opened
         memory, owns = open_memory(
             memory, path=path, model=model, embedder=embedder, config=config, summarizer=summarizer
         )

@@ -10,7 +10,9 @@ the namespace, the default model, the `MemoryConfig` and the embedder's name.
 Live objects are not serialized: the embedder and the summarizer (pass ``embedder=`` and
 ``summarizer=`` to ``from_dict``), memory blocks (they may hold an LLM or a vector store: pass
 ``memory_blocks=``), and a store on a Chroma server or a given client (pass ``memory=``). Each
-missing one is a `ConfigurationError` that says what to pass.
+missing one is a `ConfigurationError` that says what to pass. An ``llm`` is not needed again:
+``from_defaults`` reads it once, and the dict holds the ``token_limit`` and ``model`` it gave
+(the constructor and ``from_dict`` refuse one, saying so).
 """
 
 from __future__ import annotations
@@ -69,7 +71,18 @@ def checked_settings(data: dict[str, Any]) -> dict[str, Any]:
     ``token_limit`` passes the core's budget boundary (`token_limit_of`: numpy ints taken;
     ``True``, ``"3"`` or ``2.0`` refused with the core's message), ``block_tiers`` are tiers,
     and ``strategy`` is valid (kept JSON-ready for ``to_dict``: a preset's name, or a dict).
+    An ``llm`` is refused: only ``from_defaults`` reads one (it is not a setting, not kept).
+
+    Raises:
+        ConfigurationError: an ``llm`` is given (the message says what to pass instead).
     """
+    if data.get("llm") is not None:
+        msg = (
+            "CtxBudgetMemory takes llm= in from_defaults only: it sizes token_limit and names "
+            "model there, and is not kept (nor written by to_dict); here pass token_limit= and "
+            "model= (from_dict: the dict holds them), or use CtxBudgetMemory.from_defaults(llm=...)"
+        )
+        raise ConfigurationError(msg)
     data["token_limit"] = token_limit_of(data.get("token_limit"), TOKEN_LIMIT)
     data["block_tiers"] = check_block_tiers(data.get("block_tiers") or {})
     given = data.get("strategy")

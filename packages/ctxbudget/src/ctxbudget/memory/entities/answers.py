@@ -4,7 +4,8 @@ The built-in rules cost microseconds a message and are run when a session's enti
 A custom extractor (spaCy, a model: `LLMEntityExtractor`) may take a second: its answers are
 remembered by (text, speaker) (`Answers`, `_KEPT` at most, least recently used go), so a
 session read again does not ask again, and `ContextMemory.add_messages` hands new messages to
-`Answers.prepare`, which asks about them on a thread of its own. By the time an assembly reads
+`Answers.prepare`, which asks about them on a thread of its own (``ctxbudget-entities``; the
+memory's ``close`` waits for it, `Answers.close`). By the time an assembly reads
 them their answers are usually there; when they are not, the assembly waits for a batch being
 asked already and asks itself about one still queued (taking it off the queue), so a message is
 never asked about twice and an assembly never waits behind other sessions' messages. Only the
@@ -23,6 +24,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 
+from ctxbudget.memory.closing import join_model_threads
 from ctxbudget.memory.entities.names import EntityExtractor, Mention, as_mentions
 from ctxbudget.memory.reading.speakers import find_speaker, speaker_prefix
 from ctxbudget.store.records import Record
@@ -150,15 +152,20 @@ class Answers:
     def close(self) -> None:
         """Stop asking: what is queued is dropped (an assembly would ask for it again).
 
-        The batch being asked, if any, finishes on its own: closing does not wait for it.
+        Returns once the batch being asked, if any, was answered and the background thread
+        ended: `ctxbudget.memory.closing.MODEL_WAIT` seconds at most, then one warning names
+        the thread and the extractor (`join_model_threads`).
         """
         with self._lock:
             self._closed = True
             queued = list(self._work)
             self._work.clear()
             self._wake.notify_all()
+            worker = self._worker
         for future in queued:
             future.cancel()
+        if worker is not None:
+            join_model_threads([worker], model=f"the entity extractor {self._where}")
 
     def _run(self) -> None:
         while True:

@@ -35,6 +35,8 @@ memory was called async, else on one event loop per process:
 `ctxbudget.memory.reading.coroutines`, so the client it keeps serves every call) and is
 waited for at most `MemoryConfig.reranker_timeout` seconds; while a reranker that was late
 still runs, the memory's later calls skip it (``timeout``) instead of starting another thread.
+The memory's ``close`` waits for those threads (`RerankWarnings.close`, bounded by
+`ctxbudget.memory.closing.MODEL_WAIT`).
 A reranker that raises (``failed``), is late (``timeout``) or returns something other than one
 finite number per text (``invalid``: the one rule, `ranking.reranker_scores`, takes numbers or
 an array or tensor of shape ``(n,)`` or ``(n, 1)``) leaves the candidates as they were: the
@@ -51,10 +53,12 @@ import inspect
 import logging
 import math
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.numbers import shown
 from ctxbudget.errors import ConfigurationError, InvalidValueError
+from ctxbudget.memory.closing import join_model_threads
 from ctxbudget.memory.policy.ranking import (
     CrossEncoderReranker,
     Reranker,
@@ -88,17 +92,22 @@ _SAID = 240  # characters of a reranker's error (or name) its warning shows
 class RerankWarnings:
     """The kinds of reranker failure a memory has logged (each is logged once), thread-safe.
 
-    It also holds the threads of reranker calls that outlived their call (``timeout``):
-    while any of them runs, later calls skip the reranker at once (status ``timeout``) rather
-    than wait for it again and leave one more thread behind, so a hung reranker holds one
-    thread per memory (one per call that was already waiting on it when it went late, for
-    calls made at once from several threads: each of those is kept, not only the last).
+    It also holds the threads of the memory's reranker calls. While one that outlived its call
+    (``timeout``) runs, later calls skip the reranker at once (status ``timeout``) rather than
+    wait for it again and leave one more thread behind, so a hung reranker holds one thread
+    per memory (one per call that was already waiting on it when it went late, for calls made
+    at once from several threads: each of those is kept, not only the last). `close` waits for
+    every one of them (the memory's ``close``), and starts no more: ``refuse`` (the memory's
+    closed check) raises for a call the close overtook.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, refuse: Callable[[], None] | None = None) -> None:
         self._seen: set[str] = set()
         self._lock = threading.Lock()
         self._late: list[threading.Thread] = []
+        self._running: dict[threading.Thread, str] = {}  # every call's thread: its reranker
+        self._refuse = refuse
+        self._closed = False
 
     def late(self) -> bool:
         """True while a reranker call that outlived its call still runs."""
@@ -110,6 +119,30 @@ class RerankWarnings:
         """Keep ``thread`` (a reranker call past its timeout) until it ends."""
         with self._lock:
             self._late.append(thread)
+
+    def start(self, thread: threading.Thread, name: str) -> bool:
+        """Start ``thread`` (a call of the reranker ``name``), kept for `close`.
+
+        False once closed (nothing started) when no ``refuse`` raises instead.
+        """
+        with self._lock:
+            if self._closed:
+                if self._refuse is not None:
+                    self._refuse()
+                return False
+            self._running = {t: n for t, n in self._running.items() if t.is_alive()}
+            self._running[thread] = name
+            thread.start()
+            return True
+
+    def close(self) -> None:
+        """Start no more calls; return once the running ones ended (`join_model_threads`)."""
+        with self._lock:
+            self._closed = True
+            running = {t: n for t, n in self._running.items() if t.is_alive()}
+        if running:
+            names = " and ".join(sorted(set(running.values())))
+            join_model_threads(list(running), model=names)
 
     def first(self, kind: str) -> bool:
         """True the first time ``kind`` is seen (then it is logged), False afterwards."""
@@ -267,7 +300,8 @@ def _run(
     context = contextvars.copy_context()  # the caller's spans and callbacks
     thread = threading.Thread(target=context.run, args=(work,), name="ctxbudget-rerank")
     thread.daemon = True  # a hung reranker never keeps the process from exiting
-    thread.start()
+    if not warnings.start(thread, name):
+        return "failed", None, f"{name} was not called: the memory closed"
     if not done.wait(timeout):
         warnings.went_late(thread)
         return "timeout", None, f"{name} took longer than reranker_timeout={timeout:g}s"

@@ -2,20 +2,23 @@
 
 The methods are `ContextMemory`'s own (this class is one of its bases); the work is done in
 `ctxbudget.memory.upkeep.summarize`, `ctxbudget.memory.upkeep.tasks` and
-`ctxbudget.memory.upkeep.forget`.
+`ctxbudget.memory.upkeep.forget`; editing messages in `ctxbudget.memory.upkeep.edits`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.reading.held_indexes import SessionIndexes
-from ctxbudget.memory.upkeep import forget, tasks
+from ctxbudget.memory.upkeep import edits, forget, tasks
 from ctxbudget.memory.upkeep.summarize import summarize_session
 from ctxbudget.memory.writing.behind import WriteBehind
 from ctxbudget.memory.writing.opening import drain_siblings
+from ctxbudget.store.records import MetadataValue
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
@@ -106,6 +109,75 @@ class SessionUpkeep:
         """
         self._settle_before_delete()
         return forget.delete_user(self.store, self.namespace, self._indexes, user_id)
+
+    def delete_messages(self, session_id: str, ids: Sequence[str]) -> int:
+        """Delete messages of a session by id; returns how many of them were stored.
+
+        Only that session's messages are touched (an id of another session or user is another
+        record). What was derived from them goes too: their vectors, the session's summaries
+        that cover one of them (they quote it) and the inclusion log's records naming one; every
+        copy of the session in memory, in any process, reads it again on its next call. Ids
+        the session does not hold are not counted (deleting again returns 0). Messages this
+        process acknowledged are stored first.
+
+        Raises:
+            StoreInputError: ``ids`` a str, or an id of the session's that is not a message
+                (a pinned fact, task or summary: see `unpin`); nothing was deleted.
+
+        >>> mem.delete_messages("s1", ["m2", "m3"])  # doctest: +SKIP
+        2
+        """
+        self._settle_before_delete()
+        return edits.delete_messages(self.store, self.namespace, self._indexes, session_id, ids)
+
+    def replace_message(
+        self,
+        session_id: str,
+        id: str,  # noqa: A002 - the name users pass
+        text: str,
+        *,
+        role: str | None = None,
+        user_id: str | None = None,
+        timestamp: float | datetime | str | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+        name: str | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] | Sequence[str] | None = None,
+        tool_call_id: str | None = None,
+    ) -> str:
+        """Replace a stored message of a session (an edit), keeping its place; returns its id.
+
+        The message keeps its seq (its place in the session's order). Options left None keep
+        the stored message's role, time, name, tool calls and metadata; ``""``, ``[]`` or
+        ``{}`` remove a name, tool calls or metadata. ``user_id``, when given, must be the
+        stored message's user (a check, not a change). The old text leaves everything derived
+        from it: the vector and token counts, the session's summaries covering the message,
+        the inclusion log's records naming it; every copy of the session in memory, in any
+        process, reads it again on its next call. The same content again changes nothing.
+        Messages this process acknowledged are stored first; the replacement is stored when
+        this returns (not in the background).
+
+        Raises:
+            StoreInputError: the session holds no message with this id, the id is a pinned
+                fact's, task's or summary's, another ``user_id``, or a message
+                `add_message` would refuse (empty text, too long...); nothing was changed.
+
+        >>> mem.replace_message("s1", "m1", "I moved to Porto in May")  # doctest: +SKIP
+        'm1'
+        """
+        given = edits.Replacement(
+            text, role, user_id, timestamp, metadata, name, tool_calls, tool_call_id
+        )
+        self._settle_before_delete()
+        return edits.replace_message(
+            self.store,
+            self.namespace,
+            self._indexes,
+            session_id,
+            id,
+            given,
+            counter=self.counter,
+            config=self.config,
+        )
 
     def stats(self) -> dict[str, Any]:
         """Counts per kind, sessions and namespaces of the underlying store."""

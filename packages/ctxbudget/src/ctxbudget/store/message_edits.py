@@ -1,0 +1,144 @@
+"""Editing one session's messages: deleting some by id, replacing one in its place.
+
+What a message leaves behind goes with its old text: its vector and stored token counts (in
+its record), the session's summaries that cover it (they quote it; `summarize` folds later
+stretches only, so the messages stand for that stretch from then on), and the records of the
+session's context log that name it (`ContextLogs.delete_naming`, which also discards queued
+ones). The session's generation is drawn before the change and again after it
+(`Sessions.touched`, `Sessions.removed`), and its users' stamps after: every copy kept in memory
+(a `SessionIndex`, its entities, the LangChain middleware's candidates) is read again by its
+next call, in any object, process or worker. A replaced message keeps its seq; a deleted one's
+seq is never given out again. Only the named session is read or changed: a message with the same
+id in another session, or of another user's session, is another record.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ctxbudget.errors import StoreInputError
+from ctxbudget.store.keys import address, matches
+from ctxbudget.store.layout import Collections, Row
+from ctxbudget.store.records import Record, decode_record, record_key, same_content
+from ctxbudget.store.sessions import Sessions
+
+if TYPE_CHECKING:
+    from ctxbudget.store.context_log import ContextLogs
+    from ctxbudget.store.writes import Writer
+
+__all__ = ["MessageEdits"]
+
+_NOTHING = "; nothing was changed"
+
+
+class MessageEdits:
+    """Deletes and replaces messages of one session (`ChromaStore.delete_messages`...)."""
+
+    def __init__(self, collections: Collections, sessions: Sessions, logs: ContextLogs) -> None:
+        self._collections = collections
+        self._sessions = sessions
+        self._logs = logs
+
+    def delete(self, namespace: str, session_id: str, ids: list[str]) -> int:
+        """Delete these messages of the session and what quotes them; how many existed.
+
+        Raises:
+            StoreInputError: an id names a record of the session that is not a message (a
+                pinned fact, a task, a summary); nothing was deleted.
+        """
+        cols = self._collections
+        keys = [record_key(namespace, ("session", session_id), i) for i in ids]
+        with cols.conn.lock:
+            entry = self._sessions.entry(namespace, session_id)
+            if entry is None or not keys:
+                return 0
+            rows = cols.part_rows(entry.home, ids=keys, documents=False)
+            rows = [r for r in rows if matches(r[2], namespace, session_id, None, None, None)]
+            others = sorted(str(m["rid"]) for _, _, m in rows if m.get("kind") != "message")
+            if others:
+                msg = (
+                    f"ids {others} of session {session_id!r} are not messages (pinned facts, "
+                    "tasks or summaries): delete_messages deletes messages only; unpin a "
+                    "pinned fact with unpin(id, session_id=...); nothing was deleted"
+                )
+                raise StoreInputError(msg)
+            self._forget(entry.home, namespace, session_id, rows, delete=True)
+        return len(rows)
+
+    def replace(self, writer: Writer, record: Record) -> Record:
+        """Store ``record`` over the session's message with its id, in its place; the stored one.
+
+        ``record`` is a checked message of a session (``seq`` None). The stored message must
+        exist and be one message of that session; ``record.user_id`` must be its user. The same
+        content again changes nothing.
+
+        Raises:
+            StoreInputError: no such message in the session, a record of another kind under
+                that id, or another user than the stored message's; nothing was changed.
+        """
+        namespace, session_id = record.namespace, str(record.session_id)
+        key = record_key(namespace, ("session", session_id), record.id)
+        cols = self._collections
+        with cols.conn.lock:  # the store's lock is reentrant: the write below takes it too
+            entry = self._sessions.entry(namespace, session_id)
+            rows = [] if entry is None else cols.part_rows(entry.home, ids=[key])
+            if entry is None or not rows:
+                msg = (
+                    f"session {session_id!r} of namespace {namespace!r} holds no message "
+                    f"{record.id!r} to replace; store a new message with add_message" + _NOTHING
+                )
+                raise StoreInputError(msg)
+            old = decode_record(rows[0][1], rows[0][2])
+            if old.kind != "message":
+                msg = (
+                    f"{record.id!r} of session {session_id!r} is a {old.kind} record, not a "
+                    "message: replace_message replaces messages only" + _NOTHING
+                )
+                raise StoreInputError(msg)
+            if old.user_id != record.user_id:
+                msg = (
+                    f"message {record.id!r} of session {session_id!r} was stored "
+                    f"{_by(old.user_id)}, not {_by(record.user_id)}: a replacement keeps its "
+                    "message's user (delete it and add a new message to change it)" + _NOTHING
+                )
+                raise StoreInputError(msg)
+            if same_content(record, old):
+                return old
+            stored = writer.add([record], replace=True)[0]
+            self._forget(entry.home, namespace, session_id, [rows[0]], delete=False)
+        return stored
+
+    def _forget(
+        self, partition: str, namespace: str, session_id: str, rows: list[Row], *, delete: bool
+    ) -> None:
+        """Remove what quotes these messages' old text (and, with ``delete``, the messages)."""
+        ids = {str(meta["rid"]) for _, _, meta in rows}
+        doomed = [*rows] if delete else []
+        doomed += self._covering(partition, namespace, session_id, ids)
+        if doomed:
+            self._sessions.touched(doomed, wrote=_NOTHING)
+            self._collections.delete_in(partition, [key for key, _, _ in doomed])
+            self._sessions.removed(doomed)
+        named = ids | {str(meta["rid"]) for _, _, meta in doomed}
+        self._logs.delete_naming(namespace, session_id, sorted(named))
+
+    def _covering(
+        self, partition: str, namespace: str, session_id: str, ids: set[str]
+    ) -> list[Row]:
+        """The session's summaries that cover any of these messages (``summary_of``)."""
+        if not ids:
+            return []
+        at = address(namespace, ("session", session_id), "summary")
+        found: list[Row] = []
+        for row in self._collections.part_rows(partition, where={"at": at}, documents=False):
+            meta = row[2]
+            if not matches(meta, namespace, session_id, None, None, ["summary"]):
+                continue
+            if ids & set(json.loads(str(meta.get("summary_of", "[]")))):
+                found.append(row)
+        return found
+
+
+def _by(user: str | None) -> str:
+    return "without a user" if user is None else f"by user {user!r}"
