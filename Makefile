@@ -8,6 +8,10 @@ VENV_LATEST := .venv-latest
 # The store's own tests are left out: chromadb's newest release here is the pinned one.
 LATEST_TESTS := tests/langchain tests/llamaindex tests/memory tests/telemetry \
 	tests/install/test_version_ranges.py
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist): 2, this machine's cores; 0 runs it in
+# one process (for -s or --pdb). Tests marked xdist_group(name=...) share one worker (loadgroup).
+PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
 export ANONYMIZED_TELEMETRY := False
 export ORT_DISABLE_TELEMETRY := 1
 export HF_HUB_OFFLINE := 1
@@ -53,7 +57,7 @@ typecheck: $(STAMP)
 # when it collects nothing, which is an error here: a suite that tests nothing must not pass.
 test: lint
 	$(BIN)/python tests/install/versions.py
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The adapter and memory tests on the newest releases that install here (README "Tested
 # versions"): a second virtualenv, resolved again on every run without constraints.txt, so it
@@ -68,7 +72,7 @@ test-latest:
 	@if [ -z "$(LATEST_READY)" ]; then $(MAKE) --no-print-directory latest-venv; fi
 	$(VENV_LATEST)/bin/python tests/install/versions.py
 	CTXBUDGET_STATEFUL_STEPS=$${CTXBUDGET_STATEFUL_STEPS:-300} \
-		$(VENV_LATEST)/bin/python -m pytest $(LATEST_TESTS) $(PYTEST_ARGS)
+		$(VENV_LATEST)/bin/python -m pytest $(XDIST) $(LATEST_TESTS) $(PYTEST_ARGS)
 
 latest-venv:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (PYTHON=$(PYTHON))")'
@@ -79,11 +83,11 @@ latest-venv:
 		-e "packages/ctxbudget[memory,torch,eval,mcp,otel]" \
 		-e "packages/langchain-ctxbudget[agents,memory]" \
 		-e "packages/llamaindex-ctxbudget[memory]" \
-		"pytest>=8" "pytest-asyncio>=0.23" "hypothesis>=6.100" "langchain-tests>=1.0" \
-		"opentelemetry-sdk>=1.30" "langmem>=0.0.30"
+		"pytest>=8" "pytest-asyncio>=0.23" "pytest-xdist>=3.5" "hypothesis>=6.100" \
+		"langchain-tests>=1.0" "opentelemetry-sdk>=1.30" "langmem>=0.0.30"
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/ctxbudget demo

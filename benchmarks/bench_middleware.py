@@ -11,7 +11,8 @@ without memory, with memory and write-behind (the default), with memory written 
 
 With ``--mechanisms all`` (or a comma list of session-copy, incremental, write-behind,
 query-vectors, access, register, recall; and pool, product, room, before: the changes of
-2026-11-27 against the code before them; and the bounds id-check and stamps), memories with
+2026-11-27 against the code before them; check-new, that of 2026-11-30, and store-late, its trial not kept; and
+the bounds id-check and stamps), memories with
 one speed mechanism off (`mechanisms.py`) run beside the default one and no middleware, turn
 by turn (each turn every variant in turn, the order rotated), so the machine's load weighs on
 all alike; then a table of each mechanism on and off, and for ``register`` a micro-measure of
@@ -55,6 +56,7 @@ from mechanisms import (
     blas_product,
     constructor_items,
     entry_read_again,
+    every_message_checked,
     id_check_unread,
     ids_read_first,
     old_register,
@@ -64,6 +66,7 @@ from mechanisms import (
     search_pool,
     slice3_before,
     stamps_unread,
+    stored_after_packing,
     whole_budget,
 )
 
@@ -167,6 +170,8 @@ IDS_BEFORE = "ids read before each store (before)"
 ENTRY_BEFORE = "the view reads the entry again (before)"
 ITEMS_BEFORE = "retrieved items by the constructor (before)"
 SCORES_BEFORE = "the session's matches scored one by one (before)"
+STORE_LATE = "the state stored once the call is packed (trial)"
+CHECK_ALL = "every state message checked and digested twice (before)"
 
 
 class NoRecalled(Recalled):
@@ -222,6 +227,8 @@ VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup,
     ENTRY_BEFORE: {"setup": entry_read_again},
     ITEMS_BEFORE: {"around": constructor_items},
     SCORES_BEFORE: {"around": scores_one_by_one},
+    STORE_LATE: {"around": stored_after_packing},
+    CHECK_ALL: {"around": every_message_checked},
 }
 PAIRS = {  # --mechanisms name -> table rows
     "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
@@ -243,6 +250,8 @@ PAIRS = {  # --mechanisms name -> table rows
     "entry": [Pair("the view takes the entry from the stamps", DEFAULT, ENTRY_BEFORE)],
     "items": [Pair("retrieved items by stored_item", DEFAULT, ITEMS_BEFORE)],
     "scores": [Pair("the session's matches scored at once", DEFAULT, SCORES_BEFORE)],
+    "store-late": [Pair("the state stored once the call is packed (trial)", STORE_LATE, DEFAULT)],
+    "check-new": [Pair("only unstored messages checked, digests once", DEFAULT, CHECK_ALL)],
 }
 MECHANISMS = [*PAIRS, "register"]
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import sys
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -89,6 +90,8 @@ __all__ = [
     "stamps_unread",
     "whole_budget",
     "write_batch",
+    "every_message_checked",
+    "stored_after_packing",
 ]
 
 
@@ -330,3 +333,52 @@ def on_off_table(pairs: Sequence[Pair], samples: Mapping[str, list[float]], load
             f"{off / on:.2f} | {100 * benefit:+.0f}% | {verdict} | {load} |"
         )
     return "\n".join(out)
+
+
+# -- the LangChain middleware's storing (2026-11-30) ---------------------------------------------
+def _stored_late(prepare: Any) -> Any:
+    def stored_late(self: Any, request: Any, ids: Any, thread: Any = None) -> Any:
+        from langchain_ctxbudget import storing
+
+        held: list[Any] = []
+        was = storing.store_messages
+
+        def later(*args: Any, **kwargs: Any) -> None:
+            held.append((args, kwargs))
+
+        call_memory = sys.modules["langchain_ctxbudget.call_memory"]
+        call_memory.store_messages = later  # type: ignore[attr-defined]
+        try:
+            result = prepare(self, request, ids, thread)  # gathers and packs
+        finally:
+            call_memory.store_messages = was  # type: ignore[attr-defined]
+        for args, kwargs in held:  # then stored, as the model would be called
+            was(*args, **kwargs)
+        return result
+
+    return stored_late
+
+
+def stored_after_packing() -> contextlib.AbstractContextManager[None]:
+    """Calls inside store the state's messages once packed, not right after gathering."""
+    from langchain_ctxbudget.middleware import CtxBudgetMiddleware
+
+    return _swapped(CtxBudgetMiddleware, "_prepare", _stored_late(CtxBudgetMiddleware._prepare))
+
+
+def _checked_all(unstored: Any) -> Any:
+    def checked_all(self: Any, memory: Any, messages: Any, keys: Any, ids: Any) -> Any:
+        from langchain_ctxbudget.storing import digest
+
+        digests, _ = unstored(self, memory, messages, keys, ids)
+        [digest(m) for m in messages]  # made again by store_edits, as before
+        return digests, list(range(len(messages)))  # every message checked, as before
+
+    return checked_all
+
+
+def every_message_checked() -> contextlib.AbstractContextManager[None]:
+    """Calls inside check every state message and digest them twice (before 2026-11-30)."""
+    from langchain_ctxbudget.call_memory import CallMemory
+
+    return _swapped(CallMemory, "_unstored", _checked_all(CallMemory._unstored))

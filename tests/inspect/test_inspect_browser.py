@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -70,8 +69,8 @@ def page(reader: ContextMemory) -> Iterator[InspectServer]:
         yield served
 
 
-def shot(driver: Any, name: str) -> None:
-    folder = IMAGES if os.environ.get(SCREENSHOTS) else Path(tempfile.gettempdir())
+def shot(driver: Any, name: str, tmp_path: Path) -> None:
+    folder = IMAGES if os.environ.get(SCREENSHOTS) else tmp_path
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"inspect-{name}.png"
     driver.save_screenshot(str(path))
@@ -96,14 +95,14 @@ def navigate(driver: Any, go: Callable[[], object]) -> None:
 
 
 def test_navigate_and_check_the_numbers(
-    browser: Any, page: InspectServer, demo_store: Written
+    browser: Any, page: InspectServer, demo_store: Written, tmp_path: Path
 ) -> None:
     from selenium.webdriver.common.by import By
 
     session, calls = demo_store.latest, demo_store.calls[demo_store.latest]
     browser.get(page.url)
     assert browser.title == "Sessions"
-    shot(browser, "sessions")
+    shot(browser, "sessions", tmp_path)
     box = browser.find_element(By.NAME, "q")
     box.send_keys("Lisbon flat")
     navigate(browser, box.submit)  # a GET form to the same origin: served
@@ -118,7 +117,7 @@ def test_navigate_and_check_the_numbers(
     assert used == [ctx.tokens_used for ctx in calls]
     assert len(browser.find_elements(By.CSS_SELECTOR, "svg.bar")) == len(calls)
     assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 1
-    shot(browser, "timeline")
+    shot(browser, "timeline", tmp_path)
     navigate(browser, browser.find_elements(By.CSS_SELECTOR, "a.assembly")[1].click)
     ctx = calls[1]
     assert browser.find_element(By.ID, "tokens-used").text == f"{ctx.tokens_used:,}"
@@ -127,7 +126,7 @@ def test_navigate_and_check_the_numbers(
     assert browser.find_element(By.ID, "pruned-count").text == str(len(ctx.pruned))
     assert len(browser.find_elements(By.CSS_SELECTOR, "tr.included")) == len(ctx.included)
     assert len(browser.find_elements(By.CSS_SELECTOR, "tr.pruned")) == len(ctx.pruned)
-    shot(browser, "assembly")
+    shot(browser, "assembly", tmp_path)
     own = [it.id for it in ctx.included if it.id.startswith(session)]
     # One that a later call no longer sent, when there is one: its page says since when.
     message = next((i for i in own if not calls[-1].includes(i)), own[0])
@@ -137,7 +136,7 @@ def test_navigate_and_check_the_numbers(
     assert [int(a.text) for a in rows] == [n for n, c in enumerate(calls, 1) if c.includes(message)]
     if not calls[-1].includes(message):
         assert f"not since call {len(calls)}" in browser.find_element(By.ID, "fate").text
-    shot(browser, "message")
+    shot(browser, "message", tmp_path)
 
 
 def test_hostile_texts_run_nothing(browser: Any, page: InspectServer) -> None:

@@ -6,7 +6,9 @@ the session in memory between reads. After every step, both memories' history of
 the model's list (ids, order, texts; seqs increasing and never reused), and nothing either one
 offers for the session or for the user's other session holds a text the model no longer has
 (an old text of an edited message, a deleted message). Every text carries a word of its own, so
-an old text is told from a new one. Real parts: embedded Chroma, the default embedder, tiktoken.
+an old text is told from a new one. A message deleted and added again under its id is a new one
+(last, a new seq); a replace with a bad value is refused and changes nothing. Real parts:
+embedded Chroma, the default embedder, tiktoken.
 """
 
 from __future__ import annotations
@@ -32,6 +34,18 @@ from ctxbudget.memory.policy.config import MemoryConfig
 
 SESSION, OTHER, USER = "s", "elsewhere", "ana"
 TOPICS = ["locker code", "flight to Oslo", "dentist visit", "vegetarian dinner", "new bike"]
+BAD: list[dict[str, object]] = [
+    {"text": "\ud800"},
+    {"text": "  "},
+    {"text": None},
+    {"session_id": OTHER},
+    {"session_id": 3},
+    {"id": ""},
+    {"timestamp": float("nan")},
+    {"role": "wizard"},
+    {"user_id": "bob"},
+    {"metadata": {"x": float("inf")}},
+]
 
 
 def machine(root: Path, embedder: OnnxEmbedder) -> type[RuleBasedStateMachine]:
@@ -83,6 +97,31 @@ def machine(root: Path, embedder: OnnxEmbedder) -> type[RuleBasedStateMachine]:
             assert memory.delete_messages(SESSION, ids) == len(picked)
             self.gone |= {self.model[i][1] for i in picked}
             self.model = [m for i, m in enumerate(self.model) if i not in picked]
+
+        @precondition(lambda self: self.model)
+        @rule(data=st.data(), topic=st.sampled_from(TOPICS), reader=st.booleans())
+        def delete_and_add_again(self, data: st.DataObject, topic: str, reader: bool) -> None:
+            at = data.draw(st.integers(0, len(self.model) - 1))
+            mid, old = self.model.pop(at)
+            memory = self.reader if reader else self.writer
+            assert memory.delete_messages(SESSION, [mid]) == 1
+            text = self.text(topic)
+            self.writer.add_message(SESSION, "user", text, id=mid, user_id=USER)
+            self.model.append((mid, text))  # a new message: last, with a new seq
+            self.seqs.pop(mid, None)
+            self.gone.add(old)
+
+        @precondition(lambda self: self.model)
+        @rule(data=st.data(), bad=st.sampled_from(BAD))
+        def replace_badly(self, data: st.DataObject, bad: dict[str, object]) -> None:
+            mid = self.model[data.draw(st.integers(0, len(self.model) - 1))][0]
+            given = {"session_id": SESSION, "id": mid, "text": "a new text", **bad}
+            try:
+                self.writer.replace_message(**given)  # type: ignore[arg-type]
+            except StoreInputError as exc:
+                assert "nothing was changed" in str(exc)
+                return
+            raise AssertionError(f"a replace with {bad} was accepted")
 
         @rule()
         def replace_unknown(self) -> None:

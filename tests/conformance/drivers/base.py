@@ -31,6 +31,9 @@ Optional verbs, each behind its capability (the suite calls one only when ``can`
   (of ``user``), oldest first, as ``memory`` (another `ContextMemory` on the same place) reads
   them, for a door that keeps turns elsewhere than a session's history (a LangGraph store keeps
   them as values); without it the suite reads ``memory.history(session)``.
+- ``edit(session, user, id, text)`` ("edit"): replace the stored message ``id`` of ``session``
+  (of ``user``) with ``text`` through the door's own edit operation, in its place
+  (`ContextMemory.replace_message` and its async twin); done when it returns.
 - ``stop(signum, timeout)`` ("signals"): send ``signum`` to the server process (stdin left
   open), wait up to ``timeout`` seconds, and return its exit status (None: still running, then
   it is killed); and ``catching(signum, timeout) -> bool``: wait until the process handles
@@ -88,6 +91,7 @@ CAPABILITIES = frozenset(
         "close_each",  # after_close_each(): every call of a closed door, not only one
         "kept",  # kept(memory, session, user): it stores turns elsewhere than the history
         "removed_user_only",  # of the admin's removals, only delete_user concerns what it keeps
+        "edit",  # edit(session, user, id, text): replaces a stored message through the door
     }
 )
 

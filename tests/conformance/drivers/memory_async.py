@@ -46,6 +46,7 @@ class MemoryAsync:
             "kinds",
             "close_each",
             "cancel",
+            "edit",
         }
     )
     takes = MemorySync.takes
@@ -67,6 +68,10 @@ class MemoryAsync:
 
     def pin(self, text: str, id: str, session: str | None = None, user: str | None = None) -> None:
         self._run(self.memory.apin(session, text, user_id=user, id=id))
+        self.registry.note(id, text)
+
+    def edit(self, session: str, user: str, id: str, text: str) -> None:  # noqa: A002
+        self._run(self.memory.areplace_message(session, id, text, user_id=user))
         self.registry.note(id, text)
 
     def send(self, session: str, user: str, query: str, budget: int) -> Received:

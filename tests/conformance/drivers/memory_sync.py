@@ -117,7 +117,19 @@ class MemorySync:
 
     name = "memory_sync"
     can = frozenset(
-        {"add", "send", "report", "span", "removal", "bad", "close", "pin", "kinds", "close_each"}
+        {
+            "add",
+            "send",
+            "report",
+            "span",
+            "removal",
+            "bad",
+            "close",
+            "pin",
+            "kinds",
+            "close_each",
+            "edit",
+        }
     )
     takes = frozenset({"budget", "k", "query", "text", "timestamp", "session_id", "user_id"})
 
@@ -134,6 +146,10 @@ class MemorySync:
 
     def pin(self, text: str, id: str, session: str | None = None, user: str | None = None) -> None:
         self.memory.pin(session, text, user_id=user, id=id)
+        self.registry.note(id, text)
+
+    def edit(self, session: str, user: str, id: str, text: str) -> None:  # noqa: A002
+        self.memory.replace_message(session, id, text, user_id=user)
         self.registry.note(id, text)
 
     def send(self, session: str, user: str, query: str, budget: int) -> Received:

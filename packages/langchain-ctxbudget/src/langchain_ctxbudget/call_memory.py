@@ -20,7 +20,7 @@ from ctxbudget.memory.values import ValueQuery
 from langchain_ctxbudget.edits import store_edits
 from langchain_ctxbudget.identity import run_identity, values_scope
 from langchain_ctxbudget.recall import Recalled, recall
-from langchain_ctxbudget.storing import StoredKeys, store_messages, store_run
+from langchain_ctxbudget.storing import StoredKeys, digest, store_messages, store_run
 
 if TYPE_CHECKING:
     from typing import Any
@@ -78,13 +78,15 @@ class CallMemory:
         ids: tuple[str, str | None],
         in_state: Collection[str],
         room: Budget | int,
+        digests: Sequence[int],
     ) -> tuple[Additions, str]:
         """What the memory adds to the call (`recall`), then the state's messages stored.
 
         Returned with the session's generation the additions were gathered in. Messages the
         state holds edited are stored first (`store_edits`), so nothing gathered quotes them.
+        ``digests``: each message's `digest` (`CallMemory._unstored`).
         """
-        held = store_edits(memory, self._stored, messages, keys, ids)
+        held = store_edits(memory, self._stored, messages, keys, ids, digests)
         added, generation = recall(
             memory,
             self._recalled,
@@ -99,9 +101,25 @@ class CallMemory:
         )
         # Stored after the gathering, which does not need them (they are in the state): the
         # background writer then stores them while this call packs and the model answers, not
-        # while the call reads the session.
-        store_messages(memory, self._stored, messages, keys, ids, generation, held)
+        # while the call reads the session. (Stored once the call is packed instead, measured
+        # on 2026-11-30: no gain, `bench_middleware.py`; docs/benchmarks.md.)
+        store_messages(memory, self._stored, messages, keys, ids, generation, held, digests)
         return added, generation
+
+    def _unstored(
+        self,
+        memory: ContextMemory,
+        messages: Sequence[BaseMessage],
+        keys: Sequence[str],
+        ids: tuple[str, str | None],
+    ) -> tuple[list[int], list[int]]:
+        """Each message's `digest`, and the positions not stored yet as they are.
+
+        As the session was when this middleware last stored in it (`StoredKeys.since_last`).
+        """
+        digests = [digest(message) for message in messages]
+        fresh, _ = self._stored.since_last(memory.namespace, ids[0], keys, digests)
+        return digests, fresh
 
     def _record(
         self,

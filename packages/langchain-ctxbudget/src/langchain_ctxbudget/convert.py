@@ -284,19 +284,21 @@ def check_storable(
     messages: Sequence[BaseMessage],
     keys: Sequence[str],
     ids: tuple[str, str | None],
+    only: Sequence[int] | None = None,
 ) -> None:
     """Refuse what `ContextMemory.add_messages` would refuse of ``messages``; nothing written.
 
     The middleware stores a call's messages in the background: a message the memory cannot
     keep (over `MemoryConfig.max_message_chars`, a lone surrogate) fails the call here, before
     the model is called, with the memory's own error (never a question sent without itself).
+    ``only``: the positions to check (None: all), those not stored yet as they are: a message
+    the memory stored with this content passed these checks then.
 
     Raises:
         StoreInputError: the first message that cannot be stored (by its index among those kept).
     """
-    payloads = [
-        to_record_payload(m, id=k, timestamp=0.0) for m, k in zip(messages, keys, strict=True)
-    ]
+    chosen = range(len(messages)) if only is None else only
+    payloads = [to_record_payload(messages[i], id=keys[i], timestamp=0.0) for i in chosen]
     given = [p for p in payloads if p is not None]
     memory.writes.check_messages(ids[0], given, user_id=ids[1])
 

@@ -37,7 +37,7 @@ from langchain_core.messages import BaseMessage
 from ctxbudget import StoreInputError
 from ctxbudget.store.validate import same_write
 from langchain_ctxbudget.convert import to_record_payload
-from langchain_ctxbudget.storing import StoredKeys, digest
+from langchain_ctxbudget.storing import StoredKeys
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -54,16 +54,16 @@ def store_edits(
     messages: Sequence[BaseMessage],
     keys: Sequence[str],
     ids: tuple[str, str | None],
+    digests: Sequence[int],
 ) -> frozenset[str]:
     """Replace the stored messages the state holds edited; the keys read as stored.
 
     The messages this middleware stored with another digest are read by id, after the
     memory's acknowledged messages are stored; nothing is read when there are none. Returns
     the keys read as stored (the same content, or an edit now stored), which need no write
-    (`store_messages` ``held=``).
+    (`store_messages` ``held=``). ``digests``: each message's `digest`.
     """
     session, user = ids
-    digests = [digest(message) for message in messages]
     check = known.since_last(memory.namespace, session, keys, digests)[1]
     if not check:
         return frozenset()

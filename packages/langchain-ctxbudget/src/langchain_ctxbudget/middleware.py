@@ -322,8 +322,11 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         counter = self._counter or self._counter_of(request.model)
         system, messages = request_parts(request)
         keys = message_keys(messages, ids[0] if ids is not None else None, thread)
+        digests: list[int] = []
         if self.memory is not None and ids is not None:  # stored later, in the background
-            check_storable(self.memory, messages, keys, ids)  # refused now, as add_messages
+            digests, unstored = self._unstored(self.memory, messages, keys, ids)
+            # Refused now, as add_messages would: what is not stored yet (the rest was checked).
+            check_storable(self.memory, messages, keys, ids, unstored)
         conversation, originals = conversation_items(messages, keys)
         lifted = len(conversation) > len(originals)  # system messages of the conversation
         adds = bool(self.pinned or self.extra or lifted) or (self.memory is not None and bool(ids))
@@ -336,7 +339,10 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         if self.memory is not None and ids is not None:
             layout = self._assembly.assembler(counter, joined=joined).layout("messages")
             room = room_left(budget, layout, items)
-            added, generation = self._recall(self.memory, messages, keys, ids, set(originals), room)
+            in_state = set(originals)
+            added, generation = self._recall(
+                self.memory, messages, keys, ids, in_state, room, digests
+            )
             items.extend(added.extras)
 
         # Its report: the prefix they share; only a call of this generation of the session.

@@ -112,11 +112,13 @@ def store_messages(
     ids: tuple[str, str | None],
     generation: str | None = None,
     held: Collection[str] = frozenset(),
+    digests: Sequence[int] | None = None,
 ) -> None:
     """Store the messages the memory does not hold yet (once each), under their keys.
 
     ``generation``: the session's, when the caller just read it (None: read here). ``held``:
     keys read as stored with this content just before (`store_edits`): not written again.
+    ``digests``: each message's `digest`, when the caller made them (None: made here).
 
     The same message stored again (by a retry, or by another call that saw it first) is the
     same write: the memory keeps it once, with its first timestamp, and says nothing. A key the
@@ -130,7 +132,8 @@ def store_messages(
         generation = "" if stamp is None else stamp.generation
     scope = (memory.namespace, session, generation)
     pairs = list(zip(messages, keys, strict=True))
-    digests = [digest(message) for message in messages]
+    if digests is None:
+        digests = [digest(message) for message in messages]
     fresh = known.unknown(scope, keys, digests)
     if not fresh:
         return
@@ -144,6 +147,7 @@ def store_messages(
         # A session without records yet: its user claims it before writing, so that of two
         # users starting it at once one is refused (`claim_owner`), never both stored in it.
         claim_owner(memory, session, user)
+    refused: set[str] = set()
     if payloads:
         try:
             # The usual case in one call. The same message stored before is not stored twice;
@@ -154,25 +158,29 @@ def store_messages(
             )
         except StoreInputError:
             # A message the memory cannot keep: store the others.
-            add_payloads(memory, session, user, payloads)
+            refused = add_payloads(memory, session, user, payloads)
     if generation:  # "" (no records yet) repeats after a delete: nothing is remembered under it
-        known.add(scope, [keys[i] for i in fresh], [digests[i] for i in fresh])
+        # A refused message is not remembered: the next call checks it again (`check_storable`).
+        kept = [i for i in fresh if keys[i] not in refused]
+        known.add(scope, [keys[i] for i in kept], [digests[i] for i in kept])
 
 
 def add_payloads(
     memory: ContextMemory, session: str, user: str | None, payloads: list[dict[str, Any]]
-) -> None:
+) -> set[str]:
     """Store payloads one by one: each the memory refuses is logged (a warning), not stored.
 
     For a batch the memory refused as a whole: an id the session holds with other content
-    keeps its first message.
+    keeps its first message. Returns the ids of the payloads refused.
     """
+    refused: set[str] = set()
     for payload in payloads:
         try:
             memory.add_messages(
                 session, [payload], user_id=user, progress=False, first_write_wins=True
             )
         except StoreInputError as exc:
+            refused.add(str(payload["id"]))
             logger.warning(
                 "ctxbudget memory did not store the %s message %r of session %r: %s",
                 payload["role"],
@@ -180,6 +188,7 @@ def add_payloads(
                 session,
                 exc,
             )
+    return refused
 
 
 def store_run(

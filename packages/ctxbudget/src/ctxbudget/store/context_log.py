@@ -42,11 +42,12 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
+from ctxbudget.core.ids import scoped_id
 from ctxbudget.errors import StoreError
 from ctxbudget.store.layout import Collections
-from ctxbudget.store.log_partitions import LogEntry, LogPartitions, LogRow
+from ctxbudget.store.log_partitions import LogEntry, LogPartitions, LogRow, quoted
 from ctxbudget.store.sessions import Sessions
 
 __all__ = ["ContextLogs", "LogEntry", "LogRow"]
@@ -312,6 +313,38 @@ class ContextLogs:
         with self._collections.conn.lock:
             self._discard(lambda e: (e.namespace, e.session_id) == (namespace, session_id))
             self._parts.drop_naming(namespace, session_id, ids)
+
+    def delete_recalling(
+        self, namespace: str, session_id: str, ids: Sequence[str], readers: Collection[str]
+    ) -> None:
+        """Drop the records of other sessions' logs that recalled these messages of a session.
+
+        A session's message recalled in another session of its user's is named there by its
+        scoped id (``ctxbudget:session:["s","m1"]``), and quoted with ``keep_context``. Only
+        the logs of ``readers`` (the users who can recall from the session: its owner and
+        those who wrote in it) are read, and the logs without a user of the sessions they own.
+        """
+        if not ids or not readers:
+            return
+        needles = quoted([scoped_id(("session", session_id), i) for i in ids])
+
+        def recalls(entry: LogEntry) -> bool:
+            here = (entry.namespace, entry.session_id) == (namespace, session_id)
+            return (
+                not here
+                and entry.namespace == namespace
+                and any(n in _build(entry) for n in needles)
+            )
+
+        with self._collections.conn.lock:
+            self._discard(recalls)
+            pairs = [(s, u) for s, u in self._parts.logs_of(namespace) if s != session_id]
+            unowned = sorted({s for s, u in pairs if not u})
+            owners = self._sessions.entries([(namespace, s) for s in unowned])
+            sessions = {s for s, u in pairs if u in readers}
+            sessions |= {s for (_, s), e in owners.items() if e.owner in readers}
+            for other in sorted(sessions):
+                self._parts.drop_quoting(namespace, other, needles)
 
     def _discard(self, which: Callable[[LogEntry], bool]) -> None:
         # The queues of this store's siblings too: the same folder or server in this process.

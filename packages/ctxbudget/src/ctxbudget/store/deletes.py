@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ctxbudget.core.numbers import shown
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.doc_entities import DocEntities
@@ -278,6 +279,9 @@ class DeleteMethods:
             StoreInputError: ``ids`` a str, a malformed id, or an id of the session's that is
                 not a message (a pinned fact, task or summary). Nothing was deleted.
         """
+        if not isinstance(ids, Sequence):  # a generator read twice would delete nothing
+            msg = f"ids must be a list of message ids, got {shown(ids)}; nothing was deleted"
+            raise StoreInputError(msg)
         scoped_keys("delete", ids, namespace, session_id, None, None)  # checks ids and names
         wanted = list(dict.fromkeys(ids))
         return self._deleter.edits.delete(namespace, session_id, wanted)

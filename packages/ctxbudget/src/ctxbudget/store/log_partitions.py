@@ -34,7 +34,7 @@ from ctxbudget.store.layout import Collections
 from ctxbudget.store.partitions import log_partition
 from ctxbudget.store.records import json_key, require_name
 
-__all__ = ["LogEntry", "LogPartitions", "LogRow"]
+__all__ = ["LogEntry", "LogPartitions", "LogRow", "quoted"]
 
 _PACKED = "z1:"  # a document deflated, then base64: the metadata value ``r``
 _VECTOR = [1.0]  # every row's vector: Chroma needs one, nothing searches the log by it
@@ -223,22 +223,40 @@ class LogPartitions:
         or inside another scope's id), which may also take a record that merely quotes it: a
         log, never memory.
         """
-        if not ids:
+        self.drop_quoting(namespace, session_id, quoted(ids))
+
+    def drop_quoting(self, namespace: str, session_id: str, needles: Collection[str]) -> None:
+        """Delete the records of a session's log whose document holds any of ``needles``."""
+        if not needles:
             return
         cols = self._collections
         partition = log_partition(cols.name, namespace, session_id)
         rows = cols.part_rows(partition, documents=False)
         if not rows:
             return
-        needles = set()
-        for record_id in ids:
-            for text in (json.dumps(record_id), json.dumps(record_id, ensure_ascii=False)):
-                needles |= {text, json.dumps(text, ensure_ascii=False)[1:-1]}
         doomed = [key for key, _, meta in rows if any(n in _unpacked(meta) for n in needles)]
         if len(doomed) == len(rows):
             self.drop(namespace, session_id)
         elif doomed:
             cols.delete_in(partition, doomed)
+
+    def logs_of(self, namespace: str) -> list[tuple[str, str]]:
+        """The (session, user: "" for none) pairs of the namespace's logs (one read of meta)."""
+        cols = self._collections
+        rows = cols.rows(cols.meta, where={"type": "log"}, documents=False)
+        pairs = {
+            (str(m["sid"]), str(m.get("uid", ""))) for _, _, m in rows if m.get("ns") == namespace
+        }
+        return sorted(pairs)
+
+
+def quoted(ids: Collection[str]) -> set[str]:
+    """How each of ``ids`` appears in a log's JSON document (a JSON string, or inside one)."""
+    needles = set()
+    for record_id in ids:
+        for text in (json.dumps(record_id), json.dumps(record_id, ensure_ascii=False)):
+            needles |= {text, json.dumps(text, ensure_ascii=False)[1:-1]}
+    return needles
 
 
 def _row_meta(entry: LogEntry, document: str) -> dict[str, Any]:

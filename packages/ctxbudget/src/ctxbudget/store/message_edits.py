@@ -2,14 +2,17 @@
 
 What a message leaves behind goes with its old text: its vector and stored token counts (in
 its record), the session's summaries that cover it (they quote it; `summarize` folds later
-stretches only, so the messages stand for that stretch from then on), and the records of the
+stretches only, so the messages stand for that stretch from then on), the records of the
 session's context log that name it (`ContextLogs.delete_naming`, which also discards queued
-ones). The session's generation is drawn before the change and again after it
+ones), and the records of other sessions' logs that recalled it there (named by its scoped id,
+and quoted with ``keep_context``: `ContextLogs.delete_recalling`, over the logs of the users who
+can recall it). The session's generation is drawn before the change and again after it
 (`Sessions.touched`, `Sessions.removed`), and its users' stamps after: every copy kept in memory
 (a `SessionIndex`, its entities, the LangChain middleware's candidates) is read again by its
 next call, in any object, process or worker. A replaced message keeps its seq; a deleted one's
-seq is never given out again. Only the named session is read or changed: a message with the same
-id in another session, or of another user's session, is another record.
+seq is never given out again. Only the named session's records are read or changed (besides
+those logs): a message with the same id in another session, or of another user's session, is
+another record.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ctxbudget.store.keys import address, matches
 from ctxbudget.store.layout import Collections, Row
 from ctxbudget.store.records import Record, decode_record, record_key, same_content
 from ctxbudget.store.sessions import Sessions
+from ctxbudget.store.stamps import SessionEntry
 
 if TYPE_CHECKING:
     from ctxbudget.store.context_log import ContextLogs
@@ -63,7 +67,7 @@ class MessageEdits:
                     "pinned fact with unpin(id, session_id=...); nothing was deleted"
                 )
                 raise StoreInputError(msg)
-            self._forget(entry.home, namespace, session_id, rows, delete=True)
+            self._forget(entry, namespace, session_id, rows, delete=True)
         return len(rows)
 
     def replace(self, writer: Writer, record: Record) -> Record:
@@ -106,22 +110,41 @@ class MessageEdits:
             if same_content(record, old):
                 return old
             stored = writer.add([record], replace=True)[0]
-            self._forget(entry.home, namespace, session_id, [rows[0]], delete=False)
+            self._forget(entry, namespace, session_id, [rows[0]], delete=False)
         return stored
 
     def _forget(
-        self, partition: str, namespace: str, session_id: str, rows: list[Row], *, delete: bool
+        self, entry: SessionEntry, namespace: str, session_id: str, rows: list[Row], *, delete: bool
     ) -> None:
         """Remove what quotes these messages' old text (and, with ``delete``, the messages)."""
         ids = {str(meta["rid"]) for _, _, meta in rows}
         doomed = [*rows] if delete else []
-        doomed += self._covering(partition, namespace, session_id, ids)
+        doomed += self._covering(entry.home, namespace, session_id, ids)
         if doomed:
             self._sessions.touched(doomed, wrote=_NOTHING)
-            self._collections.delete_in(partition, [key for key, _, _ in doomed])
+            self._collections.delete_in(entry.home, [key for key, _, _ in doomed])
             self._sessions.removed(doomed)
-        named = ids | {str(meta["rid"]) for _, _, meta in doomed}
-        self._logs.delete_naming(namespace, session_id, sorted(named))
+        named = sorted(ids | {str(meta["rid"]) for _, _, meta in doomed})
+        self._logs.delete_naming(namespace, session_id, named)
+        self.forget_recalled(entry, namespace, session_id, named)
+
+    def forget_recalled(
+        self, entry: SessionEntry, namespace: str, session_id: str, ids: list[str]
+    ) -> None:
+        """Drop other sessions' log records that recalled these records of the session."""
+        readers = self._readers(entry, namespace, session_id)
+        self._logs.delete_recalling(namespace, session_id, ids, readers)
+
+    def _readers(self, entry: SessionEntry, namespace: str, session_id: str) -> set[str]:
+        """The users who may recall the session's messages elsewhere: owner and writers."""
+        cols = self._collections
+        rows = cols.rows(cols.meta, where={"sid": session_id}, documents=False)
+        users = {
+            str(m["uid"])
+            for _, _, m in rows
+            if m.get("type") == "member" and m.get("ns") == namespace and m.get("uid")
+        }
+        return users | ({entry.owner} if entry.owner else set())
 
     def _covering(
         self, partition: str, namespace: str, session_id: str, ids: set[str]

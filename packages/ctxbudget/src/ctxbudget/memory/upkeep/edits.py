@@ -10,12 +10,18 @@ the session's new generation on its next call.
 A replacement is the stored message with what the call gives: a field left None keeps the
 stored value (role, time, user, name, tool calls, metadata), so ``replace_message(s, id, text)``
 changes the text only. A name, tool calls or metadata are removed with ``""``, ``[]``, ``{}``.
+
+Every refusal is a `StoreInputError` that names the call (``replace_message of 'm1': ...``,
+``delete_messages: ...``) and ends with what happened (``nothing was changed``/``deleted``):
+the arguments and the whole replacement are checked (the store's own checks included, a lone
+surrogate in the text too) before anything is read or written (`_refusing`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -57,20 +63,20 @@ def delete_messages(
     ids: Sequence[str],
 ) -> int:
     """Delete these messages of the session (and what quotes them); how many existed."""
-    require_name("session_id", session_id)
-    if isinstance(ids, str | bytes) or not isinstance(ids, Sequence):
-        msg = (
-            f"ids must be a list of message ids, got {shown(ids)}"
-            + (f"; pass [{ids!r}]" if isinstance(ids, str) else "")
-            + "; nothing was deleted"
-        )
-        raise StoreInputError(msg)
-    for given in ids:
-        check_message_id(require_name("id", given), "delete_messages")
-    if not ids:
+    with _refusing("delete_messages", "deleted"):
+        session_id = str(require_name("session_id", session_id))
+        if isinstance(ids, str | bytes) or not isinstance(ids, Sequence):
+            msg = f"ids must be a list of message ids, got {shown(ids)}" + (
+                f"; pass [{ids!r}]" if isinstance(ids, str) else ""
+            )
+            raise StoreInputError(msg)
+        wanted = [str(require_name("id", given)) for given in ids]
+        for given in wanted:
+            check_message_id(given, "delete_messages")
+    if not wanted:
         return 0
     try:
-        return store.delete_messages(ids, namespace=namespace, session_id=session_id)
+        return store.delete_messages(wanted, namespace=namespace, session_id=session_id)
     finally:
         indexes.forget(session_id)  # whatever went, this copy is not trusted
 
@@ -87,16 +93,41 @@ def replace_message(
     config: MemoryConfig,
 ) -> str:
     """Replace the session's message ``id`` with ``given`` over its stored fields; its id."""
-    require_name("session_id", session_id)
-    check_message_id(require_name("id", id), "replace_message")
-    old = _stored_message(store, namespace, session_id, id)
-    record = _record(session_id, id, given, old, namespace=namespace, config=config)
-    record = with_tokens(record, {counter.name: counter.count(record.text)})
+    with _refusing("replace_message", "changed"):
+        session_id = str(require_name("session_id", session_id))
+        id = str(require_name("id", id))  # noqa: A001 - a numpy str is taken as its str
+        check_message_id(id, "replace_message")
+        if given.user_id is not None:
+            require_name("user_id", given.user_id)
+    with _refusing(f"replace_message of {id!r}", "changed"):
+        old = _stored_message(store, namespace, session_id, id)
+        record = _record(session_id, id, given, old, namespace=namespace, config=config)
+        try:
+            store.check([record])  # before the tokens are counted: a lone surrogate too
+        except StoreInputError as exc:
+            problem = str(exc).replace(f"record 0 (id {id!r}): ", "", 1)
+            raise StoreInputError(problem) from exc
+        record = with_tokens(record, {counter.name: counter.count(record.text)})
     try:
         store.replace_message(record)
     finally:
         indexes.forget(session_id)
     return id
+
+
+@contextlib.contextmanager
+def _refusing(where: str, nothing: str) -> Iterator[None]:
+    """A `StoreInputError` raised in it names ``where`` and says nothing was ``nothing``."""
+    try:
+        yield
+    except StoreInputError as exc:
+        problem = str(exc)
+        for done in ("; nothing was written", "; nothing was changed", "; nothing was deleted"):
+            problem = problem.removesuffix(done)
+        if not problem.startswith(where.split(" ", 1)[0]):
+            problem = f"{where}: {problem}"
+        msg = f"{problem}; nothing was {nothing}"
+        raise StoreInputError(msg) from exc
 
 
 def _stored_message(store: ChromaStore, namespace: str, session_id: str, id: str) -> Record:  # noqa: A002
@@ -150,9 +181,9 @@ def _record(
             session_id, 0, message, old.user_id, namespace=namespace, config=config
         )
     except StoreInputError as exc:
-        problem = str(exc).replace("message 0", f"replace_message of {id!r}", 1)
-        msg = problem.replace("nothing was written", "nothing was changed")
-        raise StoreInputError(msg) from exc
+        problem = str(exc).replace("message 0: ", "", 1)
+        problem = problem.replace("message 0 ", "the replacement ", 1)
+        raise StoreInputError(problem) from exc
     if given.tool_calls is None and "_tool_calls" in old.metadata:  # the calls as stored
         record = dataclasses.replace(
             record, metadata={**record.metadata, "_tool_calls": old.metadata["_tool_calls"]}
