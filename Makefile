@@ -9,9 +9,10 @@ VENV_LATEST := .venv-latest
 LATEST_TESTS := tests/langchain tests/llamaindex tests/memory tests/telemetry \
 	tests/install/test_version_ranges.py
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist): 2, this machine's cores; 0 runs it in
-# one process (for -s or --pdb). Tests marked xdist_group(name=...) share one worker (loadgroup).
+# one process (for -s or --pdb). Each test file runs whole on one worker, in its own order
+# (loadfile): a module's shared fixtures see what they see in one process.
 PYTEST_WORKERS ?= 2
-XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 export ANONYMIZED_TELEMETRY := False
 export ORT_DISABLE_TELEMETRY := 1
 export HF_HUB_OFFLINE := 1
