@@ -534,17 +534,11 @@ async def test_search_sorting(shared: CtxBudgetStore, root: str) -> None:
     assert found[0].score > found[1].score
 
 
-@pytest.mark.xfail(
-    reason="Chroma's HNSW index misses the one distinct value among 200 with one identical "
-    "text (identical vectors) in a fresh partition: the value's vector search reads the "
-    "nearest from Chroma, which returned 100 of the duplicates and not it (found only when "
-    "all 201 are asked). test_search_sorting passes only after other values were stored "
-    "(found 2026-11-30 when the suite first ran on two workers). "
-    "A fix is the core's: an exact search where a partition or prefix is small.",
-    strict=False,
-)
 async def test_search_sorting_in_a_fresh_store(store: CtxBudgetStore) -> None:
-    """test_search_sorting alone: one match among 200 that do not, nothing stored before."""
+    """test_search_sorting alone: one match among 200 that do not, nothing stored before.
+
+    Chroma's HNSW index alone missed it (tests/memory/test_value_search_exact.py).
+    """
     await store.aput(("r", "M"), "M", {"key1": "mmm"})
     puts = [PutOp(("r", "A"), f"A{i}", {"key1": "no"}) for i in range(100)]
     puts += [PutOp(("r", "Z"), f"Z{i}", {"key1": "no"}) for i in range(100)]

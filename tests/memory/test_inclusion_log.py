@@ -174,18 +174,33 @@ def test_the_log_survives_close_and_reopen(tmp_path: Path, embedder: OnnxEmbedde
 # -- deletion ----------------------------------------------------------------------------------
 
 
-def test_delete_session_deletes_its_log_and_nothing_else(
+def test_delete_session_deletes_its_log_and_the_records_that_recalled_it(
     memory: ContextMemory, store: ChromaStore
 ) -> None:
-    chat(memory, "s2", "u1")
+    # Until 2026-11-30 the records of other sessions' logs that recalled it stayed
+    # (tests/memory/test_delete_session_logs.py: with their text, queued ones, a server).
+    counter = TokenCounter.for_model("gpt-4o")
+    chat(memory, "s2", "u1")  # u1's other session: recalls s1's messages
+    chat(memory, "s3", "u2")  # another user's: never recalls them
     memory.assemble("s1", "Where does Ana live?", budget=300)
     memory.assemble("s2", "What is my dog called?", budget=300)
+    memory.inclusion_log.log(
+        assembled(counter, 3), session_id="s2", user_id="u1", model="gpt-4o", counter=counter
+    )
+    memory.assemble("s3", "What is my dog called?", budget=300)
     memory.flush()
-    assert memory.inclusion_log.sessions() == ["s1", "s2"]
+    assert memory.inclusion_log.sessions() == ["s1", "s2", "s3"]
+    named = [(r, [*r.included_ids, *(p.id for p in r.pruned)]) for r in memory.contexts("s2")]
+    recalled = [r for r, ids in named if any('["s1",' in i for i in ids)]
+    assert len(recalled) == 1, "s2's assembly named messages of s1"
+    kept = [r.id for r in memory.contexts("s2") if r not in recalled]
+    assert len(kept) == 1
+    others = [r.id for r in memory.contexts("s3")]
     memory.delete_session("s1")
     assert memory.contexts("s1") == []
-    assert len(memory.contexts("s2")) == 1
-    assert memory.inclusion_log.sessions() == ["s2"]
+    assert [r.id for r in memory.contexts("s2")] == kept
+    assert [r.id for r in memory.contexts("s3")] == others
+    assert memory.inclusion_log.sessions() == ["s2", "s3"]
     assert log_partition(store.collection, NS, "s1") not in collections(store)
 
 

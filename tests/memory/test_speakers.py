@@ -289,12 +289,14 @@ def scores(memory: ContextMemory, session: str, query: str) -> dict[str, float]:
 def test_candidate_scores_do_not_depend_on_how_the_speaker_was_stored(
     memory: ContextMemory, query: str
 ) -> None:
-    """Equal, not close: the same words, authors and vectors (the prefix is not embedded)."""
+    """Equal up to the vectors' spread: the same words, authors and vectors (the prefix is not
+    embedded); each stored vector is moved by its own key (`ctxbudget.store.vectors.spread`:
+    at most 1e-6 a component), and the two forms' keys differ."""
     by_name = scores(memory, stored(memory, "name"), query)
     by_prefix = scores(memory, stored(memory, "prefix"), query)
     assert by_name.keys() == by_prefix.keys() and len(by_name) == len(TURNS) - 2
     for key, score in by_name.items():
-        assert by_prefix[key] == pytest.approx(score, rel=1e-9, abs=1e-12), key
+        assert by_prefix[key] == pytest.approx(score, rel=0, abs=1e-5), key
 
 
 def test_a_named_speakers_turns_weigh_more_in_both_forms(memory: ContextMemory) -> None:

@@ -9,7 +9,8 @@ any thread of the user, recall the new text only. The run's user must be the sto
 (another user's message keeps its text, with a warning).
 
 Only what this middleware knows is an edit: a message it stored (`StoredKeys`: a digest per
-key, in the session's newest generation it saw) that the state now holds with another digest.
+key, in the session's newest generation it saw, or in its first turn, stored before it had
+one) that the state now holds with another digest.
 That is read by id and replaced before the call gathers (`store_edits`; the memory's
 acknowledged messages are stored first, `ContextMemory.flush`); no read is added to other
 calls. A state message the memory holds with other text that this middleware did not store

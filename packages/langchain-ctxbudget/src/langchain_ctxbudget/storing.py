@@ -49,11 +49,17 @@ class StoredKeys:
 
     Each with the digest of the message stored under it (`digest`): a key given again with
     another message (edited in the state) is not stored yet.
+
+    A session's first messages are stored before it has a generation (""), and nothing is
+    remembered under "" (it comes back after a delete, when those keys are no longer stored).
+    Their digests are kept apart (``_first``, until the session's generation is seen), to
+    tell an edit of them only: an edit of a chat's first question was kept out before.
     """
 
     def __init__(self) -> None:
         self._keys: OrderedDict[tuple[str, str, str], dict[str, int]] = OrderedDict()
         self._last: dict[tuple[str, str], str] = {}  # a session's newest generation here
+        self._first: OrderedDict[tuple[str, str], dict[str, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def unknown(
@@ -85,13 +91,30 @@ class StoredKeys:
         with self._lock:
             generation = self._last.get((namespace, session))
             known = {} if generation is None else self._keys.get((namespace, session, generation))
-            fresh = _unknown(known or {}, keys, digests)
-            return fresh, [i for i in fresh if keys[i] in (known or {})]
+            known = known or {}
+            fresh = _unknown(known, keys, digests)
+            first = self._first.get((namespace, session)) if not generation else None
+            if first is None:
+                return fresh, [i for i in fresh if keys[i] in known]
+            edited = [
+                i for i in fresh if keys[i] in known or first.get(keys[i], digests[i]) != digests[i]
+            ]
+            return fresh, edited
 
     def add(self, scope: tuple[str, str, str], keys: Sequence[str], digests: Sequence[int]) -> None:
-        """Remember ``keys`` as stored in ``scope``, each with its message's digest."""
+        """Remember ``keys`` as stored in ``scope``, each with its message's digest.
+
+        In the generation "" (a session without records): only to tell their edits.
+        """
         with self._lock:
-            self._keys.setdefault(scope, {}).update(zip(keys, digests, strict=True))
+            if scope[2]:
+                self._keys.setdefault(scope, {}).update(zip(keys, digests, strict=True))
+                self._first.pop(scope[:2], None)
+                return
+            self._first.setdefault(scope[:2], {}).update(zip(keys, digests, strict=True))
+            self._first.move_to_end(scope[:2])
+            while len(self._first) > SESSIONS_REMEMBERED:
+                self._first.popitem(last=False)
 
 
 def _unknown(known: dict[str, int], keys: Sequence[str], digests: Sequence[int]) -> list[int]:
@@ -159,10 +182,10 @@ def store_messages(
         except StoreInputError:
             # A message the memory cannot keep: store the others.
             refused = add_payloads(memory, session, user, payloads)
-    if generation:  # "" (no records yet) repeats after a delete: nothing is remembered under it
-        # A refused message is not remembered: the next call checks it again (`check_storable`).
-        kept = [i for i in fresh if keys[i] not in refused]
-        known.add(scope, [keys[i] for i in kept], [digests[i] for i in kept])
+    # A refused message is not remembered: the next call checks it again (`check_storable`).
+    # Under "" (no records yet, and again after a delete) only to tell an edit (`StoredKeys`).
+    kept = [i for i in fresh if keys[i] not in refused]
+    known.add(scope, [keys[i] for i in kept], [digests[i] for i in kept])
 
 
 def add_payloads(

@@ -20,17 +20,19 @@ logged. Entries are not journaled: a process that dies loses at most what was st
 log, not memory). A session's rows are written by one call, each row whole, and a document that
 does not decode is skipped when read, so a crash never leaves anything that breaks a reader.
 
-**Deleting.** Deletes hold the store's lock, and the writer holds it around each upsert,
-after checking that its entries are still queued: entries of a deleted session or user are
-discarded under that lock, from the queues of every store of this process on the same folder
-or server (two `ContextMemory` objects on one folder: an app and an admin task), so a deleted
-log never comes back from this process. Another process on a shared server does not see that
-lock or queue: each entry carries the session's generation when it was assembled, and after
-writing a session's entries the writer reads the session's generation and takes back the
-entries of another one (the session deleted, or deleted and started again, by another
-process; a message deleted or replaced meanwhile drops the record too: a log, never memory).
-A delete removes the session's entry before its log, so whichever comes first, no record of
-a deleted session's generation stays (docs/architecture.md, "Caches").
+**Deleting.** Deletes hold the store's lock, and the writer holds it around each upsert, after
+checking that its entries are still queued: entries of a deleted session or user (or that
+recalled a deleted session's records, or an edited message) are discarded under that lock, from
+the queues of every store of this process on the same folder or server (two `ContextMemory`
+objects on one folder: an app and an admin task), so a deleted log, or a record quoting deleted
+text, never comes back from this process. A deleted session's or user's records leave the other
+logs that recalled them, as an edited message does. Another process on a shared server does not
+see that lock or queue: each entry carries the session's generation when it was assembled, and
+after writing a session's entries the writer reads the session's generation and takes back the
+entries of another one (the session deleted, or deleted and started again, by another process;
+a message deleted or replaced meanwhile drops the record too: a log, never memory). A delete
+removes the session's entry before its log, so whichever comes first, no record of a deleted
+session's generation stays (docs/architecture.md, "Caches").
 """
 
 from __future__ import annotations
@@ -42,12 +44,12 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from ctxbudget.core.ids import scoped_id
 from ctxbudget.errors import StoreError
 from ctxbudget.store.layout import Collections
-from ctxbudget.store.log_partitions import LogEntry, LogPartitions, LogRow, quoted
+from ctxbudget.store.log_partitions import LogEntry, LogPartitions, LogRow, quoted, quoting_session
 from ctxbudget.store.sessions import Sessions
 
 __all__ = ["ContextLogs", "LogEntry", "LogRow"]
@@ -285,22 +287,55 @@ class ContextLogs:
         return self._parts.sessions(namespace, user_id=user_id)
 
     # -- deleting (the store's Deleter calls these holding the store's lock) -----------------
-    def delete_session(self, namespace: str, session_id: str) -> None:
-        """Drop a session's log, its entries in ``meta`` and what is queued for it."""
+    def readers(self, namespace: str, sessions: Collection[str]) -> dict[str, set[str]]:
+        """`LogPartitions.readers`: read before the sessions' entries are deleted."""
+        return self._parts.readers(namespace, sessions)
+
+    def delete_session(
+        self,
+        namespace: str,
+        session_id: str,
+        *,
+        readers: Collection[str] = (),
+        members: Collection[str] = (),
+    ) -> None:
+        """Drop a session's log, its entries in ``meta`` and what is queued for it.
+
+        With ``readers`` (`readers`), other logs' records that recalled any record of the
+        session go too, queued ones included (`delete_recalling`, for all of its ids at once).
+        """
         with self._collections.conn.lock:
             self._discard(lambda e: (e.namespace, e.session_id) == (namespace, session_id))
             self._parts.drop(namespace, session_id)
+            needles = quoting_session(session_id)
+            self._drop_recalling(namespace, session_id, needles, readers, members)
 
-    def delete_user(self, namespace: str, user_id: str, *, sessions: Sequence[str] = ()) -> None:
-        """Drop the logs of ``sessions`` (gone with the user) and the user's records elsewhere.
+    def delete_user(
+        self,
+        namespace: str,
+        user_id: str,
+        *,
+        sessions: Sequence[str] = (),
+        readers: Mapping[str, Collection[str]] | None = None,
+        named: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """Drop the user's records in every log, and the logs of ``sessions`` (gone with them).
 
-        A log left with no record is dropped with its entries in ``meta``.
+        A log left with no record is dropped with its entries in ``meta``; the records naming
+        ``named`` (deleted from sessions that stay) go (`delete_naming`). With ``readers`` (of
+        the user's sessions), so do other logs' records that recalled a record of ``sessions``
+        or ``named`` (`delete_session`, `delete_recalling`), after the user's own.
         """
+        readers = readers or {}
         with self._collections.conn.lock:
             self._discard(lambda e: e.namespace == namespace and e.user_id == user_id)
-            for session_id in sessions:
-                self.delete_session(namespace, session_id)
             self._parts.drop_user(namespace, user_id)
+            for sid in sessions:
+                self.delete_session(namespace, sid, readers=readers.get(sid, ()), members=readers)
+            for sid, ids in (named or {}).items():
+                if sid not in sessions:
+                    self.delete_naming(namespace, sid, ids)
+                    self.delete_recalling(namespace, sid, ids, readers.get(sid, ()), readers)
 
     def delete_naming(self, namespace: str, session_id: str, ids: Sequence[str]) -> None:
         """Drop the records of a session's log that name records deleted from it (``ids``).
@@ -315,36 +350,37 @@ class ContextLogs:
             self._parts.drop_naming(namespace, session_id, ids)
 
     def delete_recalling(
-        self, namespace: str, session_id: str, ids: Sequence[str], readers: Collection[str]
+        self,
+        namespace: str,
+        session_id: str,
+        ids: Sequence[str],
+        readers: Collection[str],
+        members: Collection[str] = (),
     ) -> None:
         """Drop the records of other sessions' logs that recalled these messages of a session.
 
         A session's message recalled in another session of its user's is named there by its
         scoped id (``ctxbudget:session:["s","m1"]``), and quoted with ``keep_context``. Only
         the logs of ``readers`` (the users who can recall from the session: its owner and
-        those who wrote in it) are read, and the logs without a user of the sessions they own.
+        those who wrote in it) are read, and the logs without a user of the sessions they own
+        (`LogPartitions.recalling`, with ``members``); matching queued entries are discarded.
         """
-        if not ids or not readers:
-            return
-        needles = quoted([scoped_id(("session", session_id), i) for i in ids])
+        if ids:
+            needles = quoted([scoped_id(("session", session_id), i) for i in ids])
+            self._drop_recalling(namespace, session_id, needles, readers, members)
 
-        def recalls(entry: LogEntry) -> bool:
-            here = (entry.namespace, entry.session_id) == (namespace, session_id)
-            return (
-                not here
-                and entry.namespace == namespace
-                and any(n in _build(entry) for n in needles)
-            )
-
-        with self._collections.conn.lock:
-            self._discard(recalls)
-            pairs = [(s, u) for s, u in self._parts.logs_of(namespace) if s != session_id]
-            unowned = sorted({s for s, u in pairs if not u})
-            owners = self._sessions.entries([(namespace, s) for s in unowned])
-            sessions = {s for s, u in pairs if u in readers}
-            sessions |= {s for (_, s), e in owners.items() if e.owner in readers}
-            for other in sorted(sessions):
-                self._parts.drop_quoting(namespace, other, needles)
+    def _drop_recalling(
+        self,
+        ns: str,
+        sid: str,
+        needles: Collection[str],
+        readers: Collection[str],
+        members: Collection[str],
+    ) -> None:
+        if needles and readers:
+            with self._collections.conn.lock:
+                self._discard(functools.partial(_quotes, ns, sid, needles))
+                self._parts.drop_recalled(ns, sid, needles, readers, members)
 
     def _discard(self, which: Callable[[LogEntry], bool]) -> None:
         # The queues of this store's siblings too: the same folder or server in this process.
@@ -354,6 +390,12 @@ class ContextLogs:
             with logs._cond:
                 logs._remove([n for n, e in logs._queue.items() if which(e)])
                 logs._cond.notify_all()
+
+
+def _quotes(namespace: str, session_id: str, needles: Collection[str], entry: LogEntry) -> bool:
+    """Whether an entry of another session of the namespace holds any of ``needles``."""
+    other = entry.namespace == namespace and entry.session_id != session_id
+    return other and any(n in _build(entry) for n in needles)
 
 
 def _build(entry: LogEntry) -> str:

@@ -81,6 +81,11 @@ class Deleter:
                 rows = cols.part_rows(partition, ids=keys, documents=False)
                 if allowed is not None:
                     rows = [row for row in rows if row[2].get("kind") in allowed]
+                if kind == "session":  # a replace of one elsewhere sees it (message_edits)
+                    messages = [row for row in rows if row[2].get("kind") == "message"]
+                    if messages:
+                        self.edits.tombstones.sweep(namespace, name)
+                        self.edits.tombstones.record(namespace, name, messages)
                 self._sessions.touched(rows, wrote="; nothing was deleted")
                 cols.delete_in(partition, [key for key, _, _ in rows])
                 deleted += len(rows)
@@ -91,6 +96,9 @@ class Deleter:
                 if kind == "session" and rows:  # its log's records naming them go too
                     ids = [str(m["rid"]) for _, _, m in rows if "rid" in m]
                     self.logs.delete_naming(namespace, name, ids)
+                    entry = self._sessions.entry(namespace, name)
+                    if entry is not None:  # and other logs' records that recalled them
+                        self.edits.forget_recalled(entry, namespace, name, ids)
         return deleted
 
     def delete_session(self, *, namespace: str, session_id: str) -> int:
@@ -100,6 +108,7 @@ class Deleter:
         cols = self._collections
         with cols.conn.lock:
             entry = self._sessions.entry(ns, sid)
+            readers = self.logs.readers(ns, [sid])[sid]  # before its entries go
             keys: list[str] = []
             if entry is not None:
                 rows = cols.part_rows(
@@ -113,7 +122,7 @@ class Deleter:
                 # Its users' other sessions; its own entry goes below.
                 self._sessions.removed(rows, sessions=False)
             cols.delete(cols.meta, _session_entries(cols, ns, sid))
-            self.logs.delete_session(ns, sid)
+            self.logs.delete_session(ns, sid, readers=readers)
         return len(keys)
 
     def delete_user(self, *, namespace: str, user_id: str) -> int:
@@ -153,6 +162,7 @@ class Deleter:
                 self._sessions.touched(rows, wrote="; nothing was deleted")
                 cols.delete_in(partition, [key for key, _, _ in rows])
                 deleted += len(rows)
+            readers = self.logs.readers(ns, sessions)  # before their entries go
             cols.delete(cols.meta, [key for key, _, _ in members])
             cols.delete(cols.meta, [json_key("user", ns, uid)])
             entries = self._sessions.entries((ns, s) for s in sessions)
@@ -168,10 +178,8 @@ class Deleter:
             self._drop_if_empty(mine)
             self._values.drop_user(ns, uid)  # the user's keyed values (ctxbudget.store.values)
             self._sessions.removed([], users=[(ns, uid)])
-            self.logs.delete_user(ns, uid, sessions=gone)
-            for sid, ids in named.items():  # another user's session keeps its log, not them
-                if sid not in gone:
-                    self.logs.delete_naming(ns, sid, ids)
+            # Another user's session keeps its log, not the records naming theirs (``named``).
+            self.logs.delete_user(ns, uid, sessions=gone, readers=readers, named=named)
         return deleted
 
     def _quoting(
@@ -295,8 +303,9 @@ class DeleteMethods:
 
         Raises:
             StoreInputError: a malformed record or one not a session's message, no message
-                with its id in its session, a record of another kind under it, or another
-                user than the stored message's. Nothing was changed.
+                with its id in its session, a record of another kind under it, another user
+                than the stored message's, or the message was deleted (by another process)
+                while it was replaced (`ctxbudget.store.tombstones`). Nothing was changed.
         """
         check_batch([record])
         if record.kind != "message" or record.session_id is None:

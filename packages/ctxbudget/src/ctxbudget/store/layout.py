@@ -259,7 +259,7 @@ class Collections:
         return got or []
 
     def part_vectors(
-        self, partition: str, where: dict[str, Any]
+        self, partition: str, where: dict[str, Any] | None
     ) -> list[tuple[str, str, dict[str, Any], Any]]:
         """The rows of a partition passing ``where``, each with its vector (a float32 array)."""
         return self.run(partition, lambda c: self._get(c, None, where, True, True)) or []

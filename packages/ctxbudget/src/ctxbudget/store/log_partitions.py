@@ -9,7 +9,9 @@ metadata: ``lt`` (time), ``lu`` (the user, if any) and ``r`` (the record): no ``
 or ``uid`` key, so the clauses record reads filter on never match a log row.
 ``<store>.meta`` holds one entry per (session, user) with a log, ``{"type": "log", "ns", "sid",
 "uid"}``: `delete_user` and reports over a user or a namespace find the logs through them, and
-a session's deletion removes them with its other entries.
+a session's deletion removes them with its other entries. A deleted or edited record may have
+been recalled in other sessions' logs: only those of the users who can recall it are read
+(`LogPartitions.recalling`), found through their entries here.
 
 A record's document is kept deflated and base64-encoded in the row's metadata (``r``), not as
 the row's Chroma document: Chroma indexes documents for full-text search, which made a write
@@ -30,11 +32,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxbudget.core.ids import scoped_id
 from ctxbudget.store.layout import Collections
 from ctxbudget.store.partitions import log_partition
 from ctxbudget.store.records import json_key, require_name
+from ctxbudget.store.stamps import session_key
 
-__all__ = ["LogEntry", "LogPartitions", "LogRow", "quoted"]
+__all__ = ["LogEntry", "LogPartitions", "LogRow", "quoted", "quoting_session"]
 
 _PACKED = "z1:"  # a document deflated, then base64: the metadata value ``r``
 _VECTOR = [1.0]  # every row's vector: Chroma needs one, nothing searches the log by it
@@ -225,6 +229,18 @@ class LogPartitions:
         """
         self.drop_quoting(namespace, session_id, quoted(ids))
 
+    def drop_recalled(
+        self,
+        namespace: str,
+        session_id: str,
+        needles: Collection[str],
+        readers: Collection[str],
+        members: Collection[str] = (),
+    ) -> None:
+        """Delete the records holding any of ``needles`` in the logs `recalling` gives."""
+        for other in self.recalling(namespace, readers, besides=session_id, members=members):
+            self.drop_quoting(namespace, other, needles)
+
     def drop_quoting(self, namespace: str, session_id: str, needles: Collection[str]) -> None:
         """Delete the records of a session's log whose document holds any of ``needles``."""
         if not needles:
@@ -240,14 +256,64 @@ class LogPartitions:
         elif doomed:
             cols.delete_in(partition, doomed)
 
-    def logs_of(self, namespace: str) -> list[tuple[str, str]]:
-        """The (session, user: "" for none) pairs of the namespace's logs (one read of meta)."""
+    # -- who may have recalled a session's records (callers hold the store's lock) ----------
+    def readers(self, namespace: str, sessions: Collection[str]) -> dict[str, set[str]]:
+        """The users who may recall each session's records elsewhere: its owner and writers.
+
+        One read of ``meta`` (the sessions' entries and members), done before they are deleted.
+        Another session recalls a session's messages and summaries for their own user only, or
+        without a user for the session's owner (`ctxbudget.memory.reading.retrieval`).
+        """
+        found: dict[str, set[str]] = {sid: set() for sid in sessions}
+        if not found:
+            return found
         cols = self._collections
-        rows = cols.rows(cols.meta, where={"type": "log"}, documents=False)
-        pairs = {
-            (str(m["sid"]), str(m.get("uid", ""))) for _, _, m in rows if m.get("ns") == namespace
-        }
-        return sorted(pairs)
+        where = {"sid": {"$in": sorted(found)}}
+        for _, _, meta in cols.rows(cols.meta, where=where, documents=False):
+            users = found.get(str(meta.get("sid")))
+            if users is None or meta.get("ns") != namespace:
+                continue
+            if meta.get("type") == "member" and meta.get("uid"):
+                users.add(str(meta["uid"]))
+            elif meta.get("type") == "session" and meta.get("owner"):
+                users.add(str(meta["owner"]))
+        return found
+
+    def recalling(
+        self,
+        namespace: str,
+        readers: Collection[str],
+        *,
+        besides: str,
+        members: Collection[str] = (),
+    ) -> list[str]:
+        """The sessions (not ``besides``) whose logs may quote what ``readers`` can recall.
+
+        The logs holding records of ``readers``, and the logs without a user of the sessions
+        they own (those they are members of, and ``members``: a deleted user's, whose entries
+        are gone). Two reads of ``meta`` (theirs by user, then by id): the cost follows those
+        users' sessions, not the store.
+        """
+        if not readers:
+            return []
+        cols = self._collections
+        rows = cols.rows(cols.meta, where={"uid": {"$in": sorted(readers)}}, documents=False)
+        mine = [meta for _, _, meta in rows if meta.get("ns") == namespace]
+        logs = {str(m["sid"]) for m in mine if m.get("type") == "log"}
+        joined = {str(m["sid"]) for m in mine if m.get("type") == "member"} | set(members)
+        member = sorted(joined - logs)
+        ids = [json_key("log", namespace, sid, "") for sid in member]
+        ids += [session_key(namespace, sid) for sid in member]
+        unowned: set[str] = set()
+        owned: set[str] = set()
+        for _, _, meta in cols.rows(cols.meta, ids=ids, documents=False) if ids else []:
+            if meta.get("ns") != namespace:
+                continue
+            if meta.get("type") == "log" and not meta.get("uid"):
+                unowned.add(str(meta["sid"]))
+            elif meta.get("type") == "session" and meta.get("owner") in readers:
+                owned.add(str(meta["sid"]))
+        return sorted((logs | (unowned & owned)) - {besides})
 
 
 def quoted(ids: Collection[str]) -> set[str]:
@@ -256,6 +322,23 @@ def quoted(ids: Collection[str]) -> set[str]:
     for record_id in ids:
         for text in (json.dumps(record_id), json.dumps(record_id, ensure_ascii=False)):
             needles |= {text, json.dumps(text, ensure_ascii=False)[1:-1]}
+    return needles
+
+
+def quoting_session(session_id: str) -> set[str]:
+    """How the start of any of a session's scoped ids appears in a log's JSON document.
+
+    A record of session ``"s1"`` recalled elsewhere is named ``ctxbudget:session:["s1","m1"]``
+    (`ctxbudget.core.ids.scoped_id`); these needles are what `quoted` gives for that id up to
+    the session's name and the comma after it (JSON escapes each character on its own, so an
+    escaped prefix is a prefix of the escaped id), and match every record of the session.
+    """
+    full = scoped_id(("session", session_id), "")
+    prefix = full[: len(full) - len('""]')]
+    needles = set()
+    for text in (json.dumps(prefix), json.dumps(prefix, ensure_ascii=False)):
+        text = text[:-1]  # the closing quote: the id goes on
+        needles |= {text, json.dumps(text, ensure_ascii=False)[1:-1]}
     return needles
 
 

@@ -13,6 +13,11 @@ next call, in any object, process or worker. A replaced message keeps its seq; a
 seq is never given out again. Only the named session's records are read or changed (besides
 those logs): a message with the same id in another session, or of another user's session, is
 another record.
+
+A delete and a replace of one message in two processes of one Chroma server (whose locks do not
+serialize them) end with the message deleted: the delete writes a tombstone before it deletes,
+the replace reads it after it writes and undoes its write if there is one
+(`ctxbudget.store.tombstones`, which says why that is sound).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from ctxbudget.store.layout import Collections, Row
 from ctxbudget.store.records import Record, decode_record, record_key, same_content
 from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.stamps import SessionEntry
+from ctxbudget.store.tombstones import Tombstones
 
 if TYPE_CHECKING:
     from ctxbudget.store.context_log import ContextLogs
@@ -43,6 +49,8 @@ class MessageEdits:
         self._collections = collections
         self._sessions = sessions
         self._logs = logs
+        self.tombstones = Tombstones(collections)
+        """The tombstones of deleted messages, read by replaces in other processes."""
 
     def delete(self, namespace: str, session_id: str, ids: list[str]) -> int:
         """Delete these messages of the session and what quotes them; how many existed.
@@ -67,7 +75,12 @@ class MessageEdits:
                     "pinned fact with unpin(id, session_id=...); nothing was deleted"
                 )
                 raise StoreInputError(msg)
-            self._forget(entry, namespace, session_id, rows, delete=True)
+            if not rows:
+                return 0
+            entries = self._entries(session_id)  # its members, for _readers; its tombstones
+            self.tombstones.record(namespace, session_id, rows)  # before the delete
+            self._forget(entry, namespace, session_id, rows, delete=True, entries=entries)
+            self.tombstones.sweep(namespace, session_id, entries)
         return len(rows)
 
     def replace(self, writer: Writer, record: Record) -> Record:
@@ -79,7 +92,9 @@ class MessageEdits:
 
         Raises:
             StoreInputError: no such message in the session, a record of another kind under
-                that id, or another user than the stored message's; nothing was changed.
+                that id, or another user than the stored message's; or it was deleted (in
+                another process) while it was replaced, and the replacement was deleted too.
+                Nothing was changed.
         """
         namespace, session_id = record.namespace, str(record.session_id)
         key = record_key(namespace, ("session", session_id), record.id)
@@ -110,13 +125,49 @@ class MessageEdits:
             if same_content(record, old):
                 return old
             stored = writer.add([record], replace=True)[0]
+            # After the write: a delete that removed the message since the read above wrote its
+            # tombstone first (ctxbudget.store.tombstones).
+            if old.seq is not None and self.tombstones.deleted(
+                namespace, session_id, record.id, old.seq
+            ):
+                self._undo(entry, namespace, session_id, key, stored)
+                msg = (
+                    f"replace_message of {record.id!r}: message {record.id!r} of session "
+                    f"{session_id!r} was deleted while it was replaced (by another process or "
+                    "store), so the replacement was not kept; add it again with add_message if "
+                    "it is still wanted" + _NOTHING
+                )
+                raise StoreInputError(msg)
             self._forget(entry, namespace, session_id, [rows[0]], delete=False)
         return stored
 
-    def _forget(
-        self, entry: SessionEntry, namespace: str, session_id: str, rows: list[Row], *, delete: bool
+    def _undo(
+        self, entry: SessionEntry, namespace: str, session_id: str, key: str, stored: Record
     ) -> None:
-        """Remove what quotes these messages' old text (and, with ``delete``, the messages)."""
+        """Delete the replacement just written over a message deleted meanwhile.
+
+        Only a row with the seq it was written at: a message added again under the id since
+        (a new seq) is not the replacement.
+        """
+        rows = self._collections.part_rows(entry.home, ids=[key], documents=False)
+        mine = [row for row in rows if row[2].get("seq") == stored.seq]
+        if mine:
+            self._forget(entry, namespace, session_id, mine, delete=True)
+
+    def _forget(
+        self,
+        entry: SessionEntry,
+        namespace: str,
+        session_id: str,
+        rows: list[Row],
+        *,
+        delete: bool,
+        entries: list[Row] | None = None,
+    ) -> None:
+        """Remove what quotes these messages' old text (and, with ``delete``, the messages).
+
+        ``entries``: the session's entries in ``meta`` (`_entries`), if read already.
+        """
         ids = {str(meta["rid"]) for _, _, meta in rows}
         doomed = [*rows] if delete else []
         doomed += self._covering(entry.home, namespace, session_id, ids)
@@ -126,19 +177,29 @@ class MessageEdits:
             self._sessions.removed(doomed)
         named = sorted(ids | {str(meta["rid"]) for _, _, meta in doomed})
         self._logs.delete_naming(namespace, session_id, named)
-        self.forget_recalled(entry, namespace, session_id, named)
+        self.forget_recalled(entry, namespace, session_id, named, entries=entries)
 
     def forget_recalled(
-        self, entry: SessionEntry, namespace: str, session_id: str, ids: list[str]
+        self,
+        entry: SessionEntry,
+        namespace: str,
+        session_id: str,
+        ids: list[str],
+        *,
+        entries: list[Row] | None = None,
     ) -> None:
         """Drop other sessions' log records that recalled these records of the session."""
-        readers = self._readers(entry, namespace, session_id)
+        rows = self._entries(session_id) if entries is None else entries
+        readers = self._readers(entry, namespace, rows)
         self._logs.delete_recalling(namespace, session_id, ids, readers)
 
-    def _readers(self, entry: SessionEntry, namespace: str, session_id: str) -> set[str]:
-        """The users who may recall the session's messages elsewhere: owner and writers."""
+    def _entries(self, session_id: str) -> list[Row]:
+        """The entries in ``meta`` with this session id, of any namespace (callers check)."""
         cols = self._collections
-        rows = cols.rows(cols.meta, where={"sid": session_id}, documents=False)
+        return cols.rows(cols.meta, where={"sid": session_id}, documents=False)
+
+    def _readers(self, entry: SessionEntry, namespace: str, rows: list[Row]) -> set[str]:
+        """The users who may recall the session's messages elsewhere: owner and writers."""
         users = {
             str(m["uid"])
             for _, _, m in rows

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
+
+import numpy as np
 
 __all__ = ["ReplyError", "bounded_body", "get_reply", "json_reply", "query_reply", "stamp_start"]
 
@@ -146,8 +147,12 @@ def get_reply(got: Any, *, asked: Sequence[str] | None, include: Sequence[str]) 
             vectors = _rows(got, key, len(ids), what)
             if len({len(v) for v in vectors}) > 1:
                 raise _bad(what, "embeddings of different dimensions")
-            if not all(math.isfinite(float(x)) for v in vectors for x in v):
-                raise _bad(what, "an embedding that is not finite")
+            try:  # one pass in numpy: a get of 300 vectors checked by element took 20 ms
+                finite = bool(np.isfinite(np.asarray(vectors, dtype=np.float64)).all())
+            except (TypeError, ValueError):
+                finite = False
+            if not finite:
+                raise _bad(what, "an embedding that is not finite (or not numbers)")
     return got
 
 

@@ -12,10 +12,12 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from ctxbudget.store.layout import Collections
 from ctxbudget.store.partitions import values_partition
 from ctxbudget.store.records import json_key
-from ctxbudget.store.replies import query_reply
+from ctxbudget.store.replies import get_reply, query_reply
 from ctxbudget.store.value_rows import (
     KEY_DEPTH,
     ValueRow,
@@ -28,6 +30,7 @@ from ctxbudget.store.value_rows import (
 __all__ = ["ValueReads"]
 
 _SMALL = 500  # a prefix of at most this many values is read at once
+_EXACT = 300  # a partition of at most this many values is searched exactly (see `nearest`)
 
 
 class ValueReads:
@@ -149,10 +152,20 @@ class ValueReads:
         values, ~5 without) and a partition mostly holds one prefix: the ``n + n / 4`` nearest
         of the partition are read first, kept when ``n`` are the prefix's embedded values
         (then exactly its ``n`` nearest); else the query runs with the prefix's key.
+
+        A partition of at most `_EXACT` values is searched exactly instead: its vectors are
+        read and compared in numpy (as fast as a query at that size). Chroma's HNSW graph
+        links identical vectors to each other and can leave a distinct value unreachable: in
+        a fresh partition, one value among 200 with one same text was not found by a query
+        for it even at 100 results.
         """
         partition = self.partition(namespace, user_id)
         depth = min(len(prefix), KEY_DEPTH)
         key = prefix_key(namespace, user_id or "", prefix)
+        cols = self._collections
+        total = cols.run(partition, lambda c: int(cols.conn.call("count", c.count))) or 0
+        if total <= _EXACT:
+            return self._exact(partition, vector, n, f"vq{depth}", key, prefix, now)
         wide = n + n // 4
         found = self._query(partition, vector, wide, None)
         if found is not None:
@@ -165,6 +178,53 @@ class ValueReads:
             return [], False
         rows, read = found
         return live_under([(r, s) for r, s, _ in rows], prefix, now), read >= n
+
+    def _exact(
+        self,
+        partition: str,
+        vector: list[float],
+        n: int,
+        field: str,
+        key: str,
+        prefix: tuple[str, ...],
+        now: int,
+    ) -> tuple[list[tuple[ValueRow, float]], bool]:
+        """`nearest` by reading the partition's vectors (no metadata: that is what costs).
+
+        The rows are then read best first, in growing chunks, until ``n`` of the prefix's
+        embedded values and every row tied with the ``n``-th are in hand; ties go by key.
+        """
+        cols = self._collections
+
+        def vectors(collection: Any) -> Any:
+            def read() -> Any:
+                got = collection.get(include=["embeddings"])
+                return get_reply(got, asked=None, include=["embeddings"])
+
+            return cols.conn.call("read", read)
+
+        got = cols.run(partition, vectors)
+        if got is None or not got["ids"]:
+            return [], False
+        ids: list[str] = list(got["ids"])
+        matrix = np.asarray(got["embeddings"], dtype=np.float64)
+        query = np.asarray(vector, dtype=np.float64)
+        norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
+        dots = (matrix * query).sum(axis=1)  # by row: a BLAS product differs at the last bit
+        sims = np.clip(np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0), -1, 1)
+        order = [int(i) for i in np.argsort(-sims, kind="stable")]
+        hits: list[tuple[ValueRow, float]] = []
+        start, step = 0, n + n // 4 + 1
+        while start < len(order) and (len(hits) < n or sims[order[start]] >= hits[n - 1][1]):
+            chunk = order[start : start + step]
+            start, step = start + step, step * 4
+            rows = {k: (d, m) for k, d, m in cols.part_rows(partition, ids=[ids[i] for i in chunk])}
+            for i in chunk:
+                doc, meta = rows.get(ids[i], ("", {}))
+                if meta.get(field) == key:
+                    hits.append((decode_row(doc, meta), float(sims[i])))
+        hits.sort(key=lambda hit: (-hit[1], hit[0].namespace, hit[0].key))
+        return live_under(hits[:n], prefix, now), len(hits) > n or start < len(order)
 
     def _query(
         self, partition: str, vector: list[float], n: int, where: dict[str, Any] | None

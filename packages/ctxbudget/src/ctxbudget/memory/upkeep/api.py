@@ -96,7 +96,12 @@ class SessionUpkeep:
         )
 
     def delete_session(self, session_id: str) -> int:
-        """Delete every record of a session; returns how many were removed."""
+        """Delete every record of a session; returns how many were removed.
+
+        Its inclusion log goes too, and so do the records of other sessions' logs that recalled
+        one of its records there (with ``keep_context`` they quoted its text), those still
+        queued to be written included, in every memory of this process on the store.
+        """
         self._settle_before_delete()
         return forget.delete_session(self.store, self.namespace, self._indexes, session_id)
 
@@ -105,9 +110,12 @@ class SessionUpkeep:
 
         Their sessions (those they started) go whole (messages, session pins, tasks,
         summaries), and so does anything else carrying their user id. In a session another user
-        started, only their own records go.
+        started, only their own records go. The inclusion logs keep no record of theirs, and
+        no record, in any session's log, that recalled or named one of the records deleted.
         """
         self._settle_before_delete()
+        # Their own log records first: each session deleted below then reads no log of theirs.
+        self.store.logs.delete_user(self.namespace, user_id)
         return forget.delete_user(self.store, self.namespace, self._indexes, user_id)
 
     def delete_messages(self, session_id: str, ids: Sequence[str]) -> int:

@@ -10,6 +10,9 @@ the session's new generation on its next call.
 A replacement is the stored message with what the call gives: a field left None keeps the
 stored value (role, time, user, name, tool calls, metadata), so ``replace_message(s, id, text)``
 changes the text only. A name, tool calls or metadata are removed with ``""``, ``[]``, ``{}``.
+A message deleted by another process while it is replaced stays deleted, and the replace is
+refused (``... was deleted while it was replaced``; `ctxbudget.store.tombstones`). A task's id
+(`push_task`) is refused as one: these calls edit messages only.
 
 Every refusal is a `StoreInputError` that names the call (``replace_message of 'm1': ...``,
 ``delete_messages: ...``) and ends with what happened (``nothing was changed``/``deleted``):
@@ -25,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ctxbudget.core.ids import INTERNAL_PREFIX, internal_id
 from ctxbudget.core.numbers import shown
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.inputs import check_message_id
@@ -39,6 +43,8 @@ if TYPE_CHECKING:
     from ctxbudget.store.chroma_store import ChromaStore
 
 __all__ = ["Replacement", "delete_messages", "replace_message"]
+
+_TASK_IDS = internal_id("task", "")  # push_task's ids: "ctxbudget:task:<n>"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,7 +78,7 @@ def delete_messages(
             raise StoreInputError(msg)
         wanted = [str(require_name("id", given)) for given in ids]
         for given in wanted:
-            check_message_id(given, "delete_messages")
+            _check_id(given, "delete_messages", "deletes")
     if not wanted:
         return 0
     try:
@@ -96,7 +102,7 @@ def replace_message(
     with _refusing("replace_message", "changed"):
         session_id = str(require_name("session_id", session_id))
         id = str(require_name("id", id))  # noqa: A001 - a numpy str is taken as its str
-        check_message_id(id, "replace_message")
+        _check_id(id, "replace_message", "replaces")
         if given.user_id is not None:
             require_name("user_id", given.user_id)
     with _refusing(f"replace_message of {id!r}", "changed"):
@@ -109,10 +115,23 @@ def replace_message(
             raise StoreInputError(problem) from exc
         record = with_tokens(record, {counter.name: counter.count(record.text)})
     try:
-        store.replace_message(record)
+        with _refusing(f"replace_message of {id!r}", "changed"):  # deleted meanwhile, say
+            store.replace_message(record)
     finally:
         indexes.forget(session_id)
     return id
+
+
+def _check_id(given: str, where: str, does: str) -> None:
+    """Refuse a task's id (`push_task`) as one, then any other id of ctxbudget's own."""
+    if given.startswith(_TASK_IDS):
+        msg = (
+            f"{given!r} is the id of a task (push_task; an id that starts with "
+            f"{INTERNAL_PREFIX!r} is one of ctxbudget's own), not of a message: {where} {does} "
+            "messages only; end a task with pop_task"
+        )
+        raise StoreInputError(msg)
+    check_message_id(given, where)
 
 
 @contextlib.contextmanager
