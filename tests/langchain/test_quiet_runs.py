@@ -93,12 +93,15 @@ def test_a_message_reused_under_one_id_with_other_text_is_still_logged(
     memory: ContextMemory, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The fallback fires on a real conflict: the first message stays, the other is logged.
+    # A conflict is a message this middleware did not store (another worker stored "q1"):
+    # one it stored, given again with other text, is an edit, in the first turn too
+    # (tests/langchain/test_lc_store_stateful.py).
     caplog.set_level(logging.INFO)
     model = RecordingChatModel(messages=replies())
     middleware = CtxBudgetMiddleware(model="gpt-4o", budget=1200, memory=memory)
     agent = create_agent(model, system_prompt="Be brief.", middleware=[middleware])
     context = {"session_id": "reused", "user_id": "ana"}
-    agent.invoke({"messages": [HumanMessage("First wording", id="q1")]}, context=context)
+    memory.add_message("reused", "user", "First wording", id="q1", user_id="ana")
     agent.invoke({"messages": [HumanMessage("Other wording", id="q1")]}, context=context)
     memory.flush()
     assert [r.text for r in memory.history("reused") if r.id == "q1"] == ["First wording"]
