@@ -4,7 +4,9 @@
 into the core's `Reranker`: the texts become `Document`s, ``compress_documents`` is called once,
 and each text's score is the ``relevance_score`` its document came back with, or (a compressor
 that only reorders, or scores some documents only) its place in the answer; a text dropped
-scores below every kept one.
+scores below every kept one. A compressor with its own ``acompress_documents`` is awaited
+through it when the memory was called async (on the app's loop, where its client works), and
+when its ``compress_documents`` raises `NotImplementedError` (an async-only one).
 Importing this module also lets `MemoryConfig(reranker=compressor)` take the compressor as it is.
 
 >>> from ctxbudget.memory.policy.config import MemoryConfig
@@ -13,8 +15,9 @@ Importing this module also lets `MemoryConfig(reranker=compressor)` take the com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from numbers import Integral
+from typing import cast
 
 from langchain_core.documents import BaseDocumentCompressor, Document
 
@@ -25,6 +28,7 @@ from ctxbudget.memory.policy.ranking import (
     kept_scores,
     register_converter,
 )
+from ctxbudget.memory.reading.coroutines import called_async
 
 __all__ = ["compressor_reranker"]
 
@@ -45,14 +49,43 @@ def compressor_reranker(compressor: BaseDocumentCompressor) -> Reranker:
         method="compress_documents",
     )
 
-    def scores(query: str, texts: Sequence[str], /) -> list[float]:
+    # Its own async method (a duck-typed compressor may have none).
+    own_async = getattr(type(compressor), "acompress_documents", _BASE_ASYNC) is not _BASE_ASYNC
+
+    def scores(query: str, texts: Sequence[str], /) -> list[float] | Awaitable[list[float]]:
         documents = [Document(page_content=t, metadata={_INDEX: n}) for n, t in enumerate(texts)]
         made = {id(d): n for n, d in enumerate(documents)}
-        answer = _documents(compressor.compress_documents(documents, query), compressor)
-        return _scores_of(answer, texts, made, where=type(compressor).__name__)
+        if own_async and called_async():  # on the app's loop, where its client works
+            return _ascores(compressor, documents, query, texts, made)
+        try:
+            answer = compressor.compress_documents(documents, query)
+        except NotImplementedError:
+            if not own_async:
+                raise
+            return _ascores(compressor, documents, query, texts, made)  # an async-only one
+        return _scores_of(_documents(answer, compressor), texts, made, where=_where(compressor))
 
     scores.__name__ = f"compressor_reranker({type(compressor).__name__})"
-    return scores
+    return cast("Reranker", scores)
+
+
+_BASE_ASYNC = BaseDocumentCompressor.acompress_documents
+
+
+async def _ascores(
+    compressor: BaseDocumentCompressor,
+    documents: list[Document],
+    query: str,
+    texts: Sequence[str],
+    made: dict[int, int],
+) -> list[float]:
+    """The scores of ``compressor.acompress_documents`` (see `_scores_of`)."""
+    answer = await compressor.acompress_documents(documents, query)
+    return _scores_of(_documents(answer, compressor), texts, made, where=_where(compressor))
+
+
+def _where(compressor: object) -> str:
+    return type(compressor).__name__
 
 
 def _documents(answer: object, compressor: object) -> list[Document]:

@@ -90,7 +90,9 @@ def _rows(memory: ContextMemory, session_id: str) -> list[LogRow]:
 def _decoded(row: LogRow) -> ContextRecord | None:
     try:
         return decode_record(row.document)
-    except StoreError as exc:  # as `ContextMemory.contexts` does: skipped, and said
+    # As `ContextMemory.contexts` does: skipped, and said. OverflowError: a damaged record's
+    # infinite count (``"used": 1e999``), which `decode_record` lets out as it is.
+    except (StoreError, OverflowError) as exc:
         logger.warning("context record %r skipped: %s", row.key, exc)
         return None
 
@@ -170,17 +172,22 @@ def search_page(memory: ContextMemory, query: str, start: int = 0) -> dict[str, 
 
 # -- one session's timeline ------------------------------------------------------------------
 def timeline_page(memory: ContextMemory, session_id: str) -> dict[str, Any] | None:
-    """A session's logged assemblies, oldest first (None: no messages and no log)."""
-    records = memory.contexts(session_id)[::-1]
+    """A session's logged assemblies, oldest first (None: no messages and no log).
+
+    Numbered by their place in the log, as the assembly page does (a damaged one is skipped).
+    """
+    rows = _rows(memory, session_id)
     messages = memory.history(session_id)
-    if not records and not messages:
+    if not rows and not messages:
         return None
+    decoded = ((n, _decoded(row)) for n, row in enumerate(rows, 1))
+    records = [(n, r) for n, r in decoded if r is not None]
     return {
         "page": "timeline",
         "session": session_id,
         "user": next((m.user_id for m in messages if m.user_id), None),
         "messages": len(messages),
-        "assemblies": [_summary(n, r) for n, r in enumerate(records, 1)],
+        "assemblies": [_summary(n, r) for n, r in records],
         "message_list": [_message_row(m) for m in messages],
     }
 
@@ -350,7 +357,7 @@ def message_page(memory: ContextMemory, session_id: str, message_id: str) -> dic
     if not found:
         return None
     # Only the records that name the message are decoded (its id, as JSON, is in the text).
-    named = json.dumps(message_id, ensure_ascii=False)
+    named = (json.dumps(message_id, ensure_ascii=False), json.dumps(message_id))
     calls = [_fate(n, row, message_id, named) for n, row in enumerate(_rows(memory, session_id), 1)]
     last = max((c["call"] for c in calls if c["status"] == "included"), default=None)
     stopped = None
@@ -367,9 +374,10 @@ def message_page(memory: ContextMemory, session_id: str, message_id: str) -> dic
     }
 
 
-def _fate(number: int, row: LogRow, item_id: str, named: str) -> dict[str, Any]:
+def _fate(number: int, row: LogRow, item_id: str, named: tuple[str, ...]) -> dict[str, Any]:
     entry: dict[str, Any] = {"call": number, "id": row.key, "time": row.time}
-    record = _decoded(row) if named in row.document else None
+    # Its id as this version writes it, or with non-ASCII escaped (as another JSON writer may).
+    record = _decoded(row) if any(n in row.document for n in named) else None
     if record is None:
         return {**entry, "status": "not offered", "tokens": None, "reason": None}
     tokens = next((e.tokens for e in record.included if e.id == item_id), None)

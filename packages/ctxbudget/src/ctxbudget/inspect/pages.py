@@ -55,7 +55,10 @@ def _n(value: int | None) -> str:
 def _when(seconds: float | None) -> str:
     if seconds is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+    except (OverflowError, ValueError, OSError):  # a damaged log's time (1e20, NaN): as it is
+        return f"{seconds!r} (not a time)"
 
 
 def _page(title: str, body: str, *, crumbs: Iterable[tuple[str, str]] = ()) -> str:
@@ -81,7 +84,7 @@ def _quoted(part: str) -> str:
     # and so any id starting with "~", gets one "~" more (`path_part` takes it off).
     if part in (".", "..") or part.startswith("~"):
         part = "~" + part
-    return quote(part, safe="")
+    return quote(part, safe="", errors="surrogatepass")  # a damaged log's lone surrogate too
 
 
 def path_part(segment: str) -> str:

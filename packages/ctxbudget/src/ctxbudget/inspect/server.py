@@ -5,7 +5,7 @@ an `InspectServer` handle (``.url``, ``.close()``); ``ctxbudget inspect`` runs t
 in the foreground. Each request is checked before anything is read:
 
 * the ``Host`` header must be ``127.0.0.1:PORT`` or ``localhost:PORT`` (a page of another site
-  that resolves its own name to 127.0.0.1, DNS rebinding, is refused: 403);
+  that resolves its own name to 127.0.0.1, DNS rebinding, is refused: 403), and only one;
 * an ``Origin`` header, when sent, must be this server's own origin (403);
 * only GET and HEAD (405 with ``Allow: GET, HEAD`` otherwise): nothing can change anything.
 
@@ -13,7 +13,8 @@ Every answer carries a Content-Security-Policy that allows no script, no frame a
 fetched but inline styles and ``data:`` images, with ``nosniff`` and no referrer.
 
 Routes (each also as JSON with ``?format=json``): ``/`` the sessions, a page at a time
-(``?start=N``: from the N-th; ``?q=words``: search, as many sessions at a time),
+(``?start=N``: from the N-th, 404 past the last; ``?q=words``: search, as many sessions at a
+time),
 ``/session/ID`` its timeline, ``/session/ID/assembly/RECORD`` one logged assembly,
 ``/session/ID/message/ID`` one message.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -48,6 +50,8 @@ CSP = (
     "frame-ancestors 'none'; base-uri 'none'"
 )
 """The Content-Security-Policy of every answer: no script at all."""
+
+_START_DIGITS = 18  # a start past any store's sessions (and below Python's limit on digits)
 
 _Page = tuple[Callable[..., dict[str, Any] | None], Callable[[Any], str]]
 _ROUTES: dict[str, _Page] = {
@@ -191,10 +195,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         document, draw = found
         if as_json:
-            text, kind = json.dumps(document, ensure_ascii=False), "application/json"
+            text, kind = _json(document), "application/json"
         else:
             text, kind = draw(document), "text/html"
-        self._send(HTTPStatus.OK, kind, text.encode("utf-8"), body=body)
+        self._send(HTTPStatus.OK, kind, _utf8(text), body=body)
 
     def _route(
         self, path: list[str], query: dict[str, list[str]]
@@ -203,11 +207,16 @@ class _Handler(BaseHTTPRequestHandler):
         if path == [""]:
             words = query.get("q", [""])[-1].strip()
             start = query.get("start", ["0"])[-1]
-            if not start.isascii() or not start.isdigit():
-                return None  # no page there
+            if not start.isascii() or not start.isdigit() or len(start) > _START_DIGITS:
+                return None  # no page there (and no number too long to convert)
             if words:
-                return data.search_page(memory, words, int(start)), pages.search_html
-            return data.sessions_page(memory, int(start)), pages.sessions_html
+                found = data.search_page(memory, words, int(start))
+                past_end = found["sessions"]["from"] >= found["sessions"]["of"]
+                draw: Callable[[Any], str] = pages.search_html
+            else:
+                found = data.sessions_page(memory, int(start))
+                past_end, draw = found["start"] >= found["total"], pages.sessions_html
+            return None if past_end and int(start) > 0 else (found, draw)
         if len(path) == 2 and path[0] == "session" and path[1]:
             doc = data.timeline_page(memory, path[1])
             return None if doc is None else (doc, pages.timeline_html)
@@ -221,7 +230,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Why this request is refused (None: it is not): a foreign Host or Origin."""
         port = self.server.port
         hosts = {f"{HOST}:{port}", f"localhost:{port}"}
-        host = self.headers.get("Host")
+        named = self.headers.get_all("Host") or []
+        if len(named) > 1:  # which one the client meant is unsaid (HTTP/1.1 refuses it too)
+            return f"the request names {len(named)} Hosts ({', '.join(named)!r}); send one"
+        host = named[0] if named else None
         if host is None or host.lower() not in hosts:
             return f"Host {host!r} is not this server ({HOST}:{port})"
         origins = self.headers.get_all("Origin") or []
@@ -233,10 +245,10 @@ class _Handler(BaseHTTPRequestHandler):
         self, status: HTTPStatus, message: str, *, body: bool, as_json: bool = False
     ) -> None:
         if as_json:
-            text = json.dumps({"error": int(status), "message": message}, ensure_ascii=False)
-            self._send(status, "application/json", text.encode("utf-8"), body=body)
+            text = _json({"error": int(status), "message": message})
+            self._send(status, "application/json", _utf8(text), body=body)
         else:
-            page = pages.error_html(int(status), message).encode("utf-8")
+            page = _utf8(pages.error_html(int(status), message))
             self._send(status, "text/html", page, body=body)
 
     def _send(
@@ -255,3 +267,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if body:
             self.wfile.write(payload)
+
+
+def _json(document: object) -> str:
+    """``document`` as strict JSON: a number JSON cannot write (a damaged log's NaN) is null."""
+    return json.dumps(_finite(document), ensure_ascii=False, allow_nan=False)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (from a damaged log) written as its escape."""
+    return text.encode("utf-8", "backslashreplace")

@@ -106,6 +106,12 @@ async def check_call(
     if ctx.method != "tools/call":
         return await call_next(ctx)
     params = ctx.params if isinstance(ctx.params, Mapping) else {}
+    sent = params.get("arguments")
+    if relayed(params):  # values the relay rewrote (a name, the arguments), as the client sent
+        params = {
+            **params,
+            **{key: restore(params[key]) for key in ("name", "arguments") if key in params},
+        }
     name, given = params.get("name"), params.get("arguments")
     given = {} if given is None else given
     malformed = _malformed(tools, params, given)
@@ -116,14 +122,13 @@ async def check_call(
         return _refused(
             f"no tool {name!r}: this server's tools are {sorted(tools)}; check the name"
         )
-    restored = restore(given) if relayed(given) else given
-    problem = _names(spec, restored)
+    problem = _names(spec, given)
     if problem:
         return _refused(problem)
-    if restored is not given:
-        ctx = dataclasses.replace(ctx, params={**params, "arguments": restored})
+    if given is not sent and sent is not None:
+        ctx = dataclasses.replace(ctx, params={**params, "arguments": given})
     result = await call_next(ctx)
-    lead = _mistyped(spec, restored)
+    lead = _mistyped(spec, given)
     return _led(result, lead) if lead else result
 
 

@@ -21,6 +21,8 @@ from mcp.types import INVALID_PARAMS
 from pydantic import ValidationError
 
 from ctxbudget.core.numbers import shown
+from ctxbudget.mcp.stdio import restore
+from ctxbudget.store.records import first_surrogate
 
 __all__ = ["explained", "said"]
 
@@ -109,8 +111,12 @@ def _should(message: str) -> str:
 
 
 def _json(value: object) -> str:
+    value = restore(value)  # a value the stdio relay rewrote, as the client sent it
     try:
         text = json.dumps(value)
     except (TypeError, ValueError, RecursionError):
         return shown(value)
-    return text if len(text) <= 80 else shown(value)
+    said = text if len(text) <= 80 else shown(value)
+    if isinstance(value, str) and first_surrogate(value):
+        return f"a string holding a lone surrogate ({said})"
+    return said

@@ -151,9 +151,14 @@ def _id(value: object) -> str | int | None:
 
 
 def _shown_id(value: object) -> str:
-    if isinstance(value, dict) and TAG in value:
-        return f"a string holding a lone surrogate ({value[TAG]})"
-    return _json(value)
+    """An id the relay rewrote (`ctxbudget.mcp.stdio`), said as the client sent it."""
+    written = value.get(TAG) if isinstance(value, dict) else None
+    if not isinstance(written, str):
+        return _json(value)
+    digits = written.removeprefix("-")
+    if digits.isascii() and digits.isdigit():
+        return f"an integer of {len(digits):,} digits (more than JSON-RPC ids here can hold)"
+    return f"a string holding a lone surrogate ({_json(value)})"
 
 
 def _json(value: object) -> str:

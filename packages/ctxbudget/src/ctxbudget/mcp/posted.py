@@ -24,7 +24,11 @@ refusal (HTTP 400, 421 or 403), whatever its body, and its body is never read. T
   two such requests one was never answered (its client waited until the connection dropped)
   and another got an empty reply, though both were done.
 
-Everything else reaches the SDK as it was sent.
+A request with more than one ``Host`` header (any method) gets HTTP 400: which one the client
+meant is unsaid, and the SDK's check would read the first. A POST's ``Content-Type`` reaches the
+SDK with its media type in lower case (``Application/JSON`` is ``application/json``; the SDK's
+transport compared it case-sensitively and answered 415). Everything else reaches the SDK as it
+was sent.
 """
 
 from __future__ import annotations
@@ -73,6 +77,9 @@ def checked_bodies(app: App, path: str, security: TransportSecuritySettings = SE
     headers_checked = TransportSecurityMiddleware(security)
 
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") == "http" and _hosts(scope) > 1:
+            await _respond(send, 400, _error(INVALID_REQUEST, _TWO_HOSTS))
+            return
         if scope.get("type") != "http" or scope.get("method") != "POST" or scope["path"] != path:
             await app(scope, receive, send)
             return
@@ -107,7 +114,11 @@ def checked_bodies(app: App, path: str, security: TransportSecuritySettings = SE
                 return {"type": "http.request", "body": passed, "more_body": False}
             return await receive()
 
-        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
+        headers = [
+            (k, _media_type(v) if k.lower() == b"content-type" else v)
+            for k, v in scope.get("headers", [])
+            if k.lower() != b"content-length"
+        ]
         headers.append((b"content-length", str(len(passed)).encode()))
         if key is not None:
             in_flight.add(key)
@@ -118,6 +129,26 @@ def checked_bodies(app: App, path: str, security: TransportSecuritySettings = SE
                 in_flight.discard(key)
 
     return checked
+
+
+_TWO_HOSTS = (
+    "Invalid request: the request names more than one Host; send one Host header, the "
+    "server's own (127.0.0.1:PORT or localhost:PORT)"
+)
+
+
+def _hosts(scope: Scope) -> int:
+    """How many ``Host`` headers the request has (more than one: which was meant is unsaid)."""
+    return sum(1 for k, _ in scope.get("headers", []) if k.lower() == b"host")
+
+
+def _media_type(value: bytes) -> bytes:
+    """A ``Content-Type`` with its media type in lower case, as the SDK's transport compares it.
+
+    Media types are case-insensitive (RFC 9110); ``Application/JSON`` got HTTP 415.
+    """
+    media, semicolon, rest = value.partition(b";")
+    return media.strip().lower() + semicolon + rest
 
 
 def _request_key(scope: Scope, body: bytes) -> tuple[bytes, str] | None:

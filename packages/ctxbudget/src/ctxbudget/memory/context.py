@@ -2,17 +2,10 @@
 
 One object most users touch. It writes to a `ChromaStore` (embedded by default, a Chroma server
 with ``chroma_url=`` or ``CTXBUDGET_CHROMA_URL``), gathers candidates for a question from every
-source, scores them (`ctxbudget.memory.policy.scoring`), and hands them to `ContextAssembler`.
-
-Messages are found by meaning (the store's vectors) and by words (a BM25 index of the session
-kept in this object, built on first use and extended as messages arrive). Recent history gets
-the share of the budget the query's own best matches point to (`MemoryConfig.recent_share`).
-
-The work is done in the sub-packages of `ctxbudget.memory`: `writing` (a message, pin or
-document checked, journaled, stored), `reading` (what a call reads, which records are
-candidates, with what score), `policy` (settings, scoring, strategies, one call's plan), `log`
-(every assembly's record), `upkeep` (summaries, tasks, forgetting), `entities` and `values`
-(keyed JSON values, LangGraph's store model); `awaitable`: the ``a``-methods (`aassemble`...).
+source (by meaning and by words), scores them (`ctxbudget.memory.policy.scoring`), and hands
+them to `ContextAssembler`. The work is done in the sub-packages of `ctxbudget.memory`:
+`writing`, `reading`, `policy`, `log`, `upkeep`, `entities`, `values` (keyed JSON values,
+LangGraph's store model) and `awaitable` (the ``a``-methods, `aassemble`...).
 """
 
 from __future__ import annotations
@@ -397,3 +390,9 @@ class ContextMemory(
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> ContextMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

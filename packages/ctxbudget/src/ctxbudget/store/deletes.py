@@ -24,7 +24,7 @@ from ctxbudget.errors import StoreInputError
 from ctxbudget.store.context_log import ContextLogs
 from ctxbudget.store.doc_entities import DocEntities
 from ctxbudget.store.keys import address, matches, where_keys
-from ctxbudget.store.layout import Collections, scoped_keys
+from ctxbudget.store.layout import Collections, Row, scoped_keys
 from ctxbudget.store.message_edits import MessageEdits
 from ctxbudget.store.partitions import session_partition, user_partition
 from ctxbudget.store.records import KINDS, USER_PREFIX, Record, Scope, json_key, require_name
@@ -35,6 +35,8 @@ from ctxbudget.store.writes import Writer, check_batch
 AUTHORS = USER_PREFIX + "_authors"  # a summary's users, `summarize._author`
 
 __all__ = ["DeleteMethods", "Deleter"]
+
+_RECALLED = frozenset({"message", "summary"})  # what other sessions recall of a session
 
 
 class Deleter:
@@ -77,6 +79,7 @@ class Deleter:
             if kind == "user":  # a user's own records (user-wide pins) are in its partition
                 partitions = partitions[:1]
             deleted = 0
+            entries: list[Row] | None = None  # the session's entries in meta, read once
             for partition in partitions:
                 rows = cols.part_rows(partition, ids=keys, documents=False)
                 if allowed is not None:
@@ -84,7 +87,9 @@ class Deleter:
                 if kind == "session":  # a replace of one elsewhere sees it (message_edits)
                     messages = [row for row in rows if row[2].get("kind") == "message"]
                     if messages:
-                        self.edits.tombstones.sweep(namespace, name)
+                        if entries is None:
+                            entries = self.edits.session_entries(name)
+                        self.edits.tombstones.sweep(namespace, name, entries)
                         self.edits.tombstones.record(namespace, name, messages)
                 self._sessions.touched(rows, wrote="; nothing was deleted")
                 cols.delete_in(partition, [key for key, _, _ in rows])
@@ -96,9 +101,17 @@ class Deleter:
                 if kind == "session" and rows:  # its log's records naming them go too
                     ids = [str(m["rid"]) for _, _, m in rows if "rid" in m]
                     self.logs.delete_naming(namespace, name, ids)
-                    entry = self._sessions.entry(namespace, name)
+                    # Other sessions recall messages and summaries (never a session's pins).
+                    recallable = [
+                        str(m["rid"])
+                        for _, _, m in rows
+                        if "rid" in m and m.get("kind") in _RECALLED
+                    ]
+                    entry = self._sessions.entry(namespace, name) if recallable else None
                     if entry is not None:  # and other logs' records that recalled them
-                        self.edits.forget_recalled(entry, namespace, name, ids)
+                        self.edits.forget_recalled(
+                            entry, namespace, name, recallable, entries=entries
+                        )
         return deleted
 
     def delete_session(self, *, namespace: str, session_id: str) -> int:
@@ -111,6 +124,9 @@ class Deleter:
             readers = self.logs.readers(ns, [sid])[sid]  # before its entries go
             keys: list[str] = []
             if entry is not None:
+                # First: a replace elsewhere that reads a message before the delete and writes
+                # after it sees this mark (ctxbudget.store.tombstones); it goes with the entries.
+                self.edits.tombstones.record_session(ns, sid)
                 rows = cols.part_rows(
                     entry.home, where=where_keys(ns, sid, None, None, None), documents=False
                 )
@@ -160,6 +176,9 @@ class Deleter:
                     if "sid" in m and "rid" in m:
                         named.setdefault(str(m["sid"]), []).append(str(m["rid"]))
                 self._sessions.touched(rows, wrote="; nothing was deleted")
+                # A replace of one of its messages elsewhere sees these (store.tombstones).
+                messages = [r for r in rows if r[2].get("kind") == "message" and "sid" in r[2]]
+                self.edits.tombstones.record_rows(ns, messages)
                 cols.delete_in(partition, [key for key, _, _ in rows])
                 deleted += len(rows)
             readers = self.logs.readers(ns, sessions)  # before their entries go

@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING
 from ctxbudget.errors import StoreInputError
 from ctxbudget.store.keys import address, matches
 from ctxbudget.store.layout import Collections, Row
+from ctxbudget.store.partitions import session_partition
 from ctxbudget.store.records import Record, decode_record, record_key, same_content
 from ctxbudget.store.sessions import Sessions
 from ctxbudget.store.stamps import SessionEntry
 from ctxbudget.store.tombstones import Tombstones
+from ctxbudget.store.writes import Vanished
 
 if TYPE_CHECKING:
     from ctxbudget.store.context_log import ContextLogs
@@ -77,7 +79,7 @@ class MessageEdits:
                 raise StoreInputError(msg)
             if not rows:
                 return 0
-            entries = self._entries(session_id)  # its members, for _readers; its tombstones
+            entries = self.session_entries(session_id)  # its members, for _readers; its tombstones
             self.tombstones.record(namespace, session_id, rows)  # before the delete
             self._forget(entry, namespace, session_id, rows, delete=True, entries=entries)
             self.tombstones.sweep(namespace, session_id, entries)
@@ -124,20 +126,21 @@ class MessageEdits:
                 raise StoreInputError(msg)
             if same_content(record, old):
                 return old
-            stored = writer.add([record], replace=True)[0]
-            # After the write: a delete that removed the message since the read above wrote its
-            # tombstone first (ctxbudget.store.tombstones).
-            if old.seq is not None and self.tombstones.deleted(
-                namespace, session_id, record.id, old.seq
-            ):
+            deleted = (
+                f"replace_message of {record.id!r}: message {record.id!r} of session "
+                f"{session_id!r} was deleted while it was replaced (by another process or "
+                "store), so the replacement was not kept; add it again with add_message if "
+                "it is still wanted" + _NOTHING
+            )
+            try:  # deleted since the read above (its session too): nothing is written
+                stored = writer.add([record], replace=True, existing=True)[0]
+            except Vanished:
+                raise StoreInputError(deleted) from None
+            # After the write: a delete that removed the message (or its session) since the
+            # read above marked it first (ctxbudget.store.tombstones).
+            if self.tombstones.gone(namespace, session_id, record.id, old.seq):
                 self._undo(entry, namespace, session_id, key, stored)
-                msg = (
-                    f"replace_message of {record.id!r}: message {record.id!r} of session "
-                    f"{session_id!r} was deleted while it was replaced (by another process or "
-                    "store), so the replacement was not kept; add it again with add_message if "
-                    "it is still wanted" + _NOTHING
-                )
-                raise StoreInputError(msg)
+                raise StoreInputError(deleted)
             self._forget(entry, namespace, session_id, [rows[0]], delete=False)
         return stored
 
@@ -149,10 +152,16 @@ class MessageEdits:
         Only a row with the seq it was written at: a message added again under the id since
         (a new seq) is not the replacement.
         """
-        rows = self._collections.part_rows(entry.home, ids=[key], documents=False)
+        cols = self._collections
+        rows = cols.part_rows(entry.home, ids=[key], documents=False)
         mine = [row for row in rows if row[2].get("seq") == stored.seq]
         if mine:
             self._forget(entry, namespace, session_id, mine, delete=True)
+        own = session_partition(cols.name, namespace, session_id)
+        if entry.home == own and self._sessions.entry(namespace, session_id) is None:
+            # The session was deleted (its partition dropped) and the write made it again.
+            if cols.run(own, lambda c: int(cols.conn.call("count", c.count))) == 0:
+                cols.drop(own)
 
     def _forget(
         self,
@@ -166,7 +175,7 @@ class MessageEdits:
     ) -> None:
         """Remove what quotes these messages' old text (and, with ``delete``, the messages).
 
-        ``entries``: the session's entries in ``meta`` (`_entries`), if read already.
+        ``entries``: the session's entries in ``meta`` (`session_entries`), if read already.
         """
         ids = {str(meta["rid"]) for _, _, meta in rows}
         doomed = [*rows] if delete else []
@@ -189,11 +198,11 @@ class MessageEdits:
         entries: list[Row] | None = None,
     ) -> None:
         """Drop other sessions' log records that recalled these records of the session."""
-        rows = self._entries(session_id) if entries is None else entries
+        rows = self.session_entries(session_id) if entries is None else entries
         readers = self._readers(entry, namespace, rows)
         self._logs.delete_recalling(namespace, session_id, ids, readers)
 
-    def _entries(self, session_id: str) -> list[Row]:
+    def session_entries(self, session_id: str) -> list[Row]:
         """The entries in ``meta`` with this session id, of any namespace (callers check)."""
         cols = self._collections
         return cols.rows(cols.meta, where={"sid": session_id}, documents=False)

@@ -29,6 +29,18 @@ that seq too. What this does not cover is a delete that read an older message un
 then, once that one was deleted and the id added again by two more calls, deleted the new one
 just as it was being replaced: four calls on one id at once.
 
+Whole sessions and users. `delete_session` first writes a mark of the session
+(`record_session`), then deletes its records, then its entries (the mark with them);
+`delete_user` writes the tombstones of the messages it deletes, as above. The replacer writes
+only over a message still stored (`Writer.add` with ``existing``: a message deleted since its
+read is refused and nothing written), and after its write reads, in the one read by id
+(`gone`), the message's tombstone, the session's mark and the session's entry. A delete of the
+session that removed the message after the replacer's read either ended before its write (the
+message is not stored: refused), or has its mark, or its entry gone, when the replacer looks. A
+mark older than `TOMBSTONE_TTL` is not honoured: a `delete_session` cut short by a crash does
+not refuse replaces for ever. Not covered: the session deleted and started again under its id,
+both between a replacer's read and its write.
+
 Tombstones go with their session (`delete_session`, `delete_user`: ``ctxbudget.store.deletes``
 deletes every ``meta`` entry of the session) and are swept by the next delete of messages of
 the session once older than `TOMBSTONE_TTL` (a replace's read-to-check window is milliseconds
@@ -46,8 +58,9 @@ from typing import Any
 
 from ctxbudget.store.layout import Collections, Row
 from ctxbudget.store.records import json_key
+from ctxbudget.store.stamps import session_key
 
-__all__ = ["TOMBSTONE_TTL", "Tombstones", "tombstone_key"]
+__all__ = ["TOMBSTONE_TTL", "Tombstones", "session_tombstone_key", "tombstone_key"]
 
 TOMBSTONE_TTL = 3600.0
 """Seconds a tombstone is kept at least (swept by a later delete of its session after that)."""
@@ -56,6 +69,11 @@ TOMBSTONE_TTL = 3600.0
 def tombstone_key(namespace: str, session_id: str, message_id: str, seq: int) -> str:
     """The id in ``meta`` of the tombstone of a session's message deleted at ``seq``."""
     return json_key("tomb", namespace, session_id, message_id, str(seq))
+
+
+def session_tombstone_key(namespace: str, session_id: str) -> str:
+    """The id in ``meta`` of the mark a `delete_session` of the session writes first."""
+    return json_key("tomb", namespace, session_id)
 
 
 def _seq(meta: dict[str, Any]) -> int:
@@ -70,14 +88,18 @@ class Tombstones:
 
     def record(self, namespace: str, session_id: str, rows: list[Row]) -> None:
         """Before these messages of the session are deleted: their tombstones (one write)."""
+        self.record_rows(namespace, [(k, t, {**m, "sid": session_id}) for k, t, m in rows])
+
+    def record_rows(self, namespace: str, rows: list[Row]) -> None:
+        """Before these messages (of their sessions, ``sid``) are deleted: their tombstones."""
         if not rows:
             return
         now = time.time()
         entries = {
-            tombstone_key(namespace, session_id, str(meta["rid"]), _seq(meta)): {
+            tombstone_key(namespace, str(meta["sid"]), str(meta["rid"]), _seq(meta)): {
                 "type": "tomb",
                 "ns": namespace,
-                "sid": session_id,
+                "sid": str(meta["sid"]),
                 "rid": str(meta["rid"]),
                 "seq": _seq(meta),
                 "t": now,
@@ -88,11 +110,34 @@ class Tombstones:
             entries, action="record deleted messages", wrote="; nothing was deleted"
         )
 
-    def deleted(self, namespace: str, session_id: str, message_id: str, seq: int) -> bool:
-        """Whether the session's message ``message_id`` at ``seq`` has a tombstone (one read)."""
+    def record_session(self, namespace: str, session_id: str) -> None:
+        """Before a session's records are deleted (`delete_session`): its mark (one write).
+
+        It goes with the session's other entries at the end of the delete.
+        """
+        mark = {"type": "tomb", "ns": namespace, "sid": session_id, "t": time.time()}
+        self._collections.upsert_meta(
+            {session_tombstone_key(namespace, session_id): mark},
+            action="mark the session deleted",
+            wrote="; nothing was deleted",
+        )
+
+    def gone(self, namespace: str, session_id: str, message_id: str, seq: int | None) -> bool:
+        """Whether a message replaced at ``seq`` was deleted since it was read (one read).
+
+        Its tombstone, the session's mark of a `delete_session` under way (younger than
+        `TOMBSTONE_TTL`: one cut short by a crash is not honoured for ever), or the session's
+        entry gone (the delete has ended).
+        """
         cols = self._collections
-        key = tombstone_key(namespace, session_id, message_id, seq)
-        return bool(cols.rows(cols.meta, ids=[key], documents=False))
+        keys = [session_key(namespace, session_id), session_tombstone_key(namespace, session_id)]
+        if seq is not None:
+            keys.append(tombstone_key(namespace, session_id, message_id, seq))
+        found = {key: meta for key, _, meta in cols.rows(cols.meta, ids=keys, documents=False)}
+        if keys[0] not in found or (seq is not None and keys[2] in found):
+            return True
+        mark = found.get(keys[1])
+        return mark is not None and float(mark.get("t", 0.0)) > time.time() - TOMBSTONE_TTL
 
     def sweep(
         self,

@@ -147,41 +147,73 @@ class ValueReads:
         """The ``n`` embedded values nearest ``vector`` under ``prefix``, with similarities.
 
         Also whether the prefix may hold more (False: every embedded value was returned). Rows
-        past the prefix's 8th element or expired are left out after the read. A where clause
-        is most of a query's time (Chroma evaluates it over the partition: ~60 ms at 10,000
-        values, ~5 without) and a partition mostly holds one prefix: the ``n + n / 4`` nearest
-        of the partition are read first, kept when ``n`` are the prefix's embedded values
-        (then exactly its ``n`` nearest); else the query runs with the prefix's key.
+        past the prefix's 8th element or expired are left out after the read. Ties (one same
+        text) go to the newest, then by namespace and key, as `ranking` orders them.
 
-        A partition of at most `_EXACT` values is searched exactly instead: its vectors are
-        read and compared in numpy (as fast as a query at that size). Chroma's HNSW graph
-        links identical vectors to each other and can leave a distinct value unreachable: in
-        a fresh partition, one value among 200 with one same text was not found by a query
-        for it even at 100 results.
+        A partition of at most `_EXACT` values is searched exactly: its vectors are read and
+        compared in numpy (as fast as a query at that size). Chroma's HNSW graph links
+        identical vectors to each other and can leave a distinct value unreachable: in a
+        fresh partition, one value among 200 with one same text was not found by a query for
+        it even at 100 results, nor by a query filtered on its own prefix among 1,000.
+
+        A larger partition is queried: a where clause is most of a query's time (Chroma
+        evaluates it over the partition: ~60 ms at 10,000 values, ~5 without) and a partition
+        mostly holds one prefix, so the ``n + n / 4 + 1`` nearest of the partition are read
+        first, kept when ``n`` are the prefix's embedded values and the read does not end in
+        a tie (identical vectors: where the graph strands values, and a tie read partly
+        cannot be ordered). Else the prefix's own embedded values are searched: exactly when
+        they are at most `_EXACT`, by a query filtered on the prefix's key when it returns
+        more than ``n`` rows not ending in a tie, and exactly otherwise (a prefix with many
+        identical values costs a read of its vectors).
         """
         partition = self.partition(namespace, user_id)
         depth = min(len(prefix), KEY_DEPTH)
+        field = f"vq{depth}"
         key = prefix_key(namespace, user_id or "", prefix)
         cols = self._collections
         total = cols.run(partition, lambda c: int(cols.conn.call("count", c.count))) or 0
         if total <= _EXACT:
-            return self._exact(partition, vector, n, f"vq{depth}", key, prefix, now)
-        wide = n + n // 4
+            got = self._vectors_of(partition, None, None)
+            return self._exact(partition, got, vector, n, field, key, prefix, now)
+        wide = n + n // 4 + 1
         found = self._query(partition, vector, wide, None)
         if found is not None:
             rows, read = found
-            hits = [(r, s) for r, s, meta in rows if meta.get(f"vq{depth}") == key]
-            if len(hits) >= n or read < wide:
+            hits = [(r, s) for r, s, meta in rows if meta.get(field) == key]
+            if (len(hits) >= n or read < wide) and not (read == wide and _tied_end(rows)):
                 return live_under(hits[:n], prefix, now), len(hits) >= n
-        found = self._query(partition, vector, n, {f"vq{depth}": key})
-        if found is None:
-            return [], False
-        rows, read = found
-        return live_under([(r, s) for r, s, _ in rows], prefix, now), read >= n
+        where = {field: key}
+        got = self._vectors_of(partition, where, _EXACT + 1)
+        if got is None or len(got[0]) <= _EXACT:
+            return self._exact(partition, got, vector, n, field, key, prefix, now)
+        found = self._query(partition, vector, n + 1, where)
+        if found is not None and found[1] > n and not _tied_end(found[0]):
+            return live_under([(r, s) for r, s, _ in found[0][:n]], prefix, now), True
+        got = self._vectors_of(partition, where, None)
+        return self._exact(partition, got, vector, n, field, key, prefix, now)
+
+    def _vectors_of(
+        self, partition: str, where: dict[str, Any] | None, limit: int | None
+    ) -> tuple[list[str], Any] | None:
+        """The ids and vectors of a partition's rows passing ``where`` (at most ``limit``)."""
+        cols = self._collections
+
+        def vectors(collection: Any) -> Any:
+            def read() -> Any:
+                got = collection.get(where=where, limit=limit, include=["embeddings"])
+                return get_reply(got, asked=None, include=["embeddings"])
+
+            return cols.conn.call("read", read)
+
+        got = cols.run(partition, vectors)
+        if got is None or not got["ids"]:
+            return None
+        return list(got["ids"]), np.asarray(got["embeddings"], dtype=np.float64)
 
     def _exact(
         self,
         partition: str,
+        got: tuple[list[str], Any] | None,
         vector: list[float],
         n: int,
         field: str,
@@ -189,25 +221,16 @@ class ValueReads:
         prefix: tuple[str, ...],
         now: int,
     ) -> tuple[list[tuple[ValueRow, float]], bool]:
-        """`nearest` by reading the partition's vectors (no metadata: that is what costs).
+        """`nearest` among the vectors ``got`` (no metadata read: that is what costs).
 
         The rows are then read best first, in growing chunks, until ``n`` of the prefix's
-        embedded values and every row tied with the ``n``-th are in hand; ties go by key.
+        embedded values and every row tied with the ``n``-th are in hand; ties go to the
+        newest, then by namespace and key.
         """
-        cols = self._collections
-
-        def vectors(collection: Any) -> Any:
-            def read() -> Any:
-                got = collection.get(include=["embeddings"])
-                return get_reply(got, asked=None, include=["embeddings"])
-
-            return cols.conn.call("read", read)
-
-        got = cols.run(partition, vectors)
-        if got is None or not got["ids"]:
+        if got is None:
             return [], False
-        ids: list[str] = list(got["ids"])
-        matrix = np.asarray(got["embeddings"], dtype=np.float64)
+        cols = self._collections
+        ids, matrix = got
         query = np.asarray(vector, dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
         dots = (matrix * query).sum(axis=1)  # by row: a BLAS product differs at the last bit
@@ -223,7 +246,7 @@ class ValueReads:
                 doc, meta = rows.get(ids[i], ("", {}))
                 if meta.get(field) == key:
                     hits.append((decode_row(doc, meta), float(sims[i])))
-        hits.sort(key=lambda hit: (-hit[1], hit[0].namespace, hit[0].key))
+            hits.sort(key=_best)  # the n-th is the n-th best read so far
         return live_under(hits[:n], prefix, now), len(hits) > n or start < len(order)
 
     def _query(
@@ -258,3 +281,14 @@ class ValueReads:
             for m in [dict(meta or {})]
         ]
         return rows, len(got["ids"][0])
+
+
+def _best(hit: tuple[ValueRow, float]) -> tuple[float, int, tuple[str, ...], str]:
+    """Most similar first; a tie (one same text) to the newest, then by namespace and key."""
+    row, similarity = hit
+    return (-similarity, -row.updated, row.namespace, row.key)
+
+
+def _tied_end(rows: Sequence[tuple[ValueRow, float, dict[str, Any]]]) -> bool:
+    """Whether a read ends inside a tie: the rows past it may tie with its last (or strand)."""
+    return len(rows) >= 2 and rows[-1][1] == rows[-2][1]

@@ -28,7 +28,7 @@ from ctxbudget.store.sessions import Session, SessionEntry, Sessions, partition_
 from ctxbudget.store.validate import bad_record, check_record, same_write
 from ctxbudget.store.vectors import Vectors
 
-__all__ = ["EMBEDDED_WRITE_BATCH", "Writer", "check_batch", "unwritten"]
+__all__ = ["EMBEDDED_WRITE_BATCH", "Vanished", "Writer", "check_batch", "unwritten"]
 
 EMBEDDED_WRITE_BATCH: int | None = None
 """At most this many records per Chroma call of a write on an embedded store (None: Chroma's
@@ -70,6 +70,10 @@ def unwritten() -> Iterator[None]:
         raise StoreError(msg) from exc.__cause__
 
 
+class Vanished(StoreInputError):
+    """`Writer.add` with ``existing=True``: a record to replace is no longer stored."""
+
+
 class Writer:
     """Adds checked records to one store (`ChromaStore.add` after `check_batch`)."""
 
@@ -99,8 +103,12 @@ class Writer:
             session = (namespace, session_id)
             return self._sessions.open({session: user_id})[session]
 
-    def add(self, batch: list[Record], *, replace: bool) -> list[Record]:
-        """Store a checked, non-empty batch; see `ChromaStore.add`."""
+    def add(self, batch: list[Record], *, replace: bool, existing: bool = False) -> list[Record]:
+        """Store a checked, non-empty batch; see `ChromaStore.add`.
+
+        ``existing``: only replace stored records; one that is not stored (deleted since its
+        caller read it) raises `Vanished` and nothing is written.
+        """
         cols, vectors_of = self._collections, self._vectors
         keys = [record_key(r.namespace, scope_of(r), r.id) for r in batch]
         firsts: dict[Session, str | None] = {}
@@ -118,6 +126,9 @@ class Writer:
             with unwritten():
                 known, noted = self._sessions.entries_and_members(firsts, batch)
                 stored = self._stored(batch, keys, known)
+                if existing and any(key not in stored for key in keys):
+                    msg = "a record to replace is no longer stored; nothing was written"
+                    raise Vanished(msg)
                 actions = _plan(batch, keys, stored, replace=replace)
                 vectors_of.embed_needed(batch, keys, stored, vectors, replace=replace)
                 dimensions = {len(v) for v in vectors.values()}

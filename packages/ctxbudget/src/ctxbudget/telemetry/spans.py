@@ -236,7 +236,18 @@ def _failed(span: Span, error: BaseException, settings: TelemetrySettings) -> No
     kind = type(error).__qualname__
     span.set_attribute("error.type", kind)
     span.set_status(Status(StatusCode.ERROR, kind))
-    if settings.capture_content:
+    if not settings.capture_content:
+        return
+    trace = _utf8("".join(traceback.format_exception(error)))  # it survives a failing __str__
+    try:
         message = _utf8(str(error))
-        trace = _utf8("".join(traceback.format_exception(error)))
-        span.record_exception(error, {"exception.message": message, "exception.stacktrace": trace})
+    except Exception:  # noqa: BLE001 - an error whose __str__ fails is still the call's error
+        # The SDK's record_exception calls str() too: the event is added as it would add it,
+        # so the caller gets the call's own error, not this one, as without tracing.
+        module = type(error).__module__
+        name = kind if module in ("builtins", "") else f"{module}.{kind}"
+        said = f"({name}: its message cannot be shown)"
+        event = {"exception.type": name, "exception.message": said, "exception.stacktrace": trace}
+        span.add_event("exception", {**event, "exception.escaped": "False"})
+        return
+    span.record_exception(error, {"exception.message": message, "exception.stacktrace": trace})

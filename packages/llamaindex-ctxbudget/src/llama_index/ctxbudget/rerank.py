@@ -6,6 +6,9 @@
 called once, and each text's score is the score its node came back with, or (a postprocessor
 that only reorders, or scores some nodes only) its place in the answer; a text dropped scores
 below every kept one. Nodes come back as given, with their ids, or new (matched by text).
+A postprocessor with its own ``apostprocess_nodes`` (or ``_apostprocess_nodes``) is awaited
+through it when the memory was called async (on the app's loop, where its client works), and
+when its ``postprocess_nodes`` raises `NotImplementedError` (an async-only one).
 Importing this module also lets `MemoryConfig(reranker=postprocessor)` take it as it is.
 
 >>> from ctxbudget.memory.policy.config import MemoryConfig
@@ -14,7 +17,8 @@ Importing this module also lets `MemoryConfig(reranker=postprocessor)` take it a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import cast
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, TextNode
@@ -26,6 +30,7 @@ from ctxbudget.memory.policy.ranking import (
     kept_scores,
     register_converter,
 )
+from ctxbudget.memory.reading.coroutines import called_async
 
 __all__ = ["postprocessor_reranker"]
 
@@ -46,19 +51,47 @@ def postprocessor_reranker(postprocessor: BaseNodePostprocessor) -> Reranker:
         method="postprocess_nodes",
     )
 
-    def scores(query: str, texts: Sequence[str], /) -> list[float]:
+    kind = type(postprocessor)  # its own async method (a duck-typed one may have none)
+    own_async = any(
+        getattr(kind, name, None) not in (None, getattr(_BASE, name))
+        for name in ("apostprocess_nodes", "_apostprocess_nodes")
+    )
+
+    def scores(query: str, texts: Sequence[str], /) -> list[float] | Awaitable[list[float]]:
         nodes = [
             NodeWithScore(node=TextNode(text=t, id_=f"{_PREFIX}{n}"), score=None)
             for n, t in enumerate(texts)
         ]
         made = {id(scored.node): n for n, scored in enumerate(nodes)}
-        answer = _scored_nodes(
-            postprocessor.postprocess_nodes(nodes, query_str=query), postprocessor
-        )
-        return _scores_of(answer, texts, made, where=type(postprocessor).__name__)
+        if own_async and called_async():  # on the app's loop, where its client works
+            return _ascores(postprocessor, nodes, query, texts, made)
+        try:
+            answer = postprocessor.postprocess_nodes(nodes, query_str=query)
+        except NotImplementedError:
+            if not own_async:
+                raise
+            return _ascores(postprocessor, nodes, query, texts, made)  # an async-only one
+        scored = _scored_nodes(answer, postprocessor)
+        return _scores_of(scored, texts, made, where=type(postprocessor).__name__)
 
     scores.__name__ = f"postprocessor_reranker({type(postprocessor).__name__})"
-    return scores
+    return cast("Reranker", scores)
+
+
+_BASE = BaseNodePostprocessor
+
+
+async def _ascores(
+    postprocessor: BaseNodePostprocessor,
+    nodes: list[NodeWithScore],
+    query: str,
+    texts: Sequence[str],
+    made: dict[int, int],
+) -> list[float]:
+    """The scores of ``postprocessor.apostprocess_nodes`` (see `_scores_of`)."""
+    answer = await postprocessor.apostprocess_nodes(nodes, query_str=query)
+    scored = _scored_nodes(answer, postprocessor)
+    return _scores_of(scored, texts, made, where=type(postprocessor).__name__)
 
 
 def _scored_nodes(answer: object, postprocessor: object) -> list[NodeWithScore]:

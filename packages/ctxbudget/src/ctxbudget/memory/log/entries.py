@@ -369,7 +369,7 @@ def decode_record(document: str) -> ContextRecord:
             query=None if data.get("q") is None else str(data["q"]),
             context=_decode_context(data.get("ctx")),
         )
-    except (KeyError, TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # JSONDecodeError: ValueError
         msg = f"malformed context record ({exc!r}): {document[:80]!r}"
         raise StoreError(msg) from exc
 

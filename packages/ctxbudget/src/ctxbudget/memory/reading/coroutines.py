@@ -21,6 +21,11 @@ on one of two event loops; the reranker's thread waits for the result there:
   once the first loop had closed under them. A sync call made inside a coroutine (the loop
   blocked by it) runs there too. A forked child starts its own loop.
 
+An adapter whose framework reranker has both a sync and an async method (a LangChain
+compressor's ``acompress_documents``, a LlamaIndex postprocessor's ``apostprocess_nodes``) asks
+`called_async` on the reranker's thread, and returns the async call's coroutine for an async
+caller: it is awaited on that caller's loop like any async reranker.
+
 So a client an async reranker keeps belongs to one side: the app's loop when the memory is
 called async, ours when it is called sync (a memory called both ways needs a client that is not
 bound to a loop, or one per loop). The coroutine runs in the caller's context
@@ -39,7 +44,7 @@ import threading
 from collections.abc import Awaitable
 from typing import Any
 
-__all__ = ["awaited", "mark_caller_loop"]
+__all__ = ["awaited", "called_async", "mark_caller_loop"]
 
 _POLL = 0.25  # seconds between looks at whether the caller's loop closed under a call
 
@@ -58,6 +63,16 @@ def mark_caller_loop(context: contextvars.Context) -> None:
     (`ctxbudget.memory.awaitable.AsyncRunner.run`); the caller's own context is not changed.
     """
     context.run(_caller.set, asyncio.get_running_loop())
+
+
+def called_async() -> bool:
+    """True on a reranker's thread of an async caller whose loop still runs.
+
+    For an adapter whose framework reranker has a sync and an async method: the async one is
+    awaited on the caller's loop then (where a client bound to it works), the sync one else.
+    """
+    loop = _caller.get()
+    return loop is not None and _usable(loop)
 
 
 def awaited(out: Awaitable[Any]) -> Any:

@@ -288,7 +288,9 @@ def _run(
 
     def work() -> None:
         try:
-            out: Any = reranker(query, texts)
+            # A copy: a reranker that consumes its list (``del texts[:8]`` per batch) must not
+            # change how many scores are due.
+            out: Any = reranker(query, list(texts))
             if inspect.isawaitable(out):  # an async reranker: on the one loop (coroutines)
                 out = awaited(out)
             box["scores"] = out
