@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import os
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
-__all__ = ["awaited", "called_async", "mark_caller_loop"]
+__all__ = ["awaited", "called_async", "closing_here", "mark_caller_loop"]
 
 _POLL = 0.25  # seconds between looks at whether the caller's loop closed under a call
 
@@ -54,6 +55,7 @@ _pid: int | None = None
 _caller: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
     "ctxbudget_caller_loop", default=None
 )
+_given_up: dict[threading.Thread, asyncio.AbstractEventLoop] = {}  # waits a close ends (above)
 
 
 def mark_caller_loop(context: contextvars.Context) -> None:
@@ -102,12 +104,45 @@ def _usable(loop: asyncio.AbstractEventLoop) -> bool:
     return here is not loop and loop.is_running() and not loop.is_closed()
 
 
+@contextlib.contextmanager
+def closing_here(threads: list[threading.Thread]) -> Iterator[None]:
+    """While a close on an event loop's thread waits for ``threads``: end their waits there.
+
+    A sync ``close()`` made inside a coroutine blocks its loop, so a reranker's coroutine
+    scheduled there cannot end, and the close would wait for it until `MODEL_WAIT`. While this
+    lasts, those of ``threads`` that wait on this thread's running loop stop waiting (the
+    coroutine is cancelled once the loop runs again; the call counts the reranker as failed).
+    Nothing changes when no loop runs in this thread.
+    """
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        yield
+        return
+    with _lock:
+        _given_up.update(dict.fromkeys(threads, here))
+    try:
+        yield
+    finally:
+        with _lock:
+            for thread in threads:
+                if _given_up.get(thread) is here:
+                    del _given_up[thread]
+
+
 def _result(future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop) -> Any:
-    """``future``'s result, or its cancellation once ``loop`` closed without ending it."""
+    """``future``'s result, or its cancellation once ``loop`` closed (or was blocked: above)."""
+    me = threading.current_thread()
     while not future.done():
         concurrent.futures.wait([future], timeout=_POLL)
-        if not future.done() and loop.is_closed():
+        if future.done():
+            break
+        if loop.is_closed():
             msg = "the event loop of the async call that awaited the reranker closed first"
+            raise concurrent.futures.CancelledError(msg)
+        if _given_up.get(me) is loop:
+            future.cancel()  # its coroutine is cancelled when the loop runs again
+            msg = "the memory closed on the thread of the event loop the reranker needed"
             raise concurrent.futures.CancelledError(msg)
     return future.result()
 

@@ -66,7 +66,7 @@ from ctxbudget.memory.policy.ranking import (
     register_converter,
     reranker_scores,
 )
-from ctxbudget.memory.reading.coroutines import awaited
+from ctxbudget.memory.reading.coroutines import awaited, closing_here
 from ctxbudget.telemetry.operations import note_on_span
 
 if TYPE_CHECKING:
@@ -142,7 +142,8 @@ class RerankWarnings:
             running = {t: n for t, n in self._running.items() if t.is_alive()}
         if running:
             names = " and ".join(sorted(set(running.values())))
-            join_model_threads(list(running), model=names)
+            with closing_here(list(running)):  # a close that blocks the loop they await
+                join_model_threads(list(running), model=names)
 
     def first(self, kind: str) -> bool:
         """True the first time ``kind`` is seen (then it is logged), False afterwards."""
