@@ -49,6 +49,8 @@ TOOLS = {
     "recall",
     "context",
     "sessions",
+    "edit_message",
+    "forget_messages",
     "forget_session",
     "forget_fact",
 }
@@ -168,7 +170,7 @@ def test_the_tools_are_listed_with_their_arguments(client: Client) -> None:
     assert listed["context"].input_schema["properties"]["budget"]["default"] == 4096
     for name in ("recall", "context", "sessions"):
         assert listed[name].annotations.read_only_hint is True
-    for name in ("forget_session", "forget_fact"):
+    for name in ("edit_message", "forget_messages", "forget_session", "forget_fact"):
         assert listed[name].annotations.destructive_hint is True
 
 
@@ -280,6 +282,25 @@ def test_forget_fact_removes_only_that_pin(client: Client) -> None:
     assert left and all(h["kind"] == "message" for h in left)
 
 
+def test_edit_and_forget_messages_leave_nothing_of_the_old_text(client: Client) -> None:
+    said = [("user", "My gate code is 4417."), ("assistant", "Noted."), ("user", "Thanks.")]
+    ids = [
+        client.ok("remember", session_id="e1", role=r, text=t, user_id="e")["id"] for r, t in said
+    ]
+    edited = client.ok("edit_message", session_id="e1", id=ids[0], text="My gate code is 9031.")
+    assert edited["id"] == ids[0]
+    document = client.ok("context", session_id="e1", question="what is my gate code?")
+    texts = [m["content"] for m in document["messages"]]
+    assert any("9031" in t for t in texts) and not any("4417" in t for t in texts), texts
+    hits = client.ok("recall", query="gate code", session_id="e1")["hits"]
+    assert [h["text"] for h in hits if h["id"] == ids[0]] == ["My gate code is 9031."]
+    gone = client.ok("forget_messages", session_id="e1", ids=[ids[0], "nope"])
+    assert gone["removed"] == 1
+    hits = client.ok("recall", query="gate code", session_id="e1")["hits"]
+    assert ids[0] not in [h["id"] for h in hits]
+    assert client.ok("forget_messages", session_id="e1", ids=[ids[0]])["removed"] == 0
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments", "needles"),
     [
@@ -312,6 +333,8 @@ def test_forget_fact_removes_only_that_pin(client: Client) -> None:
         ("remember_fact", {"text": "A fact."}, ["session_id", "user_id"]),
         ("forget_fact", {"id": "x"}, ["session_id", "user_id"]),
         ("forget_session", {}, ["forget_session needs the argument 'session_id'"]),
+        ("forget_messages", {"session_id": "a1", "ids": "m1"}, ["ids"]),
+        ("edit_message", {"session_id": "a1", "id": "nope", "text": "x"}, ["no message 'nope'"]),
         ("no_such_tool", {}, ["no tool 'no_such_tool'", "'remember'", "check the name"]),
     ],
 )
@@ -349,6 +372,8 @@ def test_a_server_for_one_user_refuses_another_and_stores_everything_on_exit(
             ("remember_fact", {"session_id": "t1", "text": "a pin"}),
             ("forget_session", {"session_id": "t1"}),
             ("forget_fact", {"id": "x", "session_id": "t1"}),
+            ("edit_message", {"session_id": "t1", "id": "x", "text": "mine"}),
+            ("forget_messages", {"session_id": "t1", "ids": ["x"]}),
         ]:
             message = client.error(tool, **arguments)
             assert "belongs to another user" in message and "PIN" not in message, message

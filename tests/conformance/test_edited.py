@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from _suite import PROPERTY, WORDS, conversations, fresh, needs, tagged, turns_of
 from drivers.base import Turn
+from explained import explained
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,8 +24,12 @@ words = st.lists(st.sampled_from(WORDS), min_size=2, max_size=8)
 
 
 def _listed(report: Any, item_id: str) -> int:
-    """How many times the report lists the item (included and pruned), by its caller id."""
-    ids = [i.id for i in report.included] + [p.item.id for p in report.pruned]
+    """How many times the report lists the item (included and pruned), by its caller id.
+
+    Any of the reports' shapes (`explained`): an `AssembledContext`, or a door's document.
+    """
+    found = explained(report)
+    ids = [*found.included, *(p.id for p in found.pruned)]
     return sum(i == item_id or i.endswith(f'"{item_id}"]') for i in ids)
 
 

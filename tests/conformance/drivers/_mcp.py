@@ -8,8 +8,9 @@ cannot send some valid JSON (a lone surrogate's ``\\ud800`` escape) and would hi
 that never gets a reply behind its own timeout. A request without a reply in `NO_REPLY`
 seconds is a `Refusal` of kind ``NoReply``.
 
-Tools: ``remember`` (add), ``remember_fact`` (pin), ``context`` (send; what the client
-receives is the document's ``messages``, the report is the rest of it), ``recall`` (k).
+Tools: ``remember`` (add), ``remember_fact`` (pin), ``edit_message`` (edit), ``context`` (send;
+what the client receives is the document's ``messages``, the report is the rest of it),
+``recall`` (k).
 JSON has no NaN or infinities: those cases are `Inexpressible`. A tool error does not name the
 error's class (no "kinds"). An embedded folder is held by the server process while it runs, so
 the suite's admin (another process) can only share a Chroma server with it.
@@ -56,7 +57,7 @@ class McpDoor:
     """A ``ctxbudget mcp`` process, spoken to in JSON-RPC over one transport."""
 
     name = "mcp"
-    can = frozenset({"add", "send", "report", "removal", "bad", "pin", "signals"})
+    can = frozenset({"add", "send", "report", "removal", "bad", "pin", "signals", "edit"})
     takes = frozenset({"budget", "k", "query", "text", "timestamp", "session_id", "user_id"})
     transport: tuple[str, ...] = ()
     """The ``mcp`` command's options for the transport."""
@@ -159,6 +160,10 @@ class McpDoor:
     def pin(self, text: str, id: str, session: str | None = None, user: str | None = None) -> None:
         scope = {"session_id": session} if session is not None else {"user_id": user}
         self.ok("remember_fact", text=text, id=id, **scope)
+        self.registry.note(id, text)
+
+    def edit(self, session: str, user: str, id: str, text: str) -> None:  # noqa: A002
+        self.ok("edit_message", session_id=session, id=id, text=text, user_id=user)
         self.registry.note(id, text)
 
     def send(self, session: str, user: str, query: str, budget: int) -> Received:

@@ -45,7 +45,8 @@ Long-term memory with token budgets (ctxbudget). Store each turn of a conversati
 Before answering, call `context` with the user's question and a token budget: it returns the
 messages worth sending (recent turns, relevant older turns, pinned facts, summaries), and they
 always fit the budget. `recall` searches what was stored; `sessions` lists conversations;
-`forget_session` and `forget_fact` delete."""
+`edit_message` corrects a stored message; `forget_messages`, `forget_session` and `forget_fact`
+delete."""
 
 _USERS = "Pass the user's user_id on every call, so that each user's memory stays their own."
 _ONE_USER = "This server serves one user ({user}): leave user_id out."
@@ -62,6 +63,7 @@ def _arg(description: str, schema: dict[str, Any]) -> Any:
 
 _TEXT: dict[str, Any] = {"type": "string"}
 _OPTIONAL_TEXT: dict[str, Any] = {"type": ["string", "null"]}
+_IDS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 
 SessionId = Annotated[Any, _arg("the conversation: an id you choose and keep using for it", _TEXT)]
 OptionalSession = Annotated[
@@ -230,6 +232,23 @@ def build_server(
         """Delete a conversation: every message, pinned fact and summary of it. Cannot be undone."""
         return _tool(lambda: tools.forget_session(session_id))
 
+    def edit_message(
+        session_id: SessionId,
+        id: Annotated[Any, _arg("the message's id, as remember returned it", _TEXT)],  # noqa: A002
+        text: Text,
+        user_id: UserId = None,
+    ) -> dict[str, Any]:
+        """Correct a stored message: its new text replaces the old everywhere, in its place."""
+        return _tool(lambda: tools.edit_message(session_id, id, text, user_id=user_id))
+
+    def forget_messages(
+        session_id: SessionId,
+        ids: Annotated[Any, _arg("the messages' ids, as remember returned them", _IDS)],
+        user_id: UserId = None,
+    ) -> dict[str, Any]:
+        """Delete messages of a conversation, and what quoted them. Cannot be undone."""
+        return _tool(lambda: tools.forget_messages(session_id, ids, user_id=user_id))
+
     def forget_fact(
         id: Annotated[Any, _arg("the fact's id, as remember_fact returned it", _TEXT)],  # noqa: A002
         session_id: OptionalSession = None,
@@ -244,6 +263,8 @@ def build_server(
         (recall, _READS),
         (context, _READS),
         (sessions, _READS),
+        (edit_message, _DELETES),  # the old text is gone
+        (forget_messages, _DELETES),
         (forget_session, _DELETES),
         (forget_fact, _DELETES),
     ]

@@ -226,6 +226,31 @@ class MemoryTools:
         removed = self.memory.delete_session(self._session(session_id, self.user))
         return {"session_id": session_id, "removed": removed, "namespace": self.memory.namespace}
 
+    def edit_message(
+        self,
+        session_id: str,
+        id: str,  # noqa: A002 - the name ContextMemory.replace_message takes
+        text: str,
+        *,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Replace the text of a stored message of a session: the same id, in its place.
+
+        What quoted the old text goes with it (`ContextMemory.replace_message`): no later
+        ``context`` or ``recall`` offers it.
+        """
+        user = self._user(user_id)
+        session = self._session(session_id, user)
+        stored = self.memory.replace_message(session, id, text, user_id=user)
+        return {"id": stored, "session_id": session_id, "namespace": self.memory.namespace}
+
+    def forget_messages(
+        self, session_id: str, ids: list[str], *, user_id: str | None = None
+    ) -> dict[str, Any]:
+        """Delete some messages of a session, and what quoted them; how many there were."""
+        removed = self.memory.delete_messages(self._session(session_id, self._user(user_id)), ids)
+        return {"session_id": session_id, "removed": removed, "namespace": self.memory.namespace}
+
     def forget_fact(
         self,
         id: str,  # noqa: A002 - the name ContextMemory.unpin takes
