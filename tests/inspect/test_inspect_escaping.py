@@ -53,13 +53,15 @@ def documents(text: str, ident: str, session: str, user: str) -> list[tuple[str,
     item = {"id": ident, "ref": {"id": ident, "scope": ["session", session]}, "status": "pruned",
             "tier": 40, "tier_name": text, "tokens": None, "reason": text, "text": text,
             "role": text, "kind": "message"}  # fmt: skip
+    span = {"from": 500, "to": 501, "of": 1001, "previous": 0, "next": 501}  # links to both
     return [
         (pages.sessions_html({"namespace": text, "store": text, "users": [
             {"user": user, "sessions": [{"session": session, "user": user, "messages": 1,
                                          "assemblies": 1, "last_activity": None}]}]}), "s"),
         (pages.search_html({"query": text, "hits": [row], "more": 0}), "q"),
         (pages.timeline_html({"session": session, "user": user, "messages": 1,
-                              "assemblies": [call], "message_list": [row]}), "t"),
+                              "assemblies": [call], "message_list": [row], "calls": span,
+                              "message_range": span}), "t"),
         (pages.assembly_html({"session": session, "call": 1, "calls": 2, "summary": call,
                               "user": user, "reserve": 0, "safety": 0, "items": [item],
                               "previous": ident, "next": ident, "entered": [text],

@@ -26,7 +26,7 @@ from ._packed import packings
 from .base import Place, Received, Refusal, Turn
 from .common import BUDGET_NAMES, MODEL, SPANS, attempt, payload, raised, reported
 
-__all__ = ["RetrieverDriver", "make"]
+__all__ = ["RetrieverDriver", "bad_parts", "make"]
 
 K = 50
 
@@ -65,17 +65,7 @@ class RetrieverDriver:
 
     def bad(self, argument: str, value: object) -> Refusal | None:
         """One retrieval with ``argument=value``."""
-        query: object = "Where do I live?"
-        call: dict[str, Any] = {}
-        options: dict[str, Any] = {}
-        if argument in BUDGET_NAMES:
-            call["budget"] = value
-        elif argument == "k":
-            call["k"] = value
-        elif argument == "query":
-            query = value
-        else:
-            options[argument] = value
+        query, call, options = bad_parts(argument, value)
         return attempt(lambda: self._retriever("bad-user", **options).invoke(query, **call))  # type: ignore[arg-type]
 
     def close(self) -> None:
@@ -85,6 +75,22 @@ class RetrieverDriver:
     def after_close(self) -> BaseException | None:
         """One retrieval after `close`."""
         return raised(lambda: self._retriever("closed-user").invoke("Still there?"))
+
+
+def bad_parts(argument: str, value: object) -> tuple[object, dict[str, Any], dict[str, Any]]:
+    """Where ``argument=value`` goes: (the query, the call's arguments, the constructor's)."""
+    query: object = "Where do I live?"
+    call: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    if argument in BUDGET_NAMES:
+        call["budget"] = value
+    elif argument == "k":
+        call["k"] = value
+    elif argument == "query":
+        query = value
+    else:
+        options[argument] = value
+    return query, call, options
 
 
 def make(place: Place) -> RetrieverDriver:

@@ -100,6 +100,12 @@ class StoreDriver:
 
     def send(self, session: str, user: str, query: str, budget: int) -> Received:
         """One search of the session's namespace for ``query``."""
+        return self.received(
+            lambda: self.store.search(namespace(session, user), query=query, limit=LIMIT), budget
+        )
+
+    def received(self, search: Callable[[], list[Any]], budget: int) -> Received:
+        """What ``search`` returned, and what the core chose for it (`search_values`)."""
         memory = self.store.memory
         answers: list[list[StoredValue]] = []
         original = memory.search_values
@@ -110,7 +116,7 @@ class StoreDriver:
             return found
 
         with patch.object(memory, "search_values", spy):
-            items = self.store.search(namespace(session, user), query=query, limit=LIMIT)
+            items = search()
         chosen = [(v.key, str(v.value["text"])) for answer in answers for v in answer]
         return Received(
             got=[(item.key, str(item.value["text"])) for item in items],

@@ -47,7 +47,7 @@ from .common import (
     raised,
 )
 
-__all__ = ["MemoryDriver", "make"]
+__all__ = ["MemoryDriver", "bad_parts", "make"]
 
 SYSTEM = "Be brief."
 Engine = tuple[SimpleChatEngine, CtxBudgetMemory]
@@ -113,18 +113,7 @@ class MemoryDriver:
 
     def bad(self, argument: str, value: object) -> Refusal | None:
         """One chat with ``argument=value``."""
-        settings: dict[str, Any] = {"session": "bad-values", "user": "bad-user", "budget": 300}
-        query: object = "hello"
-        options: dict[str, Any] = {}
-        if argument in BUDGET_NAMES:
-            settings["budget"] = value
-        elif argument in ("session_id", "user_id"):
-            settings[argument.removesuffix("_id")] = value
-        elif argument in ("query", "text"):
-            query = value
-        else:
-            options[argument] = value
-        framework_value(lambda: ChatMessage(role="user", content=query), "a message's content")
+        settings, query, options = bad_parts(argument, value)
         return attempt(lambda: self._engine(**settings, **options)[0].chat(query))  # type: ignore[arg-type]
 
     def cancel_delete(self, session: str) -> None:
@@ -141,6 +130,27 @@ class MemoryDriver:
     def after_close(self) -> BaseException | None:
         """One chat after `close`."""
         return raised(lambda: self._engine("closed", "closed-user", 300)[0].chat("Still there?"))
+
+
+def bad_parts(argument: str, value: object) -> tuple[dict[str, Any], object, dict[str, Any]]:
+    """Where ``argument=value`` goes: (the engine's settings, the chat's query, the options).
+
+    Raises:
+        Inexpressible: a query LlamaIndex's own ``ChatMessage`` refuses (`framework_value`).
+    """
+    settings: dict[str, Any] = {"session": "bad-values", "user": "bad-user", "budget": 300}
+    query: object = "hello"
+    options: dict[str, Any] = {}
+    if argument in BUDGET_NAMES:
+        settings["budget"] = value
+    elif argument in ("session_id", "user_id"):
+        settings[argument.removesuffix("_id")] = value
+    elif argument in ("query", "text"):
+        query = value
+    else:
+        options[argument] = value
+    framework_value(lambda: ChatMessage(role="user", content=query), "a message's content")
+    return settings, query, options
 
 
 def make(place: Place) -> MemoryDriver:

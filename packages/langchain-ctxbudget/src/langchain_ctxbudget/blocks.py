@@ -34,8 +34,10 @@ __all__ = [
     "VERBATIM_BLOCKS",
     "citation_parts",
     "content_parts",
+    "convertible",
     "generated_image_parts",
     "server_block_json",
+    "sized_images",
     "stored_text",
 ]
 
@@ -91,7 +93,11 @@ VERBATIM_BLOCKS = SERVER_TOOL_BLOCKS | RESPONSES_ITEMS
 
 
 def content_parts(
-    content: Sequence[Any], index: int, kind: str, calls: Collection[str]
+    content: Sequence[Any],
+    index: int,
+    kind: str,
+    calls: Collection[str],
+    given: Sequence[Any] = (),
 ) -> tuple[list[Any], str]:
     """The blocks of a message in OpenAI form, checked, as counted; and the message's text.
 
@@ -102,8 +108,10 @@ def content_parts(
     message makes counts with its tool calls. A ``refusal`` block counts as its refusal text
     (an empty one counts nothing). A server tool block or OpenAI Responses item
     (`VERBATIM_BLOCKS`) counts as its compact JSON text (`server_block_json`), a generated
-    image as an image (`generated_image_parts`).
+    image as an image (`generated_image_parts`). ``given``: the message's own blocks, whose
+    images' ``width`` and ``height`` the OpenAI form leaves out (`sized_images`).
     """
+    content = sized_images(content, given)
     parts: list[Any] = []
     texts: list[str] = []
     for number, part in enumerate(content):
@@ -148,6 +156,74 @@ def content_parts(
         )
         raise InvalidItemError(msg)
     return parts, "\n".join(texts)
+
+
+def convertible(content: object) -> list[Any] | None:
+    """``content`` with Anthropic's images by URL as LangChain's standard image blocks.
+
+    langchain-anthropic sends ``{"type": "image", "source": {"type": "url", "url": ...}}`` as
+    it is, but LangChain's OpenAI form cannot read it (it expects base64 ``data`` in a
+    ``source``): the standard block with the same url (and size) is what gets counted and
+    stored. None: nothing to change.
+    """
+    if not isinstance(content, list) or not any(_url_source(b) for b in content):
+        return None
+    return [
+        {k: v for k, v in {**b, "url": b["source"]["url"]}.items() if k != "source"}
+        if _url_source(b)
+        else b
+        for b in content
+    ]
+
+
+def _url_source(block: object) -> bool:
+    source = block.get("source") if isinstance(block, Mapping) else None
+    return (
+        isinstance(block, Mapping)
+        and block.get("type") == "image"
+        and isinstance(source, Mapping)
+        and source.get("type") == "url"
+        and isinstance(source.get("url"), str)
+    )
+
+
+def sized_images(content: Sequence[Any], given: Sequence[Any]) -> Sequence[Any]:
+    """``content`` (a message's OpenAI form) with the size its own image blocks declare.
+
+    LangChain's OpenAI form of an image keeps its url or data only: a ``width`` and ``height``
+    given on the message's block (or in its ``image_url``, ``source`` or ``extras``) would be
+    lost, and the image counted as the most one can cost. The images of both are in the same
+    order; when their numbers differ nothing is added (then counted as they are).
+    """
+    images = [n for n, part in enumerate(content) if _is_image(part)]
+    blocks = given if isinstance(given, list) else []  # a str content has no blocks
+    sizes = [_declared_size(block) for block in blocks if _is_image(block)]
+    if not images or len(images) != len(sizes) or not any(sizes):
+        return content
+    out = list(content)
+    for number, size in zip(images, sizes, strict=True):
+        if size is not None and _declared_size(out[number]) is None:
+            out[number] = {**out[number], "width": size[0], "height": size[1]}
+    return out
+
+
+def _is_image(block: object) -> bool:
+    return isinstance(block, Mapping) and block.get("type") in IMAGE_PARTS
+
+
+def _declared_size(block: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The ``(width, height)`` an image block declares, on it or in a nested field."""
+    for fields in (block, *(block.get(key) for key in ("image_url", "source", "extras"))):
+        if not isinstance(fields, Mapping):
+            continue
+        width, height = _pixels(fields.get("width")), _pixels(fields.get("height"))
+        if width is not None and height is not None:
+            return width, height
+    return None
+
+
+def _pixels(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def generated_image_parts(block: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -233,7 +309,10 @@ def stored_text(content: Sequence[Any], text: str) -> str:
     """What is stored of a message with content blocks: its ``text``, then any refusal's text.
 
     A refusal is the model's answer to its turn: a message that holds only one is stored as
-    it (not left out as empty), so the history read back still shows what the model said.
+    it (not left out as empty), so the history read back still shows what the model said. A
+    message of media only (an image, a file: no text) is stored as a mark per block
+    (``[image]``, ``[audio]``, ``[video]``, ``[document]``, as the LlamaIndex adapter marks
+    them), so the turn is not lost and the history read back keeps its exchanges.
     """
     refusals = [
         part["refusal"]
@@ -244,8 +323,23 @@ def stored_text(content: Sequence[Any], text: str) -> str:
         and part["refusal"].strip()
     ]
     if not refusals:
-        return text
+        if text.strip():
+            return text
+        marks = [_MEDIA.get(str(p.get("type"))) for p in content if isinstance(p, Mapping)]
+        return " ".join(m for m in marks if m) or text
     return "\n".join([text, *refusals] if text.strip() else refusals)
+
+
+# Media blocks (OpenAI's and LangChain's standard types) and the mark a text-only store keeps.
+_MEDIA = {
+    "image_url": "[image]",
+    "image": "[image]",
+    "input_audio": "[audio]",
+    "audio": "[audio]",
+    "video": "[video]",
+    "file": "[document]",
+    "document": "[document]",
+}
 
 
 _REASONING_FIELDS = {

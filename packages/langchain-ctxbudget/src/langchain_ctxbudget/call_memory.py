@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from langchain_core.messages import BaseMessage
 
 from ctxbudget import AssembledContext, Budget, Summarizer, TokenCounter
+from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.values import ValueQuery
 from langchain_ctxbudget.edits import store_edits
-from langchain_ctxbudget.identity import run_identity, values_scope
+from langchain_ctxbudget.identity import run_identity, text_value, values_scope
 from langchain_ctxbudget.recall import Recalled, recall
 from langchain_ctxbudget.storing import StoredKeys, digest, store_messages, store_run
 
@@ -31,7 +32,29 @@ if TYPE_CHECKING:
     from ctxbudget.memory.policy.presets import StrategyLike
     from ctxbudget.memory.reading.candidates import Additions
 
-__all__ = ["CallMemory"]
+__all__ = ["CallMemory", "id_option"]
+
+
+def id_option(name: str, value: object) -> str | None:
+    """The middleware's ``session_id=`` or ``user_id=`` option as the id it names, or None.
+
+    Taken as a run's own ids are (`ctxbudget`'s LangChain identity: a non-empty str, or the
+    text of an integer or a UUID, numpy's too).
+
+    Raises:
+        ConfigurationError: anything else (an empty str, a float...).
+    """
+    if value is None:
+        return None
+    found = text_value(value)
+    if found is None:
+        msg = (
+            f"CtxBudgetMiddleware: {name} must be a non-empty str (or an integer or UUID, taken "
+            f"as its text), got {value!r} ({type(value).__name__}); leave it out (None) to take "
+            "it from each run's context or config"
+        )
+        raise ConfigurationError(msg)
+    return found
 
 
 class CallMemory:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -15,6 +15,7 @@ from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.reading.tool_steps import tool_steps_together
 from ctxbudget.memory.writing.owners import check_session_owner, claim_session
+from ctxbudget.store.records import require_name
 from langchain_ctxbudget.convert import from_record, to_record_payload
 
 __all__ = ["CtxBudgetChatMessageHistory"]
@@ -51,6 +52,8 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         if not isinstance(session_id, str) or not session_id:
             msg = f"session_id must be a non-empty string, got {session_id!r}"
             raise StoreInputError(msg)
+        if user_id is not None:  # else refused as "another user" on every call, confusingly
+            require_name("user_id", user_id)
         self.memory = memory
         self.session_id = session_id
         self.user_id = user_id
@@ -86,8 +89,9 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store messages in order (all checked before any is written).
 
-        Messages without an id get a new one. A message with no text and no tool calls (valid
-        or invalid) is not stored (the memory keeps only messages with content).
+        Messages without an id get a new one. A message of media only (an image, a file) is
+        stored as a mark per block (``[image]``...: the memory keeps text); one with no text,
+        no media and no tool calls (valid or invalid) is not stored.
 
         Raises:
             StoreInputError: a message the store cannot keep; nothing was written.
@@ -96,9 +100,24 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
             SessionOwnerError: the session was started by another user than ``user_id``;
                 nothing was written.
         """
+        if isinstance(messages, str | bytes | BaseMessage | Mapping) or not isinstance(
+            messages, Iterable
+        ):
+            msg = (
+                f"{_DOOR}.add_messages takes a list of messages, got {type(messages).__name__}; "
+                "pass [message] (or add_user_message(text)); nothing was written"
+            )
+            raise StoreInputError(msg)
         now = time.time()
         payloads = []
-        for index, message in enumerate(messages):
+        for index, message in enumerate(list(messages)):
+            if not isinstance(message, BaseMessage):
+                msg = (
+                    f"message {index} is a {type(message).__name__}, not a LangChain message; "
+                    "convert it first (langchain_core.messages.convert_to_messages); nothing "
+                    "was written"
+                )
+                raise StoreInputError(msg)
             if isinstance(message, RemoveMessage):
                 msg = (
                     f"message {index} is a RemoveMessage (id {message.id!r}): the history keeps "

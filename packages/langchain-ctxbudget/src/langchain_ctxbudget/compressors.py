@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ctxbudget import (
     ContextAssembler,
@@ -23,6 +23,8 @@ from ctxbudget.core.documents import pack_documents
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.numbers import count, real
+from ctxbudget.core.unicode import lone_surrogate
+from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.inputs import check_query
 from langchain_ctxbudget.convert import resolve_counter
 
@@ -87,7 +89,11 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
                 hint = "the tokens the documents may use, e.g. budget=500"
                 what = f"CtxBudgetCompressor: {name}"
                 data[name] = count(data[name], what, error=InvalidBudgetError, hint=hint)
-        super().__init__(**data)
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:  # an option of the wrong type: the same error tree
+            msg = str(exc)
+            raise ConfigurationError(msg) from exc
 
     @model_validator(mode="before")
     @classmethod
@@ -106,9 +112,12 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
 
         Raises:
             InvalidItemError: ``query`` is not text a model can take (a lone surrogate): the
-                core's check (`ctxbudget.memory.inputs.check_query`), as for every query.
+                core's check (`ctxbudget.memory.inputs.check_query`), as for every query; or
+                ``documents`` is not a list of `Document`s, or one's text holds a lone
+                surrogate (the first such document is named).
         """
         check_query(query)  # not scored, but it reaches callbacks, logs and spans
+        _check_documents(documents)
         given = [(i, d) for i, d in enumerate(documents) if d.page_content.strip()]
         docs = [d for _, d in given]
         if not docs:
@@ -117,6 +126,13 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
         vectors: list[list[float]] | None = None
         if self.embeddings is not None:
             vectors = self.embeddings.embed_documents([d.page_content for d in docs])
+            if len(vectors) != len(docs):  # else a document would take another's vector
+                msg = (
+                    f"CtxBudgetCompressor: {type(self.embeddings).__name__}.embed_documents "
+                    f"returned {len(vectors)} vectors for {len(docs)} documents; it must "
+                    "return one vector per text, in order"
+                )
+                raise ConfigurationError(msg)
         items = [
             ContextItem(
                 internal_id("doc", index),
@@ -158,3 +174,24 @@ class CtxBudgetCompressor(BaseDocumentCompressor):
                 where = f"document {position}: metadata[{key!r}]"
                 return real(value, where, error=InvalidItemError, hint=hint)
         return 1.0 / (1.0 + rank)
+
+
+def _check_documents(documents: object) -> None:
+    """Refuse what is not a list of `Document`s, naming the first that is not one."""
+    if isinstance(documents, str | bytes | Document) or not isinstance(documents, Sequence):
+        msg = (
+            f"CtxBudgetCompressor.compress_documents takes a list of Documents, got "
+            f"{type(documents).__name__}; pass the retriever's output as it is"
+        )
+        raise InvalidItemError(msg)
+    for position, doc in enumerate(documents):
+        if not isinstance(doc, Document):
+            msg = (
+                f"document {position} is a {type(doc).__name__}, not a LangChain Document; "
+                "wrap its text: Document(page_content=text, metadata=...)"
+            )
+            raise InvalidItemError(msg)
+        problem = lone_surrogate(doc.page_content)
+        if problem is not None:  # named here: the core's own error would not say which
+            msg = f"document {position} (id {doc.id!r}): page_content {problem}"
+            raise InvalidItemError(msg)

@@ -37,7 +37,7 @@ from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
 from ctxbudget.store.chroma_store import Record
 from langchain_ctxbudget.answers import links_of
-from langchain_ctxbudget.blocks import citation_parts, content_parts, stored_text
+from langchain_ctxbudget.blocks import citation_parts, content_parts, convertible, stored_text
 from langchain_ctxbudget.message_checks import check_call_args, check_unicode
 
 if TYPE_CHECKING:
@@ -170,6 +170,8 @@ def _openai_form(
             "messages that remain"
         )
         raise InvalidItemError(msg)
+    if (content := convertible(message.content)) is not None:  # Anthropic's images by URL
+        message = message.model_copy(update={"content": content})
     try:
         return dict(convert_to_openai_messages(message, text_format=text_format))
     except (ValueError, TypeError) as exc:
@@ -238,7 +240,7 @@ def item_of(
         text = ""
     elif not isinstance(text, str):
         calls_of = {str(c.get("id")) for c in data.get("tool_calls") or ()}
-        parts, text = content_parts(text, index, message.type, calls_of)
+        parts, text = content_parts(text, index, message.type, calls_of, message.content)
         if isinstance(message.content, list):  # citations: dropped from the OpenAI form
             parts.extend(citation_parts(message.content))
     calls = list(data.get("tool_calls") or [])
@@ -316,7 +318,7 @@ def to_record_payload(
     the text is, and a refusal's text after it (`langchain_ctxbudget.blocks.stored_text`).
     """
     data = _openai_form(message, "string")
-    role = data.get("role")
+    role = _ROLE_ALIASES.get(data.get("role"), data.get("role"))  # "developer": system
     if role not in ROLES:
         return None
     content = data.get("content")

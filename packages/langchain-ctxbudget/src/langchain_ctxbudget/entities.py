@@ -16,6 +16,7 @@ from ctxbudget.memory.entities.prompt import (
     check_entity_batch,
     check_entity_prompt,
 )
+from langchain_ctxbudget.summarizers import reply_text
 
 __all__ = ["DEFAULT_ENTITY_PROMPT", "LLMEntityExtractor"]
 
@@ -61,8 +62,7 @@ class LLMEntityExtractor:
         self.batch = check_entity_batch(batch, "LLMEntityExtractor")
 
     def _ask(self, text: str) -> str:
-        reply = self.model.invoke([HumanMessage(text)])
-        return reply.text if isinstance(reply, BaseMessage) else str(reply)
+        return reply_text(self.model.invoke([HumanMessage(text)]), "LLMEntityExtractor")
 
     def extract(
         self, texts: Sequence[str], *, speakers: Sequence[str | None]

@@ -16,7 +16,9 @@ content, so a turn is stored once however many calls see it.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
@@ -191,8 +193,18 @@ def context_field(context: object, name: str) -> str | None:
 
 
 def text_value(value: object) -> str | None:
-    """`value` if it is a non-empty str, else None."""
-    return value if isinstance(value, str) and value else None
+    """``value`` as an id: a non-empty str, or the text of an integer or a UUID; else None.
+
+    LangGraph takes any ``thread_id`` (``{"thread_id": 1}`` is common; its checkpointers key
+    threads by ``str(thread_id)``) and apps often number their users: such an id names the
+    session or user by its text, never nobody (a run then found no session, or a user's run
+    was not checked against the session's owner).
+    """
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, Integral | uuid.UUID) and not isinstance(value, bool):
+        return str(value)
+    return None
 
 
 def values_template(values: object) -> tuple[str, ...] | None:

@@ -15,7 +15,7 @@ from functools import partial, wraps
 from typing import Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import MessageLikeRepresentation, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableLambda
@@ -30,7 +30,7 @@ from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, TrimOptions, tr
 from ctxbudget.errors import ConfigurationError, InvalidItemError
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 from langchain_ctxbudget.convert import item_of, resolve_counter
-from langchain_ctxbudget.model_request import never_pruned, own_keys
+from langchain_ctxbudget.model_request import never_pruned, own_keys, pinned_facts
 from langchain_ctxbudget.observe import CallContext, budget_summary
 from langchain_ctxbudget.system import SYSTEM_KEY, exact_system, lifted_item, system_plan
 
@@ -120,7 +120,8 @@ def budget_messages(
     ``reasoning``) are kept as given and count as the text they hold. Other blocks (audio,
     files...) raise `InvalidItemError`. A `SystemMessage` after the first is not returned in
     its place (providers take a system message only first): its text goes into the system
-    message, after the given one's, never cut.
+    message, after the given one's, never cut. A ``ChatMessage`` of role ``user``, ``system``
+    (``developer``) or ``assistant`` is taken for the message it stands for.
 
     Called without ``messages`` it returns a Runnable, for LCEL:
     ``prompt | budget_messages(max_tokens=2000) | model``.
@@ -173,8 +174,9 @@ def budget_messages(
         InvalidItemError: a message that is not a chat message, has an unknown role, or has
             a content block that is neither text nor an image (the error names the message
             and the block).
-        ValueError: an unsupported trim_messages option (the message says why), or an
-            unknown ``history_trim`` or a ``trim_step`` outside (0, 1) (`ConfigurationError`).
+        ValueError: an unsupported trim_messages option (the message says why), an unknown
+            ``history_trim``, a ``trim_step`` outside (0, 1), or ``pinned`` that is not a list
+            of non-empty texts (`ConfigurationError`).
 
     >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     >>> history = [SystemMessage("Be brief."), HumanMessage("Hi"), AIMessage("Hello!"),
@@ -187,28 +189,31 @@ def budget_messages(
         msg = f"on_context must be a function of one CallContext, got {on_context!r}"
         raise ConfigurationError(msg)
     trim = trim_options(history_trim, trim_step)
-    extras = side_items(extra, where="extra")
+    pinned = pinned_facts(pinned, "budget_messages")
+    extras = side_items(extra, where="extra")  # ids of ctxbudget's own refused there
     counter = resolve_counter(token_counter, model)
     given = _messages_of(messages)
     if end_on is not None:
-        while given and not _is_type(given[-1], end_on):
+        while given and not any(_is_type(m, end_on) for m in (given[-1], _by_role(given[-1]))):
             given.pop()
+    views = [_by_role(m) for m in given]  # what each is: a ChatMessage by its role
     system: SystemMessage | None = None
-    if include_system and given and isinstance(given[0], SystemMessage):
-        system, given = given[0], given[1:]
+    if include_system and views and isinstance(views[0], SystemMessage):
+        system = cast("SystemMessage", given[0])  # a ChatMessage(role="system") is sent as one
+        given, views = given[1:], views[1:]
     if start_on is not None:
-        first = next((i for i, m in enumerate(given) if isinstance(m, HumanMessage)), len(given))
-        given = given[first:]
+        first = next((i for i, m in enumerate(views) if isinstance(m, HumanMessage)), len(views))
+        given, views = given[first:], views[first:]
 
     offset = 1 if system is not None else 0
     lifts = [  # system messages later on go into the one system message
         isinstance(m, SystemMessage) and (position > 0 or include_system)
-        for position, m in enumerate(given)
+        for position, m in enumerate(views)
     ]
     plan = system_plan(system, adds=bool(pinned or extras or any(lifts)), keep_blank=True)
     items: list[ContextItem] = plan.items()
     originals: dict[str, BaseMessage] = {}
-    always = never_pruned(given)  # the question (and a notification after it): never pruned
+    always = never_pruned(views)  # the question (and a notification after it): never pruned
     for position, message in enumerate(given):
         # Keyed by position in ctxbudget's own id space: the caller's message ids play no part.
         index = position + offset
@@ -270,6 +275,29 @@ def _messages_of(messages: _Input) -> list[BaseMessage]:
             msg = f"message {index} is not a chat message LangChain can read: {exc}"
             raise InvalidItemError(msg) from exc
     return out
+
+
+_ROLES: dict[str, type[BaseMessage]] = {
+    "user": HumanMessage,
+    "human": HumanMessage,
+    "system": SystemMessage,
+    "developer": SystemMessage,
+    "assistant": AIMessage,
+    "ai": AIMessage,
+}
+
+
+def _by_role(message: BaseMessage) -> BaseMessage:
+    """``message``, or for a `ChatMessage` of a standard role a copy of the class it stands for.
+
+    ``ChatMessage(role="user")`` (``ChatMessagePromptTemplate``'s) is sent as the user's
+    message: it can be the question, and starts an exchange; ``role="system"`` is a system
+    message. Only to decide which is which: the message returned is the one given.
+    """
+    kind = _ROLES.get(message.role) if isinstance(message, ChatMessage) else None
+    if kind is None:
+        return message
+    return kind(content=message.content, additional_kwargs=message.additional_kwargs)
 
 
 def _assembler(counter: TokenCounter, trim: TrimOptions, *, joined: bool) -> ContextAssembler:

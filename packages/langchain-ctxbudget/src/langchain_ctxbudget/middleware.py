@@ -8,8 +8,10 @@ is what a call reads from and writes to the memory.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseLanguageModel
@@ -24,16 +26,18 @@ from ctxbudget.memory.policy.presets import StrategyLike
 from ctxbudget.memory.reading.candidates import room_left
 from langchain_ctxbudget.assembly import CallAssembler
 from langchain_ctxbudget.budget import budget_tokens, model_name
-from langchain_ctxbudget.call_budgets import CallBudgets
-from langchain_ctxbudget.call_memory import CallMemory
+from langchain_ctxbudget.call_budgets import CallBudgets, response_tools
+from langchain_ctxbudget.call_memory import CallMemory, id_option
 from langchain_ctxbudget.convert import check_storable, resolve_counter
 from langchain_ctxbudget.identity import message_keys, run_thread, values_template
 from langchain_ctxbudget.model_request import (
     conversation_items,
     fixed_items,
     own_keys,
+    pinned_facts,
     request_parts,
     sent_request,
+    state_messages,
 )
 from langchain_ctxbudget.observe import (
     CallContext,
@@ -81,6 +85,11 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
       answers it), the very message objects of the state. History never starts with a tool
       result and a tool call is never sent without its results.
 
+    List it last in ``middleware=`` (the innermost): what a middleware after it adds to the
+    request (``TodoListMiddleware``'s prompt and tool) is sent uncounted. What one before it
+    changes for a call only (``ContextEditingMiddleware``) is packed as sent, and the memory
+    stores the state's messages as they are.
+
     Message ids are the caller's (LangGraph gives every message of an agent's state one); ids
     starting with ``ctxbudget:`` are refused (`InvalidItemError`): ctxbudget keeps them for its
     own items (the system prompt, pinned facts, memories), so no message can displace those.
@@ -100,7 +109,9 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
     which LangSmith shows on the chat model run; ``explain()`` is logged at DEBUG.
 
     Tool schemas count as the tokens of their compact JSON (``convert_to_openai_tool``, sorted
-    keys); providers do not publish their own rendering, so keep a few tokens of ``safety``.
+    keys), the structured-output tools of ``response_format`` too (a provider's own structured
+    output counted as that tool); providers do not publish their own rendering, so keep a few
+    tokens of ``safety``.
 
     Args:
         model: the model, by name as the ctxbudget registry or ``create_agent`` spells it
@@ -115,8 +126,9 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
             ``safety`` may be given). ``max_tokens`` is its old name (an int).
         reserve: tokens kept for the reply; default: ``model``'s output limit capped as in
             `Budget.for_model` (a window the chat model declares too), raised to what the chat
-            model is set to generate (its ``max_tokens``, ``num_predict``...: a provider
-            checks the prompt against the window less that), or 0 with an int ``budget``.
+            model is set to generate (its ``max_tokens``, ``num_predict``..., or those of the
+            request's ``model_settings`` an earlier middleware set: a provider checks the
+            prompt against the window less that), or 0 with an int ``budget``.
         safety: extra tokens kept free.
         base_url: the local server of the model (Ollama, vLLM, LM Studio): its window is asked
             from there (`ctxbudget.detect_window`) unless ``budget`` gives it; a ``ChatOllama``
@@ -129,8 +141,9 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
             `ctxbudget.file_item`), packed by tier in the system message (`budget_messages`).
         memory: a `ctxbudget.ContextMemory` to store the conversation in and to recall
             long-term memories from.
-        session_id: the memory session; default: ``session_id`` of the runtime context, else
-            ``configurable["session_id"]`` or the ``thread_id`` of the run's config.
+        session_id: the memory session (an integer names it by its text); default:
+            ``session_id`` of the runtime context, else ``configurable["session_id"]`` or the
+            ``thread_id`` of the run's config.
         user_id: the memory user; default: ``user_id`` of the runtime context or config
             (else the config's ``langgraph_user_id``, as LangMem names it).
         documents: which document collections of ``memory`` to search (True: all; False: none).
@@ -156,7 +169,10 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
 
     Raises:
         ConfigurationError: a `Budget` combined with ``reserve`` or ``safety``; an
-            ``on_context`` that is not callable or a ``keep_contexts`` that is not a count.
+            ``on_context`` that is not a plain (not async) function or a ``keep_contexts``
+            that is not a count;
+            a pinned fact that is not valid text; a ``session_id`` or ``user_id`` that is
+            not an id (a non-empty str, or an integer taken as its text).
         UnknownModelError: ``model`` is not in the ctxbudget registry.
         InvalidItemError: (on a model call) a message whose id starts with ``ctxbudget:``.
 
@@ -177,8 +193,8 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         pinned: Sequence[str] = (),
         extra: Sequence[ContextItem] = (),
         memory: ContextMemory | None = None,
-        session_id: str | None = None,
-        user_id: str | None = None,
+        session_id: str | int | None = None,
+        user_id: str | int | None = None,
         documents: bool | str | Sequence[str] = True,
         values: Sequence[str] | None = None,
         summarizer: Summarizer | None = None,
@@ -206,8 +222,8 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         window = None
         if budget is not None and not isinstance(budget, Budget):  # numpy ints too
             window = budget_tokens(budget, "CtxBudgetMiddleware")
-        if isinstance(pinned, str):
-            msg = "pinned must be a list of facts, not one string; pass [fact]"
+        if extra is None:
+            msg = "CtxBudgetMiddleware: extra= is a list of ContextItems; for none, leave it out"
             raise ConfigurationError(msg)
         for name, option in (("summarizer", summarizer), ("values", values)):
             if option is not None and memory is None:
@@ -219,12 +235,12 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
             model = model_name(model)
         self.model = model
         self.memory = memory
-        self.session_id = session_id
-        self.user_id = user_id
+        self.session_id = id_option("session_id", session_id)
+        self.user_id = id_option("user_id", user_id)
         self.documents = documents
         self.values = values_template(values)
         self.summarizer = summarizer
-        self.pinned = tuple(pinned)
+        self.pinned = pinned_facts(pinned)
         self.extra = tuple(side_items(extra, where="extra"))
         self._counter = (
             resolve_counter(counter, model) if counter is not None or model is not None else None
@@ -247,13 +263,24 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         self._assembly = CallAssembler(min_exchanges=self.min_exchanges, trim=trim)
         self._stored = StoredKeys()
         self._recalled = Recalled()
+        if callable(on_context) and (  # an async def, or an object with an async __call__
+            inspect.iscoroutinefunction(on_context)
+            or inspect.iscoroutinefunction(type(on_context).__call__)
+        ):
+            msg = (
+                f"on_context must be a plain function of one CallContext, got the async "
+                f"{on_context!r}: it is called, never awaited, so it would never run; to do "
+                "async work from it, schedule it (asyncio.get_running_loop().create_task(...))"
+            )
+            raise ConfigurationError(msg)
+        if isinstance(keep_contexts, Integral) and not isinstance(keep_contexts, bool):
+            keep_contexts = int(keep_contexts)  # numpy's too
         self._observer = CallObserver(
-            on_context=on_context, keep=keep_contexts, session_id=session_id, user_id=user_id
+            on_context=on_context,
+            keep=keep_contexts,
+            session_id=self.session_id,
+            user_id=self.user_id,
         )
-        for fact in self.pinned:
-            if not isinstance(fact, str) or not fact.strip():
-                msg = f"each pinned fact must be non-empty text, got {fact!r}"
-                raise ConfigurationError(msg)
 
     # -- the hook ---------------------------------------------------------------------------
     def wrap_model_call(
@@ -323,10 +350,14 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         system, messages = request_parts(request)
         keys = message_keys(messages, ids[0] if ids is not None else None, thread)
         digests: list[int] = []
+        kept, kept_keys = messages, keys  # what the memory keeps: the state's messages
         if self.memory is not None and ids is not None:  # stored later, in the background
-            digests, unstored = self._unstored(self.memory, messages, keys, ids)
+            state = state_messages(request)
+            if state is not None:  # not what a middleware before this one sends in their place
+                kept, kept_keys = state, message_keys(state, ids[0], thread)
+            digests, unstored = self._unstored(self.memory, kept, kept_keys, ids)
             # Refused now, as add_messages would: what is not stored yet (the rest was checked).
-            check_storable(self.memory, messages, keys, ids, unstored)
+            check_storable(self.memory, kept, kept_keys, ids, unstored)
         conversation, originals = conversation_items(messages, keys)
         lifted = len(conversation) > len(originals)  # system messages of the conversation
         adds = bool(self.pinned or self.extra or lifted) or (self.memory is not None and bool(ids))
@@ -335,20 +366,23 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         items = [*fixed_items(plan, self.pinned), *self.extra, *conversation]
         added: Additions | None = None
         generation: str | None = None
-        budget = self._call_budget(counter, request.model, request.tools)
+        # The structured-output tools create_agent binds after the middleware count too.
+        tools = [*request.tools, *response_tools(request.response_format)]
+        budget = self._call_budget(counter, request.model, tools, request.model_settings)
         if self.memory is not None and ids is not None:
             layout = self._assembly.assembler(counter, joined=joined).layout("messages")
             room = room_left(budget, layout, items)
             in_state = set(originals)
             added, generation = self._recall(
-                self.memory, messages, keys, ids, in_state, room, digests
+                self.memory, kept, kept_keys, ids, in_state, room, digests
             )
             items.extend(added.extras)
 
         # Its report: the prefix they share; only a call of this generation of the session.
         previous = self._observer.previous(thread, generation)
-        tools = bool(request.tools)
-        run = partial(self._assembly.assemble, counter, budget=budget, tools=tools, joined=joined)
+        run = partial(
+            self._assembly.assemble, counter, budget=budget, tools=bool(tools), joined=joined
+        )
         ctx = run(items, previous=previous)
         if added is not None and added.copies:
             # Older turns of this conversation come back as memories only when the history

@@ -14,15 +14,23 @@ LangChain's agents only for type checking.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+)
 
 from ctxbudget import AssembledContext, ContextItem, Tier
 from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import Shrink
 from ctxbudget.core.split import split_prefix
+from ctxbudget.core.unicode import lone_surrogate
+from ctxbudget.errors import ConfigurationError
 from langchain_ctxbudget.convert import item_of
 from langchain_ctxbudget.system import SYSTEM_KEY, SystemPlan, lifted_item
 
@@ -36,8 +44,10 @@ __all__ = [
     "is_notification",
     "never_pruned",
     "own_keys",
+    "pinned_facts",
     "request_parts",
     "sent_request",
+    "state_messages",
 ]
 
 
@@ -52,6 +62,44 @@ def request_parts(request: ModelRequest[Any]) -> tuple[SystemMessage | None, lis
     if system is None and messages and isinstance(messages[0], SystemMessage):
         system, messages = messages[0], messages[1:]
     return system, messages
+
+
+def state_messages(request: ModelRequest[Any]) -> list[AnyMessage] | None:
+    """The messages of the agent's state, what a memory stores (None: the request has none).
+
+    Not the request's own: a middleware before this one may change what one call sends
+    (``ContextEditingMiddleware`` clears old tool results, another adds a reminder) without
+    changing the conversation, and the memory keeps the conversation (the state's messages,
+    as the agent's end stores them). A request made without a state (by hand) has none.
+    """
+    state = request.state
+    found = state.get("messages") if isinstance(state, Mapping) else None
+    return list(found) if isinstance(found, list) and found else None
+
+
+def pinned_facts(pinned: object, where: str = "CtxBudgetMiddleware") -> tuple[str, ...]:
+    """A ``pinned=`` option (the middleware's, `budget_messages`'), checked: non-empty texts.
+
+    Raises:
+        ConfigurationError: one string, None, or a fact that is not non-empty valid text (a
+            lone surrogate would fail every call, naming no pinned fact); ``where`` first.
+    """
+    if isinstance(pinned, str) or not isinstance(pinned, Iterable):
+        msg = (
+            f"{where}: pinned must be a list of facts, got {pinned!r:.80}; for one fact "
+            "pass [fact], for none leave it out"
+        )
+        raise ConfigurationError(msg)
+    facts = tuple(pinned)
+    for number, fact in enumerate(facts):
+        if not isinstance(fact, str) or not fact.strip():
+            msg = f"{where}: pinned fact {number} must be non-empty text, got {fact!r:.80}"
+            raise ConfigurationError(msg)
+        problem = lone_surrogate(fact)
+        if problem is not None:
+            msg = f"{where}: pinned fact {number} {problem}"
+            raise ConfigurationError(msg)
+    return facts
 
 
 def fixed_items(plan: SystemPlan, pinned: Sequence[str]) -> list[ContextItem]:
@@ -84,9 +132,16 @@ def current_turn(messages: Sequence[BaseMessage]) -> int:
     cannot fit refuses the call (`BudgetExceededError`) rather than sending a request without
     it. What answers it so far (tool steps) is packed newest first, whole steps, as history is.
     """
-    humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    humans = [i for i, m in enumerate(messages) if _from_user(m)]
     written = [i for i in humans if not is_notification(messages[i])]
     return (written or humans or [len(messages)])[-1]
+
+
+def _from_user(message: BaseMessage) -> bool:
+    """A human message, or a ``ChatMessage(role="user")`` (sent as the user's message)."""
+    if isinstance(message, ChatMessage):
+        return message.role in ("user", "human")
+    return isinstance(message, HumanMessage)
 
 
 def never_pruned(messages: Sequence[BaseMessage]) -> frozenset[int]:

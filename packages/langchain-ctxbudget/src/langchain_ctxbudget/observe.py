@@ -95,8 +95,12 @@ def call_identity(
         return run_identity(runtime, session_id=session_id, user_id=user_id)
     except StoreInputError:  # no session id anywhere: the call is still observed, unnamed
         context = getattr(runtime, "context", None)
+        configurable = run_config()
         user = (
-            user_id or context_field(context, "user_id") or text_value(run_config().get("user_id"))
+            user_id
+            or context_field(context, "user_id")
+            or text_value(configurable.get("user_id"))
+            or text_value(configurable.get("langgraph_user_id"))
         )
         return None, user
 

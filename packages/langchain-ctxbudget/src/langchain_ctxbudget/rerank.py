@@ -28,7 +28,7 @@ from ctxbudget.memory.policy.ranking import (
     kept_scores,
     register_converter,
 )
-from ctxbudget.memory.reading.coroutines import called_async
+from ctxbudget.memory.reading.coroutines import sync_or_async
 
 __all__ = ["compressor_reranker"]
 
@@ -55,15 +55,15 @@ def compressor_reranker(compressor: BaseDocumentCompressor) -> Reranker:
     def scores(query: str, texts: Sequence[str], /) -> list[float] | Awaitable[list[float]]:
         documents = [Document(page_content=t, metadata={_INDEX: n}) for n, t in enumerate(texts)]
         made = {id(d): n for n, d in enumerate(documents)}
-        if own_async and called_async():  # on the app's loop, where its client works
-            return _ascores(compressor, documents, query, texts, made)
-        try:
+
+        def scored() -> list[float]:
             answer = compressor.compress_documents(documents, query)
-        except NotImplementedError:
-            if not own_async:
-                raise
-            return _ascores(compressor, documents, query, texts, made)  # an async-only one
-        return _scores_of(_documents(answer, compressor), texts, made, where=_where(compressor))
+            return _scores_of(_documents(answer, compressor), texts, made, where=_where(compressor))
+
+        def ascored() -> Awaitable[list[float]]:
+            return _ascores(compressor, documents, query, texts, made)
+
+        return sync_or_async(scored, ascored if own_async else None)
 
     scores.__name__ = f"compressor_reranker({type(compressor).__name__})"
     return cast("Reranker", scores)

@@ -10,18 +10,18 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ctxbudget import ContextAssembler, InvalidBudgetError, TokenCounter
 from ctxbudget.compat import refuse_unknown, renamed
 from ctxbudget.core.documents import included_positions, pack_documents
 from ctxbudget.core.numbers import count
-from ctxbudget.errors import ConfigurationError
+from ctxbudget.errors import ConfigurationError, StoreInputError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.inputs import check_query
 from ctxbudget.memory.policy.presets import as_strategy
 from ctxbudget.memory.reading.search import ScoredHit
-from ctxbudget.store.records import scope_of
+from ctxbudget.store.records import require_name, scope_of
 from ctxbudget.store.search import MAX_HITS, search_k
 from langchain_ctxbudget.convert import resolve_counter
 
@@ -108,6 +108,13 @@ class CtxBudgetRetriever(BaseRetriever):
                 data[name] = check(data[name], "CtxBudgetRetriever")
         if data.get("fetch_k") is not None:
             data["fetch_k"] = count(data["fetch_k"], "CtxBudgetRetriever: fetch_k")
+        for name in ("session_id", "user_id"):  # an int or "" would find nothing, quietly
+            if data.get(name) is not None:
+                try:
+                    require_name(name, data[name])  # the core's rule, as its search checks it
+                except StoreInputError as exc:
+                    msg = f"CtxBudgetRetriever: {exc}"
+                    raise StoreInputError(msg) from exc
         if data.get("strategy") is not None:
             as_strategy(data["strategy"])  # an unknown preset or invalid strategy fails here
         if "search" in data and data["search"] not in _KINDS:
@@ -124,7 +131,11 @@ class CtxBudgetRetriever(BaseRetriever):
                 "search='memories' to search no documents"
             )
             raise ConfigurationError(msg)
-        super().__init__(**data)
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:  # an option of the wrong type: the same error tree
+            msg = str(exc)
+            raise ConfigurationError(msg) from exc
 
     @model_validator(mode="before")
     @classmethod
@@ -161,10 +172,9 @@ class CtxBudgetRetriever(BaseRetriever):
     def _retrieve(
         self, query: str, *, k: int | None, budget: int | None, max_tokens: int | None
     ) -> list[Document]:
-        if max_tokens is not None:
-            budget = renamed({"max_tokens": max_tokens}, {"max_tokens": "budget"}, "invoke")[
-                "budget"
-            ]
+        if max_tokens is not None:  # its old name: both at once are refused, as when made
+            given = {"max_tokens": max_tokens, **({} if budget is None else {"budget": budget})}
+            budget = renamed(given, _OLD_NAMES, "CtxBudgetRetriever.invoke")["budget"]
         limit = self.k if k is None else _k(k, "CtxBudgetRetriever.invoke")
         budget = self.budget if budget is None else _budget(budget, "CtxBudgetRetriever.invoke")
         check_query(query)  # the core's check: a lone surrogate never reaches the embedder
@@ -173,13 +183,13 @@ class CtxBudgetRetriever(BaseRetriever):
         fetch_k = self.fetch_k or min(max(4 * limit, 20), MAX_HITS)
         scored = [
             hit
-            for kinds, collections in self._searches()
+            for kinds, collections, scoped in self._searches()
             for hit in self.memory.search(
                 query,
                 k=fetch_k,
                 kinds=kinds,
-                session_id=self.session_id,
-                user_id=self.user_id,
+                session_id=self.session_id if scoped else None,
+                user_id=self.user_id if scoped else None,
                 collections=collections,
                 strategy=self.strategy,
             )
@@ -201,18 +211,22 @@ class CtxBudgetRetriever(BaseRetriever):
             for it, index in kept
         ]
 
-    def _searches(self) -> list[tuple[list[str] | None, list[str] | None]]:
-        """``(kinds, collections)`` of each search: the collections filter documents only.
+    def _searches(self) -> list[tuple[list[str] | None, list[str] | None, bool]]:
+        """``(kinds, collections, scoped)`` of each search.
 
-        ``search="all"`` with ``collections`` is two searches, the documents of those
-        collections and the memories, whose candidates are packed together (as
-        `ContextMemory.assemble` gathers documents and memories apart).
+        ``collections`` filter documents only, and ``session_id``/``user_id`` memories only
+        (``scoped``): documents belong to no session or user, so a search scoped to one would
+        find none. ``search="all"`` with either is two searches, the documents (of those
+        collections) and the memories (of that session or user), whose candidates are packed
+        together (as `ContextMemory.assemble` gathers documents and memories apart).
         """
-        if self.collections is None or self.search == "memories":
-            return [(_KINDS[self.search], None)]
         if self.search == "documents":
-            return [(_KINDS["documents"], list(self.collections))]
-        return [(_KINDS["documents"], list(self.collections)), (_KINDS["memories"], None)]
+            return [(_KINDS["documents"], self.collections, False)]
+        if self.search == "memories":
+            return [(_KINDS["memories"], None, True)]
+        if self.collections is None and self.session_id is None and self.user_id is None:
+            return [(None, None, False)]
+        return [(_KINDS["documents"], self.collections, False), (_KINDS["memories"], None, True)]
 
 
 def _k(value: object, where: str) -> int:

@@ -11,11 +11,13 @@ from langchain_core.runnables import Runnable
 
 from ctxbudget import TokenCounter
 from ctxbudget.compat import renamed
+from ctxbudget.core.numbers import shown
 from ctxbudget.core.prompts import DEFAULT_SUMMARY_PROMPT, check_summary_prompt, summary_fields
 from ctxbudget.core.summaries import truncate_to_tokens
+from ctxbudget.errors import ConfigurationTypeError
 from langchain_ctxbudget.convert import resolve_counter
 
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "ChatModelSummarizer"]
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "ChatModelSummarizer", "reply_text"]
 
 
 class ChatModelSummarizer:
@@ -90,8 +92,27 @@ class ChatModelSummarizer:
         return self._fit(reply, max_tokens)
 
     def _fit(self, reply: object, max_tokens: int) -> str:
-        text = reply.text if isinstance(reply, BaseMessage) else str(reply)
-        text = text.strip()
+        text = reply_text(reply, "ChatModelSummarizer").strip()
         if not text:
             return ""
         return truncate_to_tokens(text, max_tokens, self.counter.count) or ""
+
+
+def reply_text(reply: object, where: str) -> str:
+    """The text of a model's ``reply``: a message's text, or a str (a chain's parsed output).
+
+    Anything else (None, a dict of a chain's outputs) is refused: its ``str()`` would be kept
+    as a summary in place of what it covers, or read as a model's answer.
+
+    Raises:
+        ConfigurationTypeError: the model answered something else (a `TypeError` too).
+    """
+    if isinstance(reply, BaseMessage):
+        return reply.text
+    if isinstance(reply, str):
+        return reply
+    msg = (
+        f"{where}: the model must answer a message or a str, got {shown(reply)}; give a chat "
+        "model, or a Runnable that returns one (e.g. prompt | llm, or llm | StrOutputParser())"
+    )
+    raise ConfigurationTypeError(msg)

@@ -73,7 +73,9 @@ def read_chat_log(
     for name, entries in sessions.items():
         seen: dict[str, str] = {}  # a given id: where it was first
         for index, (where, message) in enumerate(entries):
-            if message.get("id") is None:
+            if message.get("id") is None or message.get("id") == "":
+                # "" is no id (the core's `given_id` too): the file's own, not a random one,
+                # so that ingesting the file again stores nothing twice.
                 message["id"] = message_id(file_id, name, index)
             try:
                 record = message_record(
@@ -186,10 +188,17 @@ def _json(text: str, where: str, *, lines: bool) -> Any:
     # ValueError), so that the core's checks judge them: a 5,000-digit timestamp is refused as
     # the core refuses it, naming the message, not as unreadable JSON.
     try:
-        return json.loads(text, parse_int=whole_number)
+        return json.loads(text, parse_int=whole_number, object_pairs_hook=_one_value_per_key)
     except json.JSONDecodeError as exc:
         line = f":{exc.lineno}" if lines else ""
-        msg = f"{where}{line}: not valid JSON ({exc.msg} at column {exc.colno})"
+        said = exc.msg.removesuffix(" at")  # "Unterminated string starting at" (a position)
+        msg = f"{where}{line}: not valid JSON ({said} at column {exc.colno})"
+        raise UsageError(msg) from exc
+    except _DuplicateKeyError as exc:
+        msg = (
+            f"{where}: the key {exc.key!r} is given twice in one object; JSON readers keep "
+            "only one of the two values, so give it once; nothing was stored"
+        )
         raise UsageError(msg) from exc
     except UsageError as exc:  # a number of more digits than anyone writes
         msg = f"{where}: {exc}"
@@ -200,6 +209,28 @@ def _json(text: str, where: str, *, lines: bool) -> Any:
     except RecursionError as exc:
         msg = f"{where}: JSON nested too deeply for Python to read; flatten it"
         raise UsageError(msg) from exc
+
+
+class _DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of ``pairs``; a key given twice is refused rather than one value lost.
+
+    ``{"text": "a", "text": "b"}`` would store "b" only, and ``{"sessions": {"s": [...],
+    "s": [...]}}`` the second session's messages only, with nothing said.
+    """
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
+    return value
 
 
 def _messages(path: Path, text: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -220,6 +251,12 @@ def _messages(path: Path, text: str) -> Iterator[tuple[str, dict[str, Any]]]:
     if not text.strip():  # no JSON value at all: said as what it is, not "Expecting value"
         return
     value = _json(text, str(path), lines=True)
+    if isinstance(value, dict) and "messages" in value and "sessions" in value:
+        msg = (
+            f"{path}: both 'messages' and 'sessions' are given; one of them would be left "
+            "out: put the messages of 'messages' under 'sessions' (or in a file of their own)"
+        )
+        raise UsageError(msg)
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         value = value["messages"]
     if isinstance(value, dict) and isinstance(value.get("sessions"), dict):

@@ -63,6 +63,7 @@ def demo(args: argparse.Namespace) -> int:
         msg = f"--question must be between 0 and {len(questions) - 1}, got {shown(args.question)}"
         raise UsageError(msg)
     folder = args.path if args.keep and args.path else tempfile.mkdtemp(prefix="ctxbudget-demo-")
+    memory = None
     try:
         started = time.perf_counter()
         memory = open_memory(args, path=folder)
@@ -105,8 +106,10 @@ def demo(args: argparse.Namespace) -> int:
                 f"evidence turns kept: {len(found)} of {len(question['expect'])} "
                 f"({', '.join(question['expect'])})\n"
             )
-        memory.close()
     finally:
+        # Closed first, error or not: its log writer must not write into a deleted folder.
+        if memory is not None:
+            memory.close()
         if not (args.keep and args.path):
             shutil.rmtree(folder, ignore_errors=True)
     return 0

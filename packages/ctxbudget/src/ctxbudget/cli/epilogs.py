@@ -27,10 +27,10 @@ a message (a JSON object):
                 messages without one go to --session, and with neither the file is
                 refused
   id            optional; a string or a number, unique within its session
-                (default: "<session>:<hex>", hex = the first 16 hex digits of the
-                SHA-256 of the file's SHA-256, the session and the message's place
-                in it: the same each time this file is ingested, so ingesting it
-                again stores nothing twice)
+                (default, also for "": "<session>:<hex>", hex = the first 16 hex
+                digits of the SHA-256 of the file's SHA-256, the session and the
+                message's place in it: the same each time this file is ingested, so
+                ingesting it again stores nothing twice)
   timestamp     optional; seconds since 1970-01-01 UTC, or ISO-8601 text
                 ("2026-03-02T09:14:00Z"; without an offset it is UTC)
   name          optional; who spoke (a person's or a tool's name)
@@ -43,7 +43,9 @@ a message (a JSON object):
 
 Every message is checked before a store is opened: a bad file (or one with no message)
 stores nothing and leaves --path as it was, and the error names the line (.jsonl) or
-the item. The same file ingested again with another --user (or none) is refused: its
+the item. A key given twice in one object, or both "messages" and "sessions", is
+refused. --path is a store's folder, a new or an empty one, never a folder of other
+files. The same file ingested again with another --user (or none) is refused: its
 ids are the ones stored for the first user, and one user's messages are never given
 to another; give the copy its own session (--session) or --namespace or --path.
 

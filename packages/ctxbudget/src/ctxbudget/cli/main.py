@@ -41,10 +41,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, value in _TELEMETRY.items():
         os.environ.setdefault(key, value)
     _replace_unwritable(sys.stdout)
+    stopped: list[int] = []
     try:
-        with _terminated_raises():
+        with _terminated_raises(stopped):
             status = _run(argv)
             sys.stdout.flush()  # here, not at exit: a closed stdout is said as one
+            if stopped:
+                # The handler's Terminated was raised inside a finalizer (a __del__), where
+                # Python prints it as "Exception ignored" and goes on: still a stop.
+                raise Terminated
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE
@@ -76,16 +81,18 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 @contextlib.contextmanager
-def _terminated_raises() -> Iterator[None]:
+def _terminated_raises(stopped: list[int]) -> Iterator[None]:
     """SIGTERM raises `Terminated` while the command runs; the previous handler is back after.
 
-    ``inspect`` and ``mcp`` serve until SIGTERM, with handlers of their own.
+    Each SIGTERM is also noted in ``stopped``. ``inspect`` and ``mcp`` serve until SIGTERM,
+    with handlers of their own.
     """
     if threading.current_thread() is not threading.main_thread():
         yield  # signals are delivered to the main thread only
         return
 
     def stop(signum: int, frame: FrameType | None) -> None:
+        stopped.append(signum)
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, stop)

@@ -143,24 +143,21 @@ def open_memory(
     With progress wanted (``--progress``, or stderr a terminal), the default embedder says on
     stderr when its model loads; otherwise the store picks its embedder as usual. A command
     that reads (``read_only``: stats, assemble, explain) refuses a folder that does not exist
-    rather than create an empty store there. ``--model`` passes `check_model` first.
+    rather than create an empty store there; every command refuses a file, or a folder of
+    other files (`_check_folder`). ``--model`` passes `check_model` first.
 
     Raises:
-        UsageError: no store at ``--path``, or an unknown ``--model`` without a window.
+        UsageError: no store at ``--path`` (or not a store's folder), or an unknown
+            ``--model`` without a window.
     """
     from ctxbudget.memory.context import ContextMemory
     from ctxbudget.store.connection import ENV_URL
 
     folder = path or args.path
     remote = args.chroma_url or os.environ.get(ENV_URL)
-    if read_only and not remote and not Path(folder or DEFAULT_PATH).is_dir():
-        given = f"--path {folder}" if folder else f"the default --path {DEFAULT_PATH}"
-        msg = (
-            f"{given}: no store there (the folder does not exist); check the path, or store "
-            "something first with 'ctxbudget ingest FILE --path FOLDER'"
-        )
-        raise UsageError(msg)
-    check_model(args)
+    check_model(args)  # the flags first, then the folder
+    if not remote:
+        _check_folder(folder, read_only=read_only)
     embedder = None
     if progress_wanted(args.progress, sys.stderr):
         from ctxbudget.embed.base import default_embedder
@@ -176,6 +173,53 @@ def open_memory(
     resources: contextlib.ExitStack = args.resources
     resources.callback(memory.close)
     return memory
+
+
+#: The file every embedded store's folder holds (Chroma's database).
+STORE_FILE = "chroma.sqlite3"
+
+#: What else a store's folder may hold that is ctxbudget's own: its lock, its write journal
+#: (messages acknowledged, not yet in Chroma), Chroma's index folders (named by uuid).
+_OWN_FILES = re.compile(
+    r"chroma\.sqlite3.*|ctxbudget[.-].*|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+)
+
+
+def _check_folder(folder: str | None, *, read_only: bool) -> None:
+    """Refuse a ``--path`` that is not a store's folder, where a store would be read or strewn.
+
+    A file is refused, and so is a folder of other files (``--path ~/Documents``): a command
+    that reads would create an empty store among them and answer from it, one that writes
+    would strew the store's files among the user's own. A command that reads refuses a
+    folder that does not exist; an empty folder is an empty store.
+    """
+    where = Path(folder or DEFAULT_PATH)
+    given = f"--path {folder}" if folder else f"the default --path {DEFAULT_PATH}"
+    if where.exists() and not where.is_dir():
+        msg = f"{given}: a file, not a store's folder; give the folder of a store (or a new one)"
+        raise UsageError(msg)
+    if read_only and not where.exists():
+        msg = (
+            f"{given}: no store there (the folder does not exist); check the path, or store "
+            "something first with 'ctxbudget ingest FILE --path FOLDER'"
+        )
+        raise UsageError(msg)
+    try:
+        names = [entry.name for entry in where.iterdir()] if where.is_dir() else []
+    except OSError:  # unreadable: the store says why when it opens it
+        return
+    if STORE_FILE in names or "ctxbudget-journal" in names:
+        return
+    others = [name for name in names if not _OWN_FILES.fullmatch(name)]
+    if others:
+        todo = f"give a new or empty folder for the store, e.g. --path {where / '.ctxbudget'}"
+        if read_only:
+            todo = "check the path, or store something first with 'ctxbudget ingest FILE'"
+        msg = (
+            f"{given}: {'no store there: ' if read_only else ''}a folder of other files "
+            f"({others[0]!r}...), not a ctxbudget store (no {STORE_FILE} in it); {todo}"
+        )
+        raise UsageError(msg)
 
 
 def check_model(args: argparse.Namespace) -> None:

@@ -41,7 +41,7 @@ from ctxbudget.core.report import (
 from ctxbudget.core.summaries import Summarizer, substitutions
 from ctxbudget.core.tiers import pack_tiers
 from ctxbudget.core.trimming import DEFAULT_TRIM_STEP, TrimMode, check_trim
-from ctxbudget.errors import ConfigurationError, InvalidItemError
+from ctxbudget.errors import ConfigurationError, ConfigurationTypeError, InvalidItemError
 from ctxbudget.telemetry.operations import assembly_span
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -111,6 +111,12 @@ class ContextAssembler:
         if layouts is not None and any(v.counter is not counter for v in layouts.values()):
             msg = "layouts: every layout must use this assembler's counter"
             raise ConfigurationError(msg)
+        if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
+            msg = (
+                f"summarizer must have a summarize(texts, max_tokens) method returning a str "
+                f"(a Summarizer, e.g. ExtractiveSummarizer), got {type(summarizer).__name__}"
+            )
+            raise ConfigurationTypeError(msg)
         if min_exchanges < 0:
             msg = f"min_exchanges must be 0 or more, got {min_exchanges}"
             raise ConfigurationError(msg)

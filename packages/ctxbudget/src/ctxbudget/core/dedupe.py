@@ -129,7 +129,9 @@ def dedupe(
             continue
         by_text[key] = item
         if near_threshold is not None and item.embedding is not None:
-            vectors.append((index, np.asarray(item.embedding, dtype=np.float64)))
+            vector = _vector(item.embedding)
+            if vector is not None:
+                vectors.append((index, vector))
     if near_threshold is not None and len(vectors) > 1:
         dropped.extend(_near(items, vectors, keep, near_threshold))
     return list(compress(items, keep)), dropped
@@ -157,6 +159,24 @@ def dedupe_ids(items: Sequence[ContextItem], keep: list[bool], dropped: list[Dup
         else:
             keep[index] = False
             dropped.append(Duplicate(item, other.id, "id", other))
+
+
+def _vector(embedding: Iterable[float]) -> np.ndarray | None:
+    """An embedding as a vector that can be compared; None for one that cannot.
+
+    An empty one, or one holding NaN, an infinity or an int no float holds, is like none:
+    its item is compared by content only (it would make every similarity NaN, with numpy's
+    warnings, or raise an OverflowError).
+    """
+    try:
+        vector = np.asarray(embedding, dtype=np.float64)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    if vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
+        return None
+    # Squares of values near the float limit overflow the norm: scaled, the cosine is the same.
+    peak = float(np.abs(vector).max())
+    return vector / peak if peak > 1e150 else vector
 
 
 def _near(

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.items import ContextItem, tier_name
+from ctxbudget.core.numbers import count
 from ctxbudget.core.render import Layout
 from ctxbudget.tokens.images import IMAGE_TOKENS_MAX
 
@@ -29,7 +30,16 @@ __all__ = ["context_document", "context_json", "explain_context", "ref_fields"]
 
 
 def explain_context(ctx: AssembledContext, *, width: int = 40, show_pruned: int = 12) -> str:
-    """A per-tier table, a budget bar, and what was cut and why (`AssembledContext.explain`)."""
+    """A per-tier table, a budget bar, and what was cut and why (`AssembledContext.explain`).
+
+    Raises:
+        ConfigurationError: ``width`` is not a positive int (at most 1,000 characters), or
+            ``show_pruned`` is not an int of 0 or more.
+    """
+    width = count(width, "explain(width=)", most=1000, hint="the bar's characters, e.g. 40")
+    show_pruned = count(
+        show_pruned, "explain(show_pruned=)", least=0, most=None, hint="e.g. show_pruned=12"
+    )
     lines: list[str] = []
     label = " (APPROXIMATE count)" if ctx.approximate else ""
     budget = ctx.budget

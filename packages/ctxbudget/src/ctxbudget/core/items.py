@@ -178,6 +178,10 @@ class ContextItem:
         if not isinstance(self.score, int | float):
             object.__setattr__(self, "score", score)
         timestamp: object = self.timestamp
+        if isinstance(timestamp, Real) and not isinstance(timestamp, bool | int | float):
+            # numpy's numbers (a float32 from a dataframe, an int64) as the float they hold
+            timestamp = float(timestamp)
+            object.__setattr__(self, "timestamp", timestamp)
         if timestamp is not None and (
             isinstance(timestamp, bool)
             or not isinstance(timestamp, (int, float))
@@ -191,9 +195,10 @@ class ContextItem:
         if self.role is not None and (not isinstance(self.role, str) or self.role not in ROLES):
             msg = f"ContextItem {self.id!r}: role must be one of {sorted(ROLES)}, got {self.role!r}"
             raise InvalidItemError(msg)
-        if self.tokens is not None and (not isinstance(self.tokens, int) or self.tokens < 0):
-            msg = f"ContextItem {self.id!r}: tokens must be a non-negative int, got {self.tokens!r}"
-            raise InvalidItemError(msg)
+        if self.tokens is not None and (type(self.tokens) is not int or self.tokens < 0):
+            # A bool is not a count (True would be taken as 1 token); numpy's ints are.
+            tokens = count(self.tokens, f"{where} tokens", least=0, error=InvalidItemError)
+            object.__setattr__(self, "tokens", tokens)
         if not isinstance(self.shrink, Shrink):
             try:
                 object.__setattr__(self, "shrink", Shrink(self.shrink))

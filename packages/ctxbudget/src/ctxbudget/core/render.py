@@ -53,6 +53,7 @@ from ctxbudget.core.markup import (
     row_fragment,
 )
 from ctxbudget.core.numbers import shown
+from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.counter import TokenCounter
 
@@ -224,7 +225,7 @@ class Layout:
     def cost(self, item: ContextItem, section: str) -> int:
         """Tokens ``item`` adds when included (its message overhead for the messages format)."""
         if item.tool_calls or item.parts is not None:  # depends on more than the key: not cached
-            return self._cost(item, section)
+            return self._counted(item, section)
         key = (
             section,
             item.text,
@@ -236,11 +237,27 @@ class Layout:
         )
         tokens = self._costs.get(key)
         if tokens is None:
-            tokens = self._cost(item, section)
+            tokens = self._counted(item, section)
             if len(self._costs) > 200_000:
                 self._costs.clear()
             self._costs[key] = tokens
         return tokens
+
+    def _counted(self, item: ContextItem, section: str) -> int:
+        """`_cost`, with a text the tokenizer refuses said as the item's and the field's."""
+        try:
+            return self._cost(item, section)
+        except InvalidItemError as exc:
+            fields = ("text", "name", "tool_call_id", "tool_calls")
+            for field in fields:
+                values = getattr(item, field)
+                for value in values if isinstance(values, tuple) else (values,):
+                    problem = lone_surrogate(value) if isinstance(value, str) else None
+                    if problem is not None:
+                        msg = f"ContextItem {item.id!r}: {field} {problem}"
+                        raise InvalidItemError(msg) from exc
+            msg = f"ContextItem {item.id!r}: {exc}"
+            raise InvalidItemError(msg) from exc
 
     def _cost(self, item: ContextItem, section: str) -> int:
         text = self.fragment(item, section)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ctxbudget.core.ids import check_caller_id
 from ctxbudget.core.items import ContextItem, Tier, tier_name
 from ctxbudget.errors import InvalidItemError
 
@@ -28,8 +29,9 @@ def side_items(items: Iterable[object], *, where: str) -> list[ContextItem]:
     may not be system prompts, queries or history (``Tier.RECENT``).
 
     Raises:
-        InvalidItemError: something other than a `ContextItem`, or one of those tiers (the
-            message names ``where`` and the item's index).
+        InvalidItemError: something other than a `ContextItem`, one of those tiers, or an
+            id of ctxbudget's own items (``ctxbudget:...``); the message names ``where`` and
+            the item's index.
     """
     out: list[ContextItem] = []
     for index, item in enumerate(items):
@@ -47,5 +49,6 @@ def side_items(items: Iterable[object], *, where: str) -> list[ContextItem]:
                 "RETRIEVED, ...)"
             )
             raise InvalidItemError(msg)
+        check_caller_id(item.id, f"{where}[{index}]")  # "ctxbudget:pinned:0" is ctxbudget's own
         out.append(item)
     return out

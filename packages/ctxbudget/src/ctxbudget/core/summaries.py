@@ -23,6 +23,8 @@ from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.lines import cut_lines
 from ctxbudget.core.report import PrunedItem, PruneReason
+from ctxbudget.core.unicode import lone_surrogate
+from ctxbudget.errors import ConfigurationTypeError, InvalidItemError
 
 __all__ = [
     "ExtractiveSummarizer",
@@ -303,7 +305,8 @@ def _summarize(
     overhead = layout.cost(dataclasses.replace(template, text="x"), section) - 1
     if room - overhead < min_tokens:
         return left
-    text = summarizer.summarize([it.text for it in group], room - overhead).strip()
+    made: object = summarizer.summarize([it.text for it in group], room - overhead)
+    text = _summary_text(summarizer, made).strip()
     if not text:
         return left
     summary = dataclasses.replace(template, text=text)
@@ -323,6 +326,22 @@ def _summarize(
         state.pruned.append(PrunedItem(item, PruneReason.REPLACED_BY_SUMMARY, detail))
         state.included_ids.add(item.id)  # handled: not reported again as over budget
     return left - (state.used - before)
+
+
+def _summary_text(summarizer: Summarizer, made: object) -> str:
+    """What ``summarizer`` made, if it is text a model can be sent; else an error naming it."""
+    who = f"{type(summarizer).__name__}.summarize"
+    if not isinstance(made, str):
+        msg = (
+            f"{who} returned {type(made).__name__}, not a str; a Summarizer returns the "
+            "summary's text ('' when it has none)"
+        )
+        raise ConfigurationTypeError(msg)
+    problem = lone_surrogate(made)
+    if problem is not None:
+        msg = f"the summary {who} made {problem}"
+        raise InvalidItemError(msg)
+    return made
 
 
 def _digest(ids: Sequence[str]) -> str:

@@ -13,11 +13,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from ctxbudget.errors import ConfigurationTypeError, StoreInputError
+from ctxbudget.core.unicode import lone_surrogate
+from ctxbudget.errors import ConfigurationTypeError, InvalidItemError, StoreInputError
 
 __all__ = [
     "Embedder",
     "as_embedder",
+    "checked_texts",
     "default_embedder",
     "validate_embeddings",
 ]
@@ -46,6 +48,26 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> list[float]:
         """The vector of a search query."""
         ...
+
+
+def checked_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, each checked: a str, and valid Unicode (no lone surrogate).
+
+    Raises:
+        ConfigurationTypeError: a text is not a str.
+        InvalidItemError: a text holds a lone surrogate (a tokenizer's own error names
+            neither the text nor the cause).
+    """
+    batch: list[object] = list(texts)
+    for index, text in enumerate(batch):
+        if not isinstance(text, str):
+            msg = f"text {index} is {type(text).__name__}, not str; embed strings only"
+            raise ConfigurationTypeError(msg)
+        problem = lone_surrogate(text)
+        if problem is not None:
+            msg = f"text {index} {problem}"
+            raise InvalidItemError(msg)
+    return [str(text) for text in batch]
 
 
 def validate_embeddings(vectors: object, *, count: int, source: str) -> list[list[float]]:

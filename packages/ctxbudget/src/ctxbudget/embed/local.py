@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.embed.base import Embedder, as_embedder, validate_embeddings
-from ctxbudget.errors import ConfigurationError, ConfigurationTypeError, MissingDependencyError
+from ctxbudget.embed.base import Embedder, as_embedder, checked_texts, validate_embeddings
+from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.extras import missing_extra
 
 __all__ = [
@@ -119,12 +119,9 @@ class LocalEmbedder:
 
         Raises:
             TypeError: a text is not a str.
+            InvalidItemError: a text holds a lone surrogate (it is not valid Unicode).
         """
-        batch: list[object] = list(texts)
-        for index, text in enumerate(batch):
-            if not isinstance(text, str):
-                msg = f"text {index} is {type(text).__name__}, not str; embed strings only"
-                raise ConfigurationTypeError(msg)
+        batch = checked_texts(texts)
         if not batch:
             return []
         model = self._loaded()

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxbudget.embed.base import checked_texts
 from ctxbudget.embed.int8_graph import exact_int8, int8_graph
 from ctxbudget.embed.onnx_files import (
     MODEL_PACKAGE,
@@ -50,7 +51,6 @@ from ctxbudget.embed.onnx_files import (
 )
 from ctxbudget.errors import (
     ConfigurationError,
-    ConfigurationTypeError,
     MissingDependencyError,
     StoreInputError,
 )
@@ -213,16 +213,12 @@ class OnnxEmbedder:
 
         Raises:
             TypeError: a text is not a str.
+            InvalidItemError: a text holds a lone surrogate (it is not valid Unicode).
             MissingDependencyError: the model or tokenizer is missing or not the pinned file.
         """
-        batch: list[object] = list(texts)
-        for index, text in enumerate(batch):
-            if not isinstance(text, str):
-                msg = f"text {index} is {type(text).__name__}, not str; embed strings only"
-                raise ConfigurationTypeError(msg)
-        if not batch:
+        strings = checked_texts(texts)
+        if not strings:
             return []
-        strings = [str(text) for text in batch]
         session, tokenizer = self._loaded()
         if len(strings) == 1:
             encodings = [tokenizer.encode(strings[0])]

@@ -39,11 +39,14 @@ __all__ = [
     "SEARCH_LIMIT",
     "SESSIONS_PER_PAGE",
     "assembly_page",
+    "call_summary",
     "message_page",
     "open_reader",
     "search_page",
+    "decoded",
+    "log_rows",
+    "message_row",
     "sessions_page",
-    "timeline_page",
 ]
 
 logger = logging.getLogger(__name__)
@@ -81,13 +84,14 @@ def open_reader(
     )
 
 
-def _rows(memory: ContextMemory, session_id: str) -> list[LogRow]:
+def log_rows(memory: ContextMemory, session_id: str) -> list[LogRow]:
     """A session's stored log rows, oldest first, undecoded (what is queued written first)."""
     memory.inclusion_log.flush()
     return memory.store.logs.read(memory.namespace, session_id)[::-1]
 
 
-def _decoded(row: LogRow) -> ContextRecord | None:
+def decoded(row: LogRow) -> ContextRecord | None:
+    """A log row's record (None: damaged; skipped with a warning, as `contexts` skips it)."""
     try:
         return decode_record(row.document)
     # As `ContextMemory.contexts` does: skipped, and said. OverflowError: a damaged record's
@@ -111,7 +115,7 @@ def sessions_page(memory: ContextMemory, start: int = 0) -> dict[str, Any]:
     users: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for session_id in page:
         messages = memory.history(session_id)
-        rows = _rows(memory, session_id)  # counted, not decoded
+        rows = log_rows(memory, session_id)  # counted, not decoded
         user = next((m.user_id for m in messages if m.user_id), None)
         user = user or next((r.user_id for r in rows if r.user_id), None)
         times = [m.timestamp for m in messages if m.timestamp is not None]
@@ -157,7 +161,7 @@ def search_page(memory: ContextMemory, query: str, start: int = 0) -> dict[str, 
                 if len(hits) >= SEARCH_LIMIT:
                     more += 1
                     continue
-                hits.append(_message_row(record))
+                hits.append(message_row(record))
     end = start + len(page)
     return {
         "page": "search",
@@ -170,29 +174,8 @@ def search_page(memory: ContextMemory, query: str, start: int = 0) -> dict[str, 
     }
 
 
-# -- one session's timeline ------------------------------------------------------------------
-def timeline_page(memory: ContextMemory, session_id: str) -> dict[str, Any] | None:
-    """A session's logged assemblies, oldest first (None: no messages and no log).
-
-    Numbered by their place in the log, as the assembly page does (a damaged one is skipped).
-    """
-    rows = _rows(memory, session_id)
-    messages = memory.history(session_id)
-    if not rows and not messages:
-        return None
-    decoded = ((n, _decoded(row)) for n, row in enumerate(rows, 1))
-    records = [(n, r) for n, r in decoded if r is not None]
-    return {
-        "page": "timeline",
-        "session": session_id,
-        "user": next((m.user_id for m in messages if m.user_id), None),
-        "messages": len(messages),
-        "assemblies": [_summary(n, r) for n, r in records],
-        "message_list": [_message_row(m) for m in messages],
-    }
-
-
-def _summary(number: int, record: ContextRecord) -> dict[str, Any]:
+def call_summary(number: int, record: ContextRecord) -> dict[str, Any]:
+    """One logged assembly in a line: its figures by tier and its prune reasons."""
     return {
         "call": number,
         "id": record.id,
@@ -223,15 +206,15 @@ def _summary(number: int, record: ContextRecord) -> dict[str, Any]:
     }
 
 
-# -- one assembly ----------------------------------------------------------------------------
+# -- one assembly  ----------------------------------------------------------------------------
 def assembly_page(memory: ContextMemory, session_id: str, record_id: str) -> dict[str, Any] | None:
     """One logged assembly: every item offered, and what changed since the call before."""
-    rows = _rows(memory, session_id)  # only this record and the one before are decoded
+    rows = log_rows(memory, session_id)  # only this record and the one before are decoded
     at = next((n for n, r in enumerate(rows) if r.key == record_id), None)
-    record = None if at is None else _decoded(rows[at])
+    record = None if at is None else decoded(rows[at])
     if at is None or record is None:
         return None
-    before = _decoded(rows[at - 1]) if at > 0 else None
+    before = decoded(rows[at - 1]) if at > 0 else None
     texts = _texts(memory, record, [e.id for e in record.included] + [e.id for e in record.pruned])
     items = [
         {
@@ -276,7 +259,7 @@ def assembly_page(memory: ContextMemory, session_id: str, record_id: str) -> dic
         "session": session_id,
         "call": at + 1,
         "calls": len(rows),
-        "summary": _summary(at + 1, record),
+        "summary": call_summary(at + 1, record),
         "user": record.user_id,
         "reserve": record.reserve,
         "safety": record.safety,
@@ -358,7 +341,9 @@ def message_page(memory: ContextMemory, session_id: str, message_id: str) -> dic
         return None
     # Only the records that name the message are decoded (its id, as JSON, is in the text).
     named = (json.dumps(message_id, ensure_ascii=False), json.dumps(message_id))
-    calls = [_fate(n, row, message_id, named) for n, row in enumerate(_rows(memory, session_id), 1)]
+    calls = [
+        _fate(n, row, message_id, named) for n, row in enumerate(log_rows(memory, session_id), 1)
+    ]
     last = max((c["call"] for c in calls if c["status"] == "included"), default=None)
     stopped = None
     if last is not None and last < len(calls):
@@ -366,7 +351,7 @@ def message_page(memory: ContextMemory, session_id: str, message_id: str) -> dic
     return {
         "page": "message",
         "session": session_id,
-        "message": _message_row(found[0]),
+        "message": message_row(found[0]),
         "included_in": [c["call"] for c in calls if c["status"] == "included"],
         "last_included": last,
         "stopped_at": stopped,
@@ -377,7 +362,7 @@ def message_page(memory: ContextMemory, session_id: str, message_id: str) -> dic
 def _fate(number: int, row: LogRow, item_id: str, named: tuple[str, ...]) -> dict[str, Any]:
     entry: dict[str, Any] = {"call": number, "id": row.key, "time": row.time}
     # Its id as this version writes it, or with non-ASCII escaped (as another JSON writer may).
-    record = _decoded(row) if any(n in row.document for n in named) else None
+    record = decoded(row) if any(n in row.document for n in named) else None
     if record is None:
         return {**entry, "status": "not offered", "tokens": None, "reason": None}
     tokens = next((e.tokens for e in record.included if e.id == item_id), None)
@@ -388,7 +373,8 @@ def _fate(number: int, row: LogRow, item_id: str, named: tuple[str, ...]) -> dic
     return {**entry, "status": status, "tokens": None, "reason": reason}
 
 
-def _message_row(record: Record) -> dict[str, Any]:
+def message_row(record: Record) -> dict[str, Any]:
+    """A stored message as the pages list it."""
     return {
         "id": record.id,
         "session": record.session_id,

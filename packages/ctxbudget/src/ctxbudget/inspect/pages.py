@@ -208,16 +208,35 @@ def timeline_html(doc: Mapping[str, Any]) -> str:
     )
     body = (
         f"<p>user <code>{_e(doc['user'])}</code>; {doc['messages']:,} messages; "
-        f"{len(calls):,} logged assemblies</p>"
+        f"{doc['calls']['of']:,} logged assemblies</p>"
         f"<h2>Budget use over the conversation</h2>{usage_chart(points)}"
-        f"<h2>Assemblies</h2><p>{legend}</p>"
+        f"<h2>Assemblies</h2>{_pages(doc, 'calls', 'start', 'assemblies')}<p>{legend}</p>"
         "<table><tr><th>call</th><th>time</th><th>tokens by tier against the budget</th>"
         "<th>used</th><th>budget</th><th>included</th><th>pruned</th><th>prune reasons</th>"
         f"</tr>{''.join(rows)}</table>"
-        "<h2>Messages</h2><table><tr><th>seq</th><th>id</th><th>role</th><th>text</th></tr>"
+        f"<h2>Messages</h2>{_pages(doc, 'message_range', 'messages', 'messages')}"
+        "<table><tr><th>seq</th><th>id</th><th>role</th><th>text</th></tr>"
         f"{messages}</table>"
     )
     return _page(f"Session {session}", body, crumbs=[(session_url(session), session)])
+
+
+def _pages(doc: Mapping[str, Any], field: str, param: str, noun: str) -> str:
+    """A line "assemblies 1 to 500 of 3,000" with links to the pages beside (or nothing)."""
+    shown = doc[field]
+    if shown["previous"] is None and shown["next"] is None:
+        return ""
+    here = {"start": doc["calls"]["from"], "messages": doc["message_range"]["from"]}
+    links = "".join(
+        f' <a class="{rel}" href="{_e(session_url(doc["session"]))}?'
+        f'{_e(urlencode({**here, param: shown[rel]}))}">{rel}</a>'
+        for rel in ("previous", "next")
+        if shown[rel] is not None
+    )
+    return (
+        f'<p class="muted pages">{noun} {shown["from"] + 1:,} to {shown["to"]:,} of '
+        f"{shown['of']:,}{links}</p>"
+    )
 
 
 def _short(text: str, limit: int = 240) -> str:

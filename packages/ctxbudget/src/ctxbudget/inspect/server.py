@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from ctxbudget.errors import CtxBudgetError, MemoryClosedError, StoreInputError
-from ctxbudget.inspect import data, pages
+from ctxbudget.inspect import data, pages, timeline
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -207,7 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == [""]:
             words = query.get("q", [""])[-1].strip()
             start = query.get("start", ["0"])[-1]
-            if not start.isascii() or not start.isdigit() or len(start) > _START_DIGITS:
+            if not _number(start):
                 return None  # no page there (and no number too long to convert)
             if words:
                 found = data.search_page(memory, words, int(start))
@@ -218,7 +218,11 @@ class _Handler(BaseHTTPRequestHandler):
                 past_end, draw = found["start"] >= found["total"], pages.sessions_html
             return None if past_end and int(start) > 0 else (found, draw)
         if len(path) == 2 and path[0] == "session" and path[1]:
-            doc = data.timeline_page(memory, path[1])
+            given = [query[name][-1] if name in query else None for name in ("start", "messages")]
+            if any(not _number(n) for n in given if n is not None):
+                return None  # no page there (and no number too long to convert)
+            first, listed = (None if n is None else int(n) for n in given)
+            doc = timeline.timeline_page(memory, path[1], first, listed)
             return None if doc is None else (doc, pages.timeline_html)
         if len(path) == 4 and path[0] == "session" and path[2] in _ROUTES and path[1] and path[3]:
             read, draw = _ROUTES[path[2]]
@@ -267,6 +271,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if body:
             self.wfile.write(payload)
+
+
+def _number(text: str) -> bool:
+    """Whether a page's ``start`` is a count: ASCII digits, not too long to convert."""
+    return text.isascii() and text.isdigit() and len(text) <= _START_DIGITS
 
 
 def _json(document: object) -> str:

@@ -193,8 +193,8 @@ class Deleter:
                     gone.append(sid)
                     cols.delete(cols.meta, _session_entries(cols, ns, sid))
                     if entry is not None and entry.home != mine:
-                        self._drop_if_empty(entry.home)
-            self._drop_if_empty(mine)
+                        cols.drop_if_empty(entry.home)
+            cols.drop_if_empty(mine)
             self._values.drop_user(ns, uid)  # the user's keyed values (ctxbudget.store.values)
             self._sessions.removed([], users=[(ns, uid)])
             # Another user's session keeps its log, not the records naming theirs (``named``).
@@ -242,12 +242,6 @@ class Deleter:
             elif ids & set(json.loads(str(meta.get("summary_of", "[]")))):
                 found.append(row)
         return found
-
-    def _drop_if_empty(self, partition: str) -> None:
-        cols = self._collections
-        left = cols.run(partition, lambda c: int(cols.conn.call("count", c.count)))
-        if left == 0 and not partition.startswith(f"{cols.name}.d-"):
-            cols.drop(partition)
 
 
 def _session_entries(cols: Collections, namespace: str, session_id: str) -> list[str]:

@@ -231,6 +231,12 @@ class Collections:
         self.forget(partition)
         self.delete(self.meta, [json_key("part", partition)])
 
+    def drop_if_empty(self, partition: str) -> None:
+        """`drop` a partition holding no records (a documents' partition stays: it is named)."""
+        left = self.run(partition, lambda c: int(self.conn.call("count", c.count)))
+        if left == 0 and not partition.startswith(f"{self.name}.d-"):
+            self.drop(partition)
+
     # -- reading and writing ---------------------------------------------------------------
     def rows(
         self,

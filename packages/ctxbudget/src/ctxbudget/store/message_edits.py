@@ -159,9 +159,7 @@ class MessageEdits:
             self._forget(entry, namespace, session_id, mine, delete=True)
         own = session_partition(cols.name, namespace, session_id)
         if entry.home == own and self._sessions.entry(namespace, session_id) is None:
-            # The session was deleted (its partition dropped) and the write made it again.
-            if cols.run(own, lambda c: int(cols.conn.call("count", c.count))) == 0:
-                cols.drop(own)
+            cols.drop_if_empty(own)  # the session was deleted and the write made it again
 
     def _forget(
         self,

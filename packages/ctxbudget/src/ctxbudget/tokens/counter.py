@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ctxbudget.core.numbers import count
 from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelError
 from ctxbudget.tokens.approximate import ApproximateAttribute
 from ctxbudget.tokens.backends import Approximate, Backend, HuggingFace, Tiktoken, check_text
@@ -105,14 +106,16 @@ class TokenCounter(CachedCounting, MessageCounting):
         reply_priming: int = 3,
     ) -> None:
         """Wrap a tokenizer backend; use the ``for_model`` / ``from_*`` constructors instead."""
-        for label, value in (
-            ("per_message", per_message),
-            ("per_name", per_name),
-            ("reply_priming", reply_priming),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int):
-                msg = f"{label} must be an int (tokens), got {value!r}"
-                raise InvalidItemError(msg)
+        overheads = [
+            # A negative overhead would count less than is sent; numpy's ints are counts too.
+            count(value, label, least=0, most=None, error=InvalidItemError, hint="tokens")
+            for label, value in (
+                ("per_message", per_message),
+                ("per_name", per_name),
+                ("reply_priming", reply_priming),
+            )
+        ]
+        per_message, per_name, reply_priming = overheads
         self._backend = backend
         self._name = name
         self._model = model

@@ -49,12 +49,17 @@ def image_tokens(width: int | None, height: int | None, *, detail: str | None = 
     if width <= 0 or height <= 0:
         msg = f"image size must be positive, got {width}x{height}"
         raise InvalidItemError(msg)
-    w, h = float(width), float(height)
+    try:
+        w, h = float(width), float(height)
+    except OverflowError:  # an int beyond a float (10**400 px): the same shape, smaller
+        over = max(width, height).bit_length() - 1000
+        w, h = float(max(width >> over, 1)), float(max(height >> over, 1))
     fit = min(1.0, 2048 / max(w, h))
     w, h = w * fit, h * fit
     shrink = min(1.0, 768 / min(w, h))  # only ever scaled down (as OpenAI describes it)
     w, h = w * shrink, h * shrink
-    tiles = math.ceil(w / 512 - 1e-9) * math.ceil(h / 512 - 1e-9)
+    # At least one tile each way: a side scaled to a sliver of a pixel is still covered.
+    tiles = max(1, math.ceil(w / 512 - 1e-9)) * max(1, math.ceil(h / 512 - 1e-9))
     return 85 + 170 * tiles
 
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.tokens.images import IMAGE_PARTS, TEXT_PARTS, image_part
 
@@ -64,6 +65,10 @@ class MessageCounting:
             msg = f"message name must be a str or None, got {type(given_name).__name__}"
             raise InvalidItemError(msg)
         if given_name:
+            problem = lone_surrogate(given_name)
+            if problem is not None:  # said as the name's, not as some text's
+                msg = f"name {problem}"
+                raise InvalidItemError(msg)
             total += self._per_name + self.count(given_name)
         return total
 

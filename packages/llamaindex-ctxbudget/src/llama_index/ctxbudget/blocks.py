@@ -16,13 +16,16 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from ctxbudget import ContextItem, Shrink, Tier
-from ctxbudget.errors import InvalidItemError
+from ctxbudget.core.numbers import count, shown
+from ctxbudget.core.unicode import lone_surrogate
+from ctxbudget.errors import ConfigurationError, ConfigurationTypeError, InvalidItemError
 from ctxbudget.memory.context import ContextMemory
 from llama_index.ctxbudget.convert import from_record, role_of, text_of, text_of_blocks
 
 __all__ = [
     "block_items",
     "block_tier",
+    "check_blocks",
     "check_block_tiers",
     "read_blocks",
     "run_sync",
@@ -58,10 +61,9 @@ def check_block_tiers(tiers: Mapping[str, int]) -> dict[str, int]:
         InvalidItemError: a tier that is not an int, or one a memory block cannot take.
     """
     checked: dict[str, int] = {}
-    for name, tier in tiers.items():
-        if isinstance(tier, bool) or not isinstance(tier, int):
-            msg = f"block_tiers[{name!r}] must be a Tier or an int, got {tier!r}"
-            raise InvalidItemError(msg)
+    for name, given in tiers.items():
+        # The core's number boundary: numpy ints taken; True, "30" or 30.0 refused.
+        tier = count(given, f"block_tiers[{name!r}]", least=None, error=InvalidItemError)
         if tier <= Tier.QUERY or tier == Tier.RECENT:
             msg = (
                 f"block_tiers[{name!r}] = {tier}: a memory block cannot take the SYSTEM, QUERY or "
@@ -71,6 +73,33 @@ def check_block_tiers(tiers: Mapping[str, int]) -> dict[str, int]:
             raise InvalidItemError(msg)
         checked[name] = int(tier)
     return checked
+
+
+def check_blocks(blocks: object) -> list[BaseMemoryBlock[Any]]:
+    """Memory blocks as LlamaIndex's ``Memory`` takes them: blocks with unique, valid names.
+
+    A block's name is its items' id (``block:<name>``): two blocks of one name would be one
+    item, and a name that is not valid Unicode could not be logged or recorded.
+
+    Raises:
+        ConfigurationTypeError: not a list of LlamaIndex memory blocks.
+        ConfigurationError: two blocks share a name, or a name is empty or not valid Unicode.
+    """
+    given = list(blocks) if isinstance(blocks, list | tuple) else None
+    if given is None or not all(isinstance(b, BaseMemoryBlock) for b in given):
+        msg = f"memory_blocks must be a list of LlamaIndex memory blocks, got {shown(blocks)}"
+        raise ConfigurationTypeError(msg)
+    seen: set[str] = set()
+    for block in given:
+        name = block.name
+        problem = "is empty" if not name.strip() else lone_surrogate(name)
+        if problem is None and name in seen:
+            problem = "is the name of another block too (names must be unique, as in Memory)"
+        if problem is not None:
+            msg = f"memory block name {shown(name)} {problem}; give each block its own name"
+            raise ConfigurationError(msg)
+        seen.add(name)
+    return given
 
 
 def run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
@@ -149,6 +178,10 @@ def block_items(
     for index, (role, text) in enumerate(parts):
         if not text.strip():
             continue
+        problem = lone_surrogate(text)
+        if problem is not None:
+            msg = f"memory block {block.name!r} returned text that {problem}"
+            raise InvalidItemError(msg)
         items.append(
             ContextItem(
                 # Not in ctxbudget's id space: ContextMemory.assemble takes ``extra`` as

@@ -25,7 +25,9 @@ from llama_index.core.base.llms.types import (
     VideoBlock,
 )
 
+from ctxbudget.core.numbers import shown
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
+from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.store.chroma_store import Record
 
@@ -74,6 +76,9 @@ _MARKS = (
 )
 
 
+_WARNED: set[str] = set()  # the kinds of blocks a warning named already
+
+
 def text_of_blocks(blocks: Sequence[Any]) -> str:
     """The text of content blocks, with an ``[image]`` (``[audio]``...) mark per media block.
 
@@ -92,8 +97,11 @@ def text_of_blocks(blocks: Sequence[Any]) -> str:
         elif not isinstance(block, ToolCallBlock | ChatMessage):
             skipped.add(type(block).__name__)
             marks.extend(m for kind, m in _MARKS if isinstance(block, kind))
-    if skipped:
-        logger.warning(
+    if skipped:  # a warning once per kind of block and process (each turn may hold one)
+        new = skipped - _WARNED
+        _WARNED.update(skipped)
+        logger.log(
+            logging.WARNING if new else logging.DEBUG,
             "ctxbudget stores text only: %s block(s) are not stored (a mark such as [image] "
             "stands in for media); the message being answered is sent with them, older "
             "messages as their stored text",
@@ -111,10 +119,26 @@ def text_of(message: ChatMessage) -> str:
 
 
 def input_text(value: str | ChatMessage | None) -> str | None:
-    """The text of a ``get`` input: a str as is, a message's text (`text_of`), or None."""
-    if isinstance(value, ChatMessage):
-        return text_of(value)
-    return value
+    """The text of a ``get`` input: a str as is, a message's text (`text_of`), or None.
+
+    Raises:
+        InvalidItemError: ``value`` is none of those, or its text is not valid Unicode.
+    """
+    if value is None:
+        return None
+    given: object = value
+    if not isinstance(given, str | ChatMessage):
+        msg = (
+            f"CtxBudgetMemory.get(input=) must be the message being answered, a str or a "
+            f"ChatMessage (or None), got a {type(given).__name__}: {shown(given)}"
+        )
+        raise InvalidItemError(msg)
+    text = text_of(given) if isinstance(given, ChatMessage) else given
+    problem = lone_surrogate(text)
+    if problem is not None:
+        msg = f"CtxBudgetMemory.get(input=): its text {problem}"
+        raise InvalidItemError(msg)
+    return text
 
 
 def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:
@@ -123,7 +147,8 @@ def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | 
     A tool result with no output is stored empty: its call needs it to be sent.
 
     Raises:
-        InvalidItemError: a tool call without a name, or arguments that are not JSON.
+        InvalidItemError: a tool call without a name, arguments that are not JSON, or other
+            ``additional_kwargs`` JSON cannot hold (a circular reference).
     """
     role = role_of(message)
     text = text_of(message)
@@ -135,7 +160,14 @@ def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | 
     metadata: dict[str, str | int | float | bool] = {}
     others = {k: v for k, v in kwargs.items() if k not in _FIELDS}
     if others:
-        metadata[KWARGS_KEY] = json.dumps(others, ensure_ascii=False, default=_json_value)
+        try:
+            metadata[KWARGS_KEY] = json.dumps(others, ensure_ascii=False, default=_json_value)
+        except (TypeError, ValueError) as exc:  # a circular reference, a key JSON cannot take
+            msg = (
+                f"message {index}: its additional_kwargs {sorted(map(str, others))} cannot be "
+                f"stored as JSON ({exc}); keep plain values there (str, numbers, lists, dicts)"
+            )
+            raise InvalidItemError(msg) from exc
     stored: dict[str, Any] = {"role": role, "text": text, "metadata": metadata}
     if calls:
         stored["tool_calls"] = calls

@@ -15,7 +15,6 @@ Messages in history stay text: the store has nowhere to keep their blocks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,15 +128,15 @@ class CurrentMessage:
         return self.message.model_copy(deep=True)
 
 
-def current_of(messages: Sequence[ChatMessage], record_id: str | None) -> CurrentMessage | None:
-    """The current message of a write, when its last message is a user's with its own blocks.
+def current_of(last: ChatMessage | None, record_id: str | None) -> CurrentMessage | None:
+    """The current message of a write, when its last stored message is a user's with own blocks.
 
-    ``record_id`` is the record the last message was stored as (a retry: the one it repeats);
-    None when it was not stored.
+    ``last`` is the last message of the write that was stored (a system message after it is
+    stored apart and changes nothing), ``record_id`` the record it was stored as (a retry: the
+    one it repeats); None when nothing was stored.
     """
-    if not messages or record_id is None:
+    if last is None or record_id is None:
         return None
-    last = messages[-1]
     if role_of(last) != "user" or not has_own_blocks(last):
         return None
     return CurrentMessage(record_id, last.model_copy(deep=True), plain_text(last))

@@ -11,8 +11,10 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 
+from ctxbudget.core.numbers import count
+from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.embed.base import Embedder, as_embedder, default_embedder
-from ctxbudget.errors import ConfigurationError
+from ctxbudget.errors import InvalidItemError
 
 __all__ = ["CtxBudgetEmbedding"]
 
@@ -42,9 +44,8 @@ class CtxBudgetEmbedding(BaseEmbedding):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, embedder: object = None, *, cache_size: int = 512, **kwargs: Any) -> None:
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-            msg = f"cache_size must be a non-negative int, got {cache_size!r}"
-            raise ConfigurationError(msg)
+        # The core's count boundary: numpy ints taken; True, "3" or 3.0 refused.
+        cache_size = count(cache_size, "CtxBudgetEmbedding(cache_size=)", least=0)
         chosen = default_embedder() if embedder is None else as_embedder(embedder)
         kwargs.setdefault("model_name", chosen.name)
         super().__init__(**kwargs)
@@ -67,8 +68,17 @@ class CtxBudgetEmbedding(BaseEmbedding):
         return self._embedder.name
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text (the ctxbudget `Embedder` protocol); cached texts are not re-run."""
+        """One vector per text (the ctxbudget `Embedder` protocol); cached texts are not re-run.
+
+        Raises:
+            InvalidItemError: a text that is not valid Unicode (a lone surrogate), by its index.
+        """
         batch = list(texts)
+        for index, text in enumerate(batch):
+            problem = lone_surrogate(text) if isinstance(text, str) else None
+            if problem is not None:  # the tokenizer's own error would not say which, nor why
+                msg = f"CtxBudgetEmbedding: text {index} {problem}"
+                raise InvalidItemError(msg)
         if not self._cache_size:
             return self._embedder.embed_documents(batch)
         with self._lock:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from llama_index.core.llms.llm import LLM
 
+from ctxbudget.errors import ConfigurationTypeError
 from ctxbudget.memory.entities.names import Mention
 from ctxbudget.memory.entities.prompt import (
     DEFAULT_ENTITY_PROMPT,
@@ -37,6 +38,7 @@ class LLMEntityExtractor:
     Raises:
         ConfigurationError: a prompt without ``{messages}`` (or with another field), a batch
             that is not a positive int.
+        ConfigurationTypeError: ``llm`` is not a LlamaIndex LLM.
 
     >>> from llama_index.core.llms import MockLLM
     >>> echo = '{{"message": 1, "name": "Lisbon", "type": "place"}}\n{messages}'
@@ -47,6 +49,12 @@ class LLMEntityExtractor:
     """
 
     def __init__(self, llm: LLM, *, prompt: str = DEFAULT_ENTITY_PROMPT, batch: int = 20) -> None:
+        if not callable(getattr(llm, "complete", None)):  # refused here, not on first extraction
+            msg = (
+                f"LLMEntityExtractor needs a LlamaIndex LLM (with .complete), got "
+                f"{type(llm).__name__}; pass e.g. OpenAI(model='gpt-4o-mini') or Settings.llm"
+            )
+            raise ConfigurationTypeError(msg)
         self.llm = llm
         self.prompt = check_entity_prompt(prompt, "LLMEntityExtractor")
         self.batch = check_entity_batch(batch, "LLMEntityExtractor")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ctxbudget.core.numbers import flag
 from ctxbudget.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -52,8 +53,10 @@ class LongTermMemory:
 
         Raises:
             SessionOwnerError: the session was started by another user; nothing was pinned.
-            ConfigurationError: ``user_wide`` without a ``user_id``.
+            ConfigurationError: ``user_wide`` without a ``user_id``, or not a bool.
         """
+        # A str "false" is not False: it would pin the fact to every session of the user.
+        user_wide = flag(user_wide, "CtxBudgetMemory.pin(user_wide=)")
         # A pin to the session is a write to it: a new session is claimed for user_id.
         self._owner(write=not user_wide)
         if user_wide:

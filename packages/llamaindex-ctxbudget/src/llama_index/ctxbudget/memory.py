@@ -232,17 +232,17 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
         memory, owns = open_memory(
             memory, path=path, model=model, embedder=embedder, config=config, summarizer=summarizer
         )
-        fields = {"token_limit": limit, "session_id": session_id or uuid.uuid4().hex}
+        session = uuid.uuid4().hex if session_id is None else session_id  # "": refused
+        fields = {"token_limit": limit, "session_id": session}
         fields.update(model=model, user_id=user_id, memory_blocks=list(memory_blocks))
         fields.update(block_tiers=dict(block_tiers or {}), strategy=strategy)
-        built = released_on_error(
-            lambda: cls(memory=memory, owns_memory=owns, **fields), memory, owns
-        )
-        if chat_history is not None:
-            built.set(list(chat_history))
-        if system_prompt:
-            built.put(ChatMessage(role=MessageRole.SYSTEM, content=system_prompt))
-        return built
+
+        def build() -> CtxBudgetMemory:  # a store it opened is closed if anything is refused
+            built = cls(memory=memory, owns_memory=owns, **fields)
+            built._start(chat_history, system_prompt)
+            return built
+
+        return released_on_error(build, memory, owns)
 
     # -- what LlamaIndex and users read -------------------------------------------------------
     @property
@@ -358,6 +358,8 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
     async def _blocks(
         self, input: str | ChatMessage | None, block_kwargs: dict[str, Any]
     ) -> list[ContextItem]:
+        # Another user's session is refused before its messages reach a block (and its LLM).
+        await self._memory.arun(self._owner, write=False)
         return await session_blocks(
             self._memory,
             self.session_id,

@@ -13,12 +13,16 @@ from __future__ import annotations
 from llama_index.core.schema import BaseNode, NodeWithScore
 
 from ctxbudget import Tier
+from ctxbudget.core.numbers import count, shown
 from ctxbudget.errors import InvalidItemError
 
 __all__ = ["TIER_KEY", "hide_key", "node_tier", "parse_tier", "set_tier"]
 
 TIER_KEY = "ctxbudget_tier"
 """The metadata key naming a node's tier (the postprocessor's default ``tier_key``)."""
+
+_DIGITS = 100  # the most digits a tier written as text may have (10**100: the core's counts)
+_HINT = "give a tier name (PINNED, RETRIEVED...) or an int"
 
 
 def parse_tier(value: object, where: str) -> int:
@@ -37,11 +41,17 @@ def parse_tier(value: object, where: str) -> int:
             names = [t.name for t in Tier if t not in (Tier.SYSTEM, Tier.QUERY, Tier.RECENT)]
             msg = f"{where}: {value!r} is not a tier; use one of {names} or an int"
             raise InvalidItemError(msg) from exc
-    elif isinstance(value, int | str) and not isinstance(value, bool):
-        tier = int(value)
-    else:
-        msg = f"{where}: {value!r} must be a tier name or an int"
-        raise InvalidItemError(msg)
+    elif isinstance(value, str):  # digits: the number they write, if a tier can be one
+        try:  # "²" is a digit int() refuses; past 4,300 digits int() refuses any
+            written = int(value) if len(value) <= _DIGITS else None
+        except ValueError:
+            written = None
+        if written is None:
+            msg = f"{where}: {shown(value)} is not a tier; {_HINT}"
+            raise InvalidItemError(msg)
+        tier = written
+    else:  # the core's number boundary: numpy ints taken; True or 30.0 refused
+        tier = count(value, where, least=None, error=InvalidItemError, hint=_HINT)
     if tier <= Tier.QUERY or tier == Tier.RECENT:
         msg = (
             f"{where}: {value!r} is a tier nodes cannot take (SYSTEM, QUERY and RECENT hold the "

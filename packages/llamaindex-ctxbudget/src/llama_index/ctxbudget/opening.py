@@ -26,18 +26,20 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.embed.base import as_embedder
-from ctxbudget.errors import ConfigurationError
+from ctxbudget.errors import ConfigurationError, ConfigurationTypeError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.presets import as_strategy
 from ctxbudget.store.chroma_store import ChromaStore
-from llama_index.ctxbudget.blocks import check_block_tiers
+from ctxbudget.store.records import require_name
+from llama_index.ctxbudget.blocks import check_block_tiers, check_blocks
 from llama_index.ctxbudget.budget import TOKEN_LIMIT, token_limit_of
 from llama_index.ctxbudget.embeddings import CtxBudgetEmbedding
 
 __all__ = [
     "STORE_KEY",
     "checked_settings",
+    "context_memory_of",
     "dataclass_from",
     "from_dict_parts",
     "given_blocks",
@@ -74,7 +76,9 @@ def checked_settings(data: dict[str, Any]) -> dict[str, Any]:
     An ``llm`` is refused: only ``from_defaults`` reads one (it is not a setting, not kept).
 
     Raises:
-        ConfigurationError: an ``llm`` is given (the message says what to pass instead).
+        ConfigurationError: an ``llm`` is given (the message says what to pass instead), or two
+            memory blocks share a name (`check_blocks`).
+        StoreInputError: ``session_id`` (or ``user_id``) is not a non-empty str of valid Unicode.
     """
     if data.get("llm") is not None:
         msg = (
@@ -84,12 +88,33 @@ def checked_settings(data: dict[str, Any]) -> dict[str, Any]:
         )
         raise ConfigurationError(msg)
     data["token_limit"] = token_limit_of(data.get("token_limit"), TOKEN_LIMIT)
+    # The store's rule, when the memory is made: "" is no session (never a new random one).
+    require_name("session_id", data.get("session_id"))
+    if data.get("user_id") is not None:
+        require_name("user_id", data["user_id"])
     data["block_tiers"] = check_block_tiers(data.get("block_tiers") or {})
+    data["memory_blocks"] = check_blocks(data.get("memory_blocks") or [])
     given = data.get("strategy")
     if given is not None:
         chosen = as_strategy(given)
         data["strategy"] = given if isinstance(given, str) else chosen.as_dict()
     return data
+
+
+def context_memory_of(value: object, where: str) -> ContextMemory:
+    """``value`` if it is a `ContextMemory`.
+
+    Raises:
+        ConfigurationTypeError: anything else; a `CtxBudgetMemory` (or another object with a
+            ``context_memory``) is named, with the attribute to pass instead.
+    """
+    if isinstance(value, ContextMemory):
+        return value
+    hint = "pass a ctxbudget ContextMemory, e.g. ContextMemory('./.ctxbudget')"
+    if isinstance(getattr(value, "context_memory", None), ContextMemory):
+        hint = f"pass its ContextMemory: memory=<your {type(value).__name__}>.context_memory"
+    msg = f"{where} must be a ctxbudget ContextMemory, got a {type(value).__name__}; {hint}"
+    raise ConfigurationTypeError(msg)
 
 
 def open_memory(
@@ -108,6 +133,7 @@ def open_memory(
 
     Raises:
         ConfigurationError: ``memory`` with any of the options that would build another.
+        ConfigurationTypeError: ``memory`` is not a `ContextMemory` (`context_memory_of`).
     """
     if memory is None:
         chosen = CtxBudgetEmbedding() if embedder is None else embedder
@@ -115,6 +141,7 @@ def open_memory(
             path, embedder=chosen, model=model, config=config, summarizer=summarizer
         )
         return built, True
+    memory = context_memory_of(memory, "memory")
     options = {"path": path, "embedder": embedder, "config": config, "summarizer": summarizer}
     given = [name for name, value in options.items() if value is not None]
     if given:
@@ -282,8 +309,5 @@ def from_dict_parts(
     fields.update(options)
     if memory is None:
         return open_store(entry, embedder=embedder, summarizer=summarizer), True, fields
-    if not isinstance(memory, ContextMemory):
-        msg = f"memory must be a ctxbudget ContextMemory, got {type(memory).__name__}"
-        raise ConfigurationError(msg)
     given, _ = open_memory(memory, embedder=embedder, summarizer=summarizer)
     return given, False, fields

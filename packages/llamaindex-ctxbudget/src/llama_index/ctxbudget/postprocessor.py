@@ -21,6 +21,7 @@ from ctxbudget.compat import refuse_unknown, renamed
 from ctxbudget.core.documents import included_positions, pack_documents
 from ctxbudget.core.ids import check_caller_id, internal_id
 from ctxbudget.core.numbers import count, real
+from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.errors import InvalidBudgetError, InvalidItemError
 from ctxbudget.memory.inputs import check_query
 from llama_index.ctxbudget.events import LastContext, report_assembly
@@ -83,7 +84,7 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
         metadata_mode: which content is counted.
         truncate: cut a node that does not fit whole at a sentence boundary (else drop it).
         near_duplicate_threshold: cosine similarity at which nodes with embeddings are
-            duplicates (None: off).
+            duplicates, above 0 and at most 1 (None: off).
 
     >>> from llama_index.core import VectorStoreIndex  # doctest: +SKIP
     >>> index.as_query_engine(node_postprocessors=[  # doctest: +SKIP
@@ -114,6 +115,15 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
             error=InvalidBudgetError,
             hint="the most tokens the kept nodes may take, e.g. budget=1500",
         )
+        threshold = data.get("near_duplicate_threshold")
+        if threshold is not None:  # the LangChain compressor's range; NaN would turn it off
+            data["near_duplicate_threshold"] = real(
+                threshold,
+                f"{where}: near_duplicate_threshold",
+                above=0.0,
+                most=1.0,
+                hint="a cosine similarity in (0, 1], e.g. 0.95, or None to turn it off",
+            )
         super().__init__(**data)
         self._assembler = ContextAssembler(
             model=self.model,
@@ -174,6 +184,10 @@ class CtxBudgetNodePostprocessor(BaseNodePostprocessor):
             if self.truncate and isinstance(node.node, TextNode):
                 shrink = Shrink.TRUNCATE
             content = node.node.get_content(metadata_mode=self.metadata_mode)
+            problem = lone_surrogate(content)
+            if problem is not None:  # named here: the counter would not say which node
+                msg = f"node {index} (id {node.node_id!r}): its content {problem}"
+                raise InvalidItemError(msg)
             key = node.node_id
             first = contents.setdefault(key, content)
             if first != content:

@@ -30,7 +30,7 @@ from ctxbudget.memory.policy.ranking import (
     kept_scores,
     register_converter,
 )
-from ctxbudget.memory.reading.coroutines import called_async
+from ctxbudget.memory.reading.coroutines import sync_or_async
 
 __all__ = ["postprocessor_reranker"]
 
@@ -63,16 +63,16 @@ def postprocessor_reranker(postprocessor: BaseNodePostprocessor) -> Reranker:
             for n, t in enumerate(texts)
         ]
         made = {id(scored.node): n for n, scored in enumerate(nodes)}
-        if own_async and called_async():  # on the app's loop, where its client works
-            return _ascores(postprocessor, nodes, query, texts, made)
-        try:
+
+        def scored() -> list[float]:
             answer = postprocessor.postprocess_nodes(nodes, query_str=query)
-        except NotImplementedError:
-            if not own_async:
-                raise
-            return _ascores(postprocessor, nodes, query, texts, made)  # an async-only one
-        scored = _scored_nodes(answer, postprocessor)
-        return _scores_of(scored, texts, made, where=type(postprocessor).__name__)
+            found = _scored_nodes(answer, postprocessor)
+            return _scores_of(found, texts, made, where=type(postprocessor).__name__)
+
+        def ascored() -> Awaitable[list[float]]:
+            return _ascores(postprocessor, nodes, query, texts, made)
+
+        return sync_or_async(scored, ascored if own_async else None)
 
     scores.__name__ = f"postprocessor_reranker({type(postprocessor).__name__})"
     return cast("Reranker", scores)

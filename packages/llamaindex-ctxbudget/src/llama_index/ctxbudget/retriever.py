@@ -27,8 +27,9 @@ from ctxbudget.memory.reading.search import ScoredHit
 from ctxbudget.memory.writing.owners import check_session_owner
 from ctxbudget.store.chroma_store import Record
 from ctxbudget.store.records import scope_of
-from ctxbudget.store.search import search_k
+from ctxbudget.store.search import MAX_HITS, search_k
 from llama_index.ctxbudget.events import LastContext, report_assembly
+from llama_index.ctxbudget.opening import context_memory_of
 
 __all__ = ["CtxBudgetRetriever"]
 
@@ -82,7 +83,7 @@ class CtxBudgetRetriever(BaseRetriever):
         fetch_k: hits per search, before packing.
         documents: search documents (True) or not (False).
         collections: only these document collections (the ``collection=`` given to
-            `ContextMemory.add_documents`); default: all.
+            `ContextMemory.add_documents`; one name or a non-empty list); default: all.
         session_id: also search this session's messages and summaries.
         user_id: also search this user's messages and summaries (every session). With
             ``session_id``, a session another user started is refused (`SessionOwnerError`,
@@ -114,6 +115,7 @@ class CtxBudgetRetriever(BaseRetriever):
         verbose: bool = False,
         token_budget: int | None = None,
     ) -> None:
+        memory = context_memory_of(memory, "CtxBudgetRetriever(memory=)")
         given = {"budget": budget, "token_budget": token_budget}
         budget = renamed(
             {key: value for key, value in given.items() if value is not None},
@@ -129,10 +131,19 @@ class CtxBudgetRetriever(BaseRetriever):
         )
         # k=0 is no nodes, as in LangChain's retriever (every hit that fits is over_limit).
         k = None if k is None else search_k(k, "CtxBudgetRetriever: k")  # as search's k
-        fetch_k = count(fetch_k, "CtxBudgetRetriever: fetch_k")
+        # Each search's k: at most what one search returns (refused here, not on first use).
+        fetch_k = count(fetch_k, "CtxBudgetRetriever: fetch_k", most=MAX_HITS)
         if not isinstance(documents, bool):  # collection names given as documents=
             collections = [documents] if isinstance(documents, str) else list(documents)
             documents = bool(collections)
+        elif collections is not None:  # one name, as documents= takes it (never its letters)
+            collections = [collections] if isinstance(collections, str) else list(collections)
+        if documents and collections == []:
+            msg = (
+                "CtxBudgetRetriever(collections=) must be collection names or None (every "
+                "collection), got an empty list; pass documents=False to search no documents"
+            )
+            raise ConfigurationError(msg)
         if documents is False and session_id is None and user_id is None:
             msg = (
                 "nothing to search: pass documents=True (or collections=[...]), "

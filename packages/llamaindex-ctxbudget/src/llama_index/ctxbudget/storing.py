@@ -16,6 +16,8 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 
+from ctxbudget.core.numbers import shown
+from ctxbudget.errors import InvalidItemError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.reading.session_state import is_stored_query
 from ctxbudget.store.chroma_store import Record
@@ -25,6 +27,7 @@ __all__ = [
     "SYSTEM_KEY",
     "Split",
     "LastPut",
+    "check_writes",
     "clear_session",
     "last_put",
     "retried_question",
@@ -44,13 +47,17 @@ class Split:
     Attributes:
         systems: the texts of the system messages, in order.
         stored: the other messages as `ContextMemory.add_messages` takes them.
-        last_stored: the last message given is the last of ``stored`` (not a system message,
-            not one with nothing to keep).
+        last_given: the message given that ``stored[-1]`` was made from (None: none stored).
+            A system message or one with nothing to keep after it changes nothing: it is still
+            the session's last message.
+        written: every message written, system messages too, in the order given (what
+            `check_writes` checks).
     """
 
     systems: list[str]
     stored: list[dict[str, Any]]
-    last_stored: bool
+    last_given: ChatMessage | None
+    written: list[dict[str, Any]]
 
 
 def split_messages(messages: Sequence[ChatMessage]) -> Split:
@@ -59,25 +66,52 @@ def split_messages(messages: Sequence[ChatMessage]) -> Split:
     Checks every message before anything is written.
 
     Raises:
-        InvalidItemError: a malformed tool call.
+        InvalidItemError: ``messages`` is not a list of ``ChatMessage``, or a malformed tool call.
     """
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        msg = f"messages must be a list of LlamaIndex ChatMessage, got {shown(messages)}"
+        raise InvalidItemError(msg)
     systems: list[str] = []
     stored: list[dict[str, Any]] = []
+    written: list[dict[str, Any]] = []
     now = time.time()
-    last_stored = False
+    last_given: ChatMessage | None = None
     for index, message in enumerate(messages):
-        last_stored = False
+        if not isinstance(message, ChatMessage):
+            msg = (
+                f"message {index} is a {type(message).__name__}, not a LlamaIndex ChatMessage: "
+                f"{shown(message)}; pass ChatMessage(role='user', content=...)"
+            )
+            raise InvalidItemError(msg)
         if role_of(message) == "system":
             text = text_of(message)
             if text.strip():
                 systems.append(text)
+                written.append({"role": "system", "text": text})
             continue
         entry = to_record_payload(message, index)
         if entry is not None:
             entry["timestamp"] = now
             stored.append(entry)
-            last_stored = True
-    return Split(systems, stored, last_stored)
+            written.append(entry)
+            last_given = message
+    return Split(systems, stored, last_given, written)
+
+
+def check_writes(
+    memory: ContextMemory, session_id: str, split: Split, *, user_id: str | None
+) -> None:
+    """The store's checks of every message ``split`` writes, nothing written.
+
+    Run before a write changes anything (``set`` forgets the stored conversation first), so a
+    message the store refuses (a lone surrogate, a text over ``max_message_chars``) leaves the
+    session as it was.
+
+    Raises:
+        StoreInputError: the first message that cannot be stored.
+    """
+    if split.written:
+        memory.writes.check_messages(session_id, split.written, user_id=user_id)
 
 
 LastPut = tuple[str, str]

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llama_index.core.llms.llm import LLM
-from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 
 from ctxbudget import TokenCounter
 from ctxbudget.core.prompts import DEFAULT_SUMMARY_PROMPT, check_summary_prompt, summary_fields
 from ctxbudget.core.summaries import truncate_to_tokens
+from ctxbudget.errors import ConfigurationTypeError
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LLMSummarizer"]  # the prompt is the core's, re-exported
 
@@ -29,6 +30,9 @@ class LLMSummarizer:
             as LangChain's `ChatModelSummarizer` takes (`ctxbudget.core.prompts`); default
             `DEFAULT_SUMMARY_PROMPT`. A ``PromptTemplate``'s template is used.
 
+    Raises:
+        ConfigurationTypeError: ``llm`` is not a LlamaIndex LLM, or ``prompt`` not a template.
+
     >>> from llama_index.core.llms import MockLLM
     >>> LLMSummarizer(MockLLM(max_tokens=3)).summarize(["We met in Lisbon."], 10)
     'text text text'
@@ -40,8 +44,20 @@ class LLMSummarizer:
         *,
         model: str = "gpt-4o",
         counter: TokenCounter | None = None,
-        prompt: str | PromptTemplate = DEFAULT_SUMMARY_PROMPT,
+        prompt: str | BasePromptTemplate = DEFAULT_SUMMARY_PROMPT,
     ) -> None:
+        if not callable(getattr(llm, "predict", None)):  # refused here, not on the first summary
+            msg = (
+                f"LLMSummarizer needs a LlamaIndex LLM (with .predict), got {type(llm).__name__}; "
+                "pass e.g. OpenAI(model='gpt-4o-mini') or Settings.llm"
+            )
+            raise ConfigurationTypeError(msg)
+        if not isinstance(prompt, str | BasePromptTemplate):
+            msg = (
+                f"LLMSummarizer(prompt=) must be a str or a PromptTemplate with a {{texts}} field, "
+                f"got {type(prompt).__name__}"
+            )
+            raise ConfigurationTypeError(msg)
         text = prompt if isinstance(prompt, str) else prompt.get_template()
         self.llm = llm
         self.counter = counter or TokenCounter.for_model(model)

@@ -21,12 +21,17 @@ stores (`llama_index.ctxbudget.storing`):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+from ctxbudget.core.numbers import flag
 from ctxbudget.memory.writing.owners import check_session_owner, claim_session
 from llama_index.ctxbudget.current import CurrentMessage, current_of
 from llama_index.ctxbudget.storing import (
     LastPut,
+    check_writes,
     clear_session,
     last_put,
     retried_question,
@@ -35,8 +40,6 @@ from llama_index.ctxbudget.storing import (
 )
 
 if TYPE_CHECKING:
-    from llama_index.core.base.llms.types import ChatMessage
-
     from ctxbudget.memory.context import ContextMemory
 
 __all__ = ["ConversationWrites"]
@@ -74,11 +77,13 @@ class ConversationWrites:
         sent, `llama_index.ctxbudget.current`).
 
         Raises:
-            InvalidItemError: a malformed tool call; nothing was written.
+            InvalidItemError: not a ``ChatMessage``, or a malformed tool call; nothing was written.
             SessionOwnerError: the session was started by another user; nothing was written.
+            StoreInputError: a message the store cannot take; nothing was written.
         """
         split = split_messages(messages)
         self._owner(write=True)
+        check_writes(self._memory, self.session_id, split, user_id=self.user_id)
         stored = split.stored
         retried = retried_question(self._memory, self.session_id, stored, hint=self._last_put)
         ids = store_messages(
@@ -88,10 +93,10 @@ class ConversationWrites:
             stored[1:] if retried is not None else stored,
             user_id=self.user_id,
         )
-        self._last_put = last_put(stored) or self._last_put
-        last = (ids[-1] if ids else retried) if split.last_stored else None
-        self._current = current_of(messages, last)
-        if stored:
+        if stored:  # else the session's last message, and what stands for it, are unchanged
+            self._last_put = last_put(stored)
+            last = ids[-1] if ids else retried
+            self._current = current_of(split.last_given, last)
             self._mine = last if stored[-1]["role"] == "user" else None
 
     def set(self, messages: list[ChatMessage]) -> None:
@@ -101,27 +106,48 @@ class ConversationWrites:
         of its own; otherwise they stay (``reset`` forgets them).
 
         Raises:
-            InvalidItemError: a malformed tool call; nothing was changed.
+            InvalidItemError: not a ``ChatMessage``, or a malformed tool call; nothing was changed.
             SessionOwnerError: the session was started by another user; nothing was changed.
+            StoreInputError: a message the store cannot take; nothing was changed.
         """
         split = split_messages(messages)
         self._owner(write=True)
+        check_writes(self._memory, self.session_id, split, user_id=self.user_id)
         self._current = self._last_put = self._mine = None
         clear_session(self._memory, self.session_id, systems=bool(split.systems))
         ids = store_messages(
             self._memory, self.session_id, split.systems, split.stored, user_id=self.user_id
         )
         self._last_put = last_put(split.stored)
-        last = ids[-1] if ids and split.last_stored else None
-        self._current = current_of(messages, last)
+        last = ids[-1] if ids else None
+        self._current = current_of(split.last_given, last)
         self._mine = last if split.stored and split.stored[-1]["role"] == "user" else None
+
+    def _start(self, history: Sequence[ChatMessage] | None, system_prompt: str | None) -> None:
+        """``from_defaults``' ``chat_history`` (`set`), then its ``system_prompt`` (`put`).
+
+        The prompt is checked before the history replaces anything: a prompt the store refuses
+        leaves the session as it was.
+        """
+        prompt = [ChatMessage(role=MessageRole.SYSTEM, content=system_prompt)]
+        prompt = prompt if system_prompt else []
+        check_writes(self._memory, self.session_id, split_messages(prompt), user_id=self.user_id)
+        if history is not None:
+            self.set(list(history))
+        if prompt:
+            self.put_messages(prompt)
 
     def reset(self) -> None:
         """Forget the session's messages, system messages and summaries (pinned facts stay)."""
         self.clear()
 
     def clear(self, *, pins: bool = False) -> None:
-        """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts."""
+        """`reset`, by the name both adapters use; ``pins=True`` also forgets pinned facts.
+
+        Raises:
+            ConfigurationError: ``pins`` is not a bool (a str "false" would forget them).
+        """
+        pins = flag(pins, "CtxBudgetMemory.clear(pins=)")
         self._owner(write=False)
         self._current = self._last_put = self._mine = None
         clear_session(self._memory, self.session_id, pins=pins)

@@ -18,6 +18,7 @@ import json
 import string
 from collections.abc import Callable, Sequence
 
+from ctxbudget.core.numbers import count
 from ctxbudget.errors import ConfigurationError
 from ctxbudget.memory.entities.names import ENTITY_TYPES, Mention, as_mentions
 
@@ -115,10 +116,7 @@ def check_entity_batch(batch: object, where: str) -> int:
     Raises:
         ConfigurationError: it is not.
     """
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        msg = f"{where}: batch must be a positive int (messages per model call), got {batch!r}"
-        raise ConfigurationError(msg)
-    return batch
+    return count(batch, f"{where}: batch", hint="messages per model call, e.g. batch=8")
 
 
 def ask_in_batches(

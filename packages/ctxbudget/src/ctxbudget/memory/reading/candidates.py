@@ -149,12 +149,14 @@ class Candidates:
         under those ids: gather with ``ContextMemory.candidates(search_recent=True)``, offer
         its messages and the `Additions.extras`, assemble, and assemble once more with
         `Additions.lost` when the history lost turns that matched (the LangChain middleware).
-        A stored turn that is both recent history and a match is offered once.
+        A stored turn that is both recent history and a match is offered once (as the memory
+        of it the history made), whether the caller holds it or not.
         """
         extras: list[ContextItem] = []
         copies: dict[str, ContextItem] = {}
-        seen: set[str] = set()
+        seen: set[str] = set()  # by the stored turn's own id, whatever id it is offered under
         for item in self.items:
+            stored = item.id
             if item.tier in (Tier.SYSTEM, Tier.QUERY):
                 continue  # the caller has the prompt and the question
             if item.id in held:
@@ -172,8 +174,8 @@ class Candidates:
                     tool_calls=(),
                     tool_call_id=None,
                 )
-            if item.id not in seen:
-                seen.add(item.id)
+            if stored not in seen:
+                seen.add(stored)
                 extras.append(item)
         return Additions(extras=tuple(extras), copies=copies)
 

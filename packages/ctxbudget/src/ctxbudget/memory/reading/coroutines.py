@@ -42,10 +42,12 @@ import contextlib
 import contextvars
 import os
 import threading
-from collections.abc import Awaitable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
-__all__ = ["awaited", "called_async", "closing_here", "mark_caller_loop"]
+__all__ = ["awaited", "called_async", "closing_here", "mark_caller_loop", "sync_or_async"]
+
+T = TypeVar("T")
 
 _POLL = 0.25  # seconds between looks at whether the caller's loop closed under a call
 
@@ -75,6 +77,25 @@ def called_async() -> bool:
     """
     loop = _caller.get()
     return loop is not None and _usable(loop)
+
+
+def sync_or_async(
+    call: Callable[[], T], acall: Callable[[], Awaitable[T]] | None
+) -> T | Awaitable[T]:
+    """A framework model's answer, by its sync ``call`` or its own async ``acall`` (None: none).
+
+    The policy of both adapters' rerankers: the async one when the memory was called async
+    (`called_async`: awaited on the app's loop, where its client works), else the sync one,
+    or the async one when the sync one raises `NotImplementedError` (an async-only model).
+    """
+    if acall is not None and called_async():
+        return acall()
+    try:
+        return call()
+    except NotImplementedError:
+        if acall is None:
+            raise
+        return acall()
 
 
 def awaited(out: Awaitable[Any]) -> Any:

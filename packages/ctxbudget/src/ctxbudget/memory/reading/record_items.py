@@ -18,12 +18,13 @@ from ctxbudget.core.items import ContextItem, Shrink, Tier
 from ctxbudget.core.numbers import shown
 from ctxbudget.core.stored import stored_item
 from ctxbudget.core.tool_schemas import tool_schema_json
-from ctxbudget.core.toolcalls import normalize_tool_calls
+from ctxbudget.core.toolcalls import normalize_tool_calls, tool_call
 from ctxbudget.errors import InvalidItemError
 from ctxbudget.store.records import Record, scope_of, scoped_item_id
 from ctxbudget.tokens.counter import TokenCounter
 
 __all__ = [
+    "STAND_IN",
     "TaskNode",
     "history_item",
     "item_id",
@@ -90,9 +91,17 @@ def prime(counter: TokenCounter, records: Sequence[Record]) -> None:
         counter.remember(known)
 
 
+STAND_IN = "unknown_tool"
+"""The name a call stored as a plain id is sent with (its name and arguments were never given)."""
+
+
 def history_item(record: Record) -> ContextItem:
     calls = stored_calls(record)
     metadata: dict[str, Any] = {}
+    known = {str(c.get("id")) for c in calls or ()}
+    missing = [c for c in record.tool_calls if c not in known]
+    if missing:  # plain ids: a provider takes no assistant turn whose calls are only ids
+        calls = [*(calls or ()), *(tool_call(c, STAND_IN, "{}") for c in missing)]
     if calls is not None:
         metadata["tool_calls"] = calls
     name = record.metadata.get("_name")

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ctxbudget.core.numbers import flag
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.reading.held_indexes import SessionIndexes
@@ -89,7 +90,9 @@ class SessionUpkeep:
         Pinned facts and tasks of the session stay unless ``pins=True`` (then everything of
         the session goes, as `delete_session`). User-wide pins and documents are never touched.
         Both adapters clear a session this way (LangChain ``clear()``, LlamaIndex ``reset()``).
+        ``pins`` is a bool (the string ``"false"`` is refused: it would forget them).
         """
+        pins = flag(pins, "clear(pins=)")
         self._settle_before_delete()
         return forget.clear_session(
             self.store, self.namespace, self._indexes, session_id, pins=pins
