@@ -7,6 +7,7 @@ package are used (the installed dependencies are shared).
 
 Run: .venv/bin/python benchmarks/bench_revisions.py --base d563cb1 [--rounds 5]
          [--script bench_assemble.py] [-- --repeat 30]
+     (``--script bench_middleware.py -- --turns 40``: issue 40's agent turn, base and current)
 """
 
 from __future__ import annotations
@@ -21,20 +22,36 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Figures read from bench_assemble.py's output: the p50 of each line, and the speed-up.
-FIGURES = {
-    "assemble messages p50 (ms)": re.compile(r"assemble \(messages\), warm:\s+p50 ([\d.]+)"),
-    "assemble messages CPU p50 (ms)": re.compile(r"process CPU time:\s+p50 ([\d.]+)"),
-    "assemble compact p50 (ms)": re.compile(r"assemble \(compact\), warm:\s+p50 ([\d.]+)"),
-    "trim_messages p50 (ms)": re.compile(r"trim_messages \(tiktoken counter\):\s+p50 ([\d.]+)"),
-    "speed-up vs trim_messages (x)": re.compile(r"speed-up at p50: ([\d.]+)x"),
+PACKAGES = ("ctxbudget", "langchain-ctxbudget", "llamaindex-ctxbudget")
+_MEMORY_ROW = r"\| memory, write-behind \(default\) \| "
+# Figures read from each script's output.
+FIGURES_OF = {
+    # bench_assemble.py: the p50 of each line, and the speed-up.
+    "bench_assemble.py": {
+        "assemble messages p50 (ms)": re.compile(r"assemble \(messages\), warm:\s+p50 ([\d.]+)"),
+        "assemble messages CPU p50 (ms)": re.compile(r"process CPU time:\s+p50 ([\d.]+)"),
+        "assemble compact p50 (ms)": re.compile(r"assemble \(compact\), warm:\s+p50 ([\d.]+)"),
+        "trim_messages p50 (ms)": re.compile(r"trim_messages \(tiktoken counter\):\s+p50 ([\d.]+)"),
+        "speed-up vs trim_messages (x)": re.compile(r"speed-up at p50: ([\d.]+)x"),
+    },
+    # bench_middleware.py (issue 40): the agent turn bare and with memory, one embedding.
+    "bench_middleware.py": {
+        "bare agent turn p50 (ms)": re.compile(r"\| no middleware \| ([\d.]+) \|"),
+        "memory turn p50 (ms)": re.compile(_MEMORY_ROW + r"([\d.]+) \|"),
+        "memory turn p95 (ms)": re.compile(_MEMORY_ROW + r"[\d.]+ \| ([\d.]+) \|"),
+        "memory overhead p50 (ms)": re.compile(_MEMORY_ROW + r"[\d.]+ \| [\d.]+ \| ([\d.]+) \|"),
+        "one query embedding p50 (ms)": re.compile(r"one query embedding .*: p50 ([\d.]+) ms"),
+        "turn p95 / bare p50 (x)": None,
+        "overhead / one embedding (x)": None,
+    },
 }
+FIGURES = FIGURES_OF["bench_assemble.py"]
 
 
 def run(tree: Path, script: str, extra: list[str]) -> dict[str, float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(tree / "packages" / "ctxbudget" / "src"), str(tree / "benchmarks")]
+        [*(str(tree / "packages" / p / "src") for p in PACKAGES), str(tree / "benchmarks")]
     )
     out = subprocess.run(
         [sys.executable, str(tree / "benchmarks" / script), *extra],
@@ -45,10 +62,19 @@ def run(tree: Path, script: str, extra: list[str]) -> dict[str, float]:
         cwd=tree,
     ).stdout
     figures = {}
-    for name, pattern in FIGURES.items():
+    for name, pattern in FIGURES_OF.get(script, FIGURES).items():
+        if pattern is None:  # derived below
+            continue
         match = pattern.search(out)
         if match:
             figures[name] = float(match.group(1))
+    bare, p95 = figures.get("bare agent turn p50 (ms)"), figures.get("memory turn p95 (ms)")
+    overhead = figures.get("memory overhead p50 (ms)")
+    embedding = figures.get("one query embedding p50 (ms)")
+    if bare and p95:  # issue 40's two multiples, of each run
+        figures["turn p95 / bare p50 (x)"] = p95 / bare
+    if overhead and embedding:
+        figures["overhead / one embedding (x)"] = overhead / embedding
     return figures
 
 
@@ -78,8 +104,9 @@ def main() -> None:
             loads = []
             for _ in range(args.rounds):
                 loads.append(os.getloadavg()[0])
-                results["base"].append(run(base, args.script, extra))
-                results["current"].append(run(ROOT, args.script, extra))
+                sides = [("base", base), ("current", ROOT)]
+                for side, tree in sides if len(loads) % 2 else sides[::-1]:  # turn about
+                    results[side].append(run(tree, args.script, extra))
         finally:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(base)], check=True, cwd=ROOT
@@ -87,7 +114,7 @@ def main() -> None:
     print(f"{args.script}: base {base_rev} vs working tree, {args.rounds} alternating rounds")
     print(f"load average (1 min) at each round: {', '.join(f'{x:.1f}' for x in loads)}")
     print(f"{'median over rounds':<34}{'base':>10}{'current':>10}{'current/base':>14}")
-    for name in FIGURES:
+    for name in FIGURES_OF.get(args.script, FIGURES):
         before = [r[name] for r in results["base"] if name in r]
         after = [r[name] for r in results["current"] if name in r]
         if not before or not after:

@@ -185,9 +185,15 @@ def _blas_nearest(self: SessionIndex, vector: Sequence[float], k: int) -> tuple[
     return top, np.clip(similarity[top].astype(np.float64), -1.0, 1.0)
 
 
+def _blas_nearest_many(
+    self: SessionIndex, vectors: Sequence[Sequence[float]], ks: Sequence[int]
+) -> list[tuple[Any, Any]]:
+    return [_blas_nearest(self, v, k) for v, k in zip(vectors, ks, strict=True)]
+
+
 def blas_product() -> contextlib.AbstractContextManager[None]:
     """Calls inside search the session with a BLAS product, as before (no other change)."""
-    return _swapped(SessionIndex, "nearest", _blas_nearest)
+    return _swapped(SessionIndex, "nearest_many", _blas_nearest_many)
 
 
 def pieces_cut_each_call() -> contextlib.AbstractContextManager[None]:

@@ -2,8 +2,9 @@
 
 Anthropic, Gemini and OpenAI each refuse some of: a conversation whose first turn after the
 system messages is not the user's, a system message after the conversation began, a tool
-result that does not answer a call of the assistant turn right before it, and an assistant
-turn whose tool calls are not all answered by the results that follow it.
+result that does not answer a call of the assistant turn right before it, an assistant turn
+whose tool calls are not all answered by the results that follow it, and tool calls in a turn
+that is not the assistant's.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def conversation_problem(messages: Sequence[Mapping[str, Any]]) -> str | None:
             continue
         if waiting:
             return f"message {n} ({role}) comes before tool calls {waiting} are answered"
+        if role != "assistant" and message.get("tool_calls"):
+            return f"message {n} ({role}) makes tool calls: only an assistant turn may"
         if role == "assistant":
             waiting = _call_ids(message)
     if waiting:

@@ -27,6 +27,7 @@ SYSTEM, USER, ANSWER = ({"role": r, "content": "x"} for r in ("system", "user", 
         ([USER, CALL, tool("c1"), USER], "message 3 (user) comes before tool calls ['c2']"),
         ([USER, CALL, tool("c2")], "tool calls ['c1'] are never answered"),
         ([USER, CALL, tool("c1"), tool("c1")], "answers tool call 'c1', not one just made"),
+        ([{**USER, "tool_calls": [{"id": "c1"}]}, tool("c1")], "message 0 (user) makes tool calls"),
     ],
 )
 def test_what_a_provider_refuses_is_named(messages: list[dict[str, Any]], problem: str) -> None:

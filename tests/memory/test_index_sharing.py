@@ -47,13 +47,13 @@ def test_a_call_never_reads_an_index_another_call_is_extending(
     # The reading call has its index and is about to search it; then a message arrives and
     # another call extends the index, stopping half way (the records in, the words not).
     read_in, read_go, extend_in, extend_go = (threading.Event() for _ in range(4))
-    nearest, add = SessionIndex.nearest, LexicalIndex.add
+    nearest, add = SessionIndex.nearest_many, LexicalIndex.add
 
-    def paused_nearest(self: SessionIndex, vector: Any, k: int) -> Any:
+    def paused_nearest(self: SessionIndex, vectors: Any, ks: Any) -> Any:
         if threading.current_thread().name == "reading" and not read_in.is_set():
             read_in.set()
             read_go.wait(30)
-        return nearest(self, vector, k)
+        return nearest(self, vectors, ks)
 
     def paused_add(self: LexicalIndex, text: str) -> Any:
         if text == QUERY and not extend_in.is_set():
@@ -61,7 +61,7 @@ def test_a_call_never_reads_an_index_another_call_is_extending(
             extend_go.wait(30)
         return add(self, text)
 
-    monkeypatch.setattr(SessionIndex, "nearest", paused_nearest)
+    monkeypatch.setattr(SessionIndex, "nearest_many", paused_nearest)
     monkeypatch.setattr(LexicalIndex, "add", paused_add)
     outcomes: dict[str, Any] = {}
 

@@ -206,7 +206,11 @@ def test_fields_left_out_are_kept_and_given_ones_replace(
         )
         assert first.tool_calls == ("c1",) and first.metadata["_name"] == "bot"
         assert first.metadata["lang"] == "en" and "_tool_calls" in first.metadata
-        memory.replace_message("s", "m1", "Plain text now", name="", metadata={}, role="user")
+        with pytest.raises(StoreInputError, match=r"calls tools \(c1\).*pass tool_calls=\[\]"):
+            memory.replace_message("s", "m1", "Plain text now", role="user")
+        memory.replace_message(
+            "s", "m1", "Plain text now", name="", metadata={}, role="user", tool_calls=[]
+        )
         memory.replace_message("s", "m2", "9902")
         first, second = memory.history("s")
         assert (first.role, first.text) == ("user", "Plain text now")

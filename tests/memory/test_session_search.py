@@ -65,3 +65,32 @@ def test_nearest_is_the_exact_cosine_ranking(
     hits = index.search(query.tolist(), k)
     ranked = sorted((-float(s), f"m{int(p)}") for p, s in zip(positions, similarity, strict=True))
     assert [h.record.id for h in hits] == [i for _, i in ranked]
+
+
+@FAST
+@given(
+    size=st.integers(1, 120),
+    dims=st.integers(2, 48),
+    ks=st.lists(st.integers(0, 140), min_size=1, max_size=4),
+    seed=st.integers(0, 2**32 - 1),
+    ties=st.booleans(),
+)
+def test_nearest_many_is_nearest_of_each_bit_for_bit(
+    size: int, dims: int, ks: list[int], seed: int, ties: bool
+) -> None:
+    # One pass over the rows for every query of a call: the same positions, the same floats.
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(size, dims)).astype(np.float32)
+    if ties:  # few distinct values: equal similarities everywhere, decided by position
+        vectors = rng.integers(-1, 2, size=(size, dims)).astype(np.float32)
+    vectors[rng.random(size) < 0.1] = 0.0
+    queries = [rng.normal(size=dims).tolist() for _ in ks]
+    queries[0] = [0.0] * dims if seed % 5 == 0 else queries[0]
+    index = session(vectors)
+
+    many = index.nearest_many(queries, ks)
+
+    for query, k, (positions, similarity) in zip(queries, ks, many, strict=True):
+        alone = index.nearest(query, k)
+        assert positions.tolist() == alone[0].tolist()
+        assert similarity.tobytes() == alone[1].tobytes()

@@ -135,12 +135,15 @@ def message_keys(
     keys: list[str] = []
     seen: set[str] = set()
     chain = hashlib.blake2b(digest_size=8)
+    chained = 0  # messages the chain holds: digested only once a message without an id needs it
     scope = ":".join(part for part in (session, thread) if part)
     for index, message in enumerate(messages):
-        chain.update(fingerprint(message))
         if message.id:
             key = check_caller_id(message.id, f"message {index} ({message.type})")
         else:
+            for earlier in range(chained, index + 1):
+                chain.update(fingerprint(messages[earlier]))
+            chained = index + 1
             key = f"{scope}:msg:{index}:{chain.copy().hexdigest()}".lstrip(":")
         if key in seen:
             key = f"{key}#{index}"

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from numbers import Integral
+from operator import is_
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseLanguageModel
@@ -354,7 +355,8 @@ class CtxBudgetMiddleware(CallBudgets, CallMemory, AgentMiddleware[AgentState[An
         if self.memory is not None and ids is not None:  # stored later, in the background
             state = state_messages(request)
             if state is not None:  # not what a middleware before this one sends in their place
-                kept, kept_keys = state, message_keys(state, ids[0], thread)
+                same = len(state) == len(messages) and all(map(is_, state, messages))
+                kept, kept_keys = state, keys if same else message_keys(state, ids[0], thread)
             digests, unstored = self._unstored(self.memory, kept, kept_keys, ids)
             # Refused now, as add_messages would: what is not stored yet (the rest was checked).
             check_storable(self.memory, kept, kept_keys, ids, unstored)

@@ -209,6 +209,12 @@ class ContextItem:
                 )
                 raise InvalidItemError(msg) from exc
         _check_fields(self)
+        if self.tool_calls and self.role not in _CALLERS:  # no provider takes them elsewhere
+            msg = (
+                f"ContextItem {self.id!r}: only an assistant item calls tools, got tool_calls "
+                f"on a {self.role} item; give the calls to the assistant's turn"
+            )
+            raise InvalidItemError(msg)
         if self.parts is not None:
             object.__setattr__(self, "parts", _checked_parts(self.id, self.parts))
 
@@ -246,6 +252,7 @@ class ContextItem:
 
 
 _OPTIONAL_STR = frozenset({str, type(None)})
+_CALLERS = frozenset({"assistant", None})  # the roles an item with tool calls may have
 _TIER = frozenset({int, Tier})
 
 
@@ -288,7 +295,10 @@ def is_plain(item: ContextItem) -> bool:
         and type(item.newer) is tuple
         and (not item.newer or all(type(v) is str for v in item.newer))
         and (not item.summary_of or all(type(v) is str for v in item.summary_of))
-        and (not item.tool_calls or all(type(v) is str for v in item.tool_calls))
+        and (
+            not item.tool_calls
+            or (item.role in _CALLERS and all(type(v) is str for v in item.tool_calls))
+        )
         and (
             (item.record_id is None and scope is None)
             or (

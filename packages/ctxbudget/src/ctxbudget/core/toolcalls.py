@@ -147,7 +147,16 @@ def call_ids(calls: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 
 def _json(arguments: Mapping[str, Any], name: str) -> str:
     try:
-        return json.dumps(dict(arguments), ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
+        return json.dumps(dict(arguments), ensure_ascii=False, default=_numbers)
+    except (TypeError, ValueError, InvalidItemError) as exc:
         msg = f"the arguments of tool call {name!r} cannot be written as JSON ({exc})"
         raise InvalidItemError(msg) from exc
+
+
+def _numbers(value: object) -> object:
+    """Numbers and arrays of numpy (a model's parsed arguments may hold them) as JSON's."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and type(value).__module__ == "numpy":
+        return tolist()
+    msg = f"{type(value).__name__} is not JSON"
+    raise InvalidItemError(msg)

@@ -195,7 +195,8 @@ def load_locomo(path: str | Path) -> LocomoData:
     """
     file = Path(path)
     if not file.is_file():
-        msg = f"{file}: no such file; pass the path of locomo10.json (or a subset of it)"
+        what = "a folder, not a file" if file.is_dir() else "no such file"
+        msg = f"{file}: {what}; pass the path of locomo10.json (or a subset of it)"
         raise DatasetError(msg)
     try:
         raw = json.loads(file.read_text(encoding="utf-8-sig"))

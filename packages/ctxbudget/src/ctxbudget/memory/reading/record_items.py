@@ -96,10 +96,12 @@ STAND_IN = "unknown_tool"
 
 
 def history_item(record: Record) -> ContextItem:
-    calls = stored_calls(record)
+    # Calls only on an assistant turn (stored before writes refused them elsewhere: not sent).
+    caller = record.role == "assistant"
+    calls = stored_calls(record) if caller else None
     metadata: dict[str, Any] = {}
     known = {str(c.get("id")) for c in calls or ()}
-    missing = [c for c in record.tool_calls if c not in known]
+    missing = [c for c in record.tool_calls if c not in known] if caller else []
     if missing:  # plain ids: a provider takes no assistant turn whose calls are only ids
         calls = [*(calls or ()), *(tool_call(c, STAND_IN, "{}") for c in missing)]
     if calls is not None:
@@ -111,7 +113,7 @@ def history_item(record: Record) -> ContextItem:
         tier=Tier.RECENT,
         role=record.role,
         timestamp=record.timestamp,
-        tool_calls=record.tool_calls,
+        tool_calls=record.tool_calls if caller else (),
         tool_call_id=record.tool_call_id,
         name=str(name) if name else None,
         source="history",

@@ -132,9 +132,9 @@ def retrieve(
     # One Chroma call per source for every query together: a filtered query costs about
     # what its filter costs, whatever the number of vectors.
     if index is not None and size:  # the session's messages: searched in memory
-        for n, (query, vector) in enumerate(zip(queries, embedded, strict=True)):
-            k = searched if n == 0 else config.semantic_k
-            query.found = index.nearest(vector, min(size, k))
+        ks = [min(size, searched if n == 0 else config.semantic_k) for n in range(len(queries))]
+        for query, nearest in zip(queries, index.nearest_many(embedded, ks), strict=True):
+            query.found = nearest
     searches: list[tuple[Query, list[Hit]]] = []
     if search.other_sessions and search.user is not None:
         found = store.search_many(
@@ -178,18 +178,15 @@ def retrieve(
     items: list[ContextItem] = []
     newest = index.newest if index is not None else None
     if index is not None and size:
-        positive = np.flatnonzero(relevance > 0)
-        chosen: list[int] = []
-        for p in positive[np.argsort(-relevance[positive], kind="stable")]:
-            if index.ids[int(p)] not in taken:
-                chosen.append(int(p))
-                if len(chosen) >= pool:
-                    break
-        matched = [(index.records[p], float(relevance[p])) for p in chosen]
-        matched = [(r, m) for r, m in matched if r.text.strip()]  # not a tool-call-only turn
+        ranked = np.flatnonzero(relevance > 0)
+        ranked = ranked[np.argsort(-relevance[ranked], kind="stable")]
+        offered = np.ones(size, dtype=bool)
+        offered[[index.position[i] for i in taken if i in index.position]] = False
+        chosen = ranked[offered[ranked]][:pool]
+        chosen = chosen[index.texted()[chosen]]  # not a tool-call-only turn
         sid = search.session_id
-        records = [r for r, _ in matched]
-        scores = record_scores(scoring, records, [m for _, m in matched], newest, sid)
+        records = [index.records[p] for p in chosen.tolist()]
+        scores = record_scores(scoring, records, relevance[chosen].tolist(), newest, sid)
         items += [retrieved_item(r, score, sid) for r, score in zip(records, scores, strict=True)]
     words = set(lexical_terms(search.query))
     for key, (record, similarity, weight) in others.items():

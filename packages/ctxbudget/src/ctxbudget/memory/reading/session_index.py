@@ -66,6 +66,7 @@ class SessionIndex:
         self.episodes: list[int] = []
         self._spans: list[list[tuple[float, float]]] | None = None  # read on first use
         self._updates: list[bool] = []  # read on first use (`updates`)
+        self._texted: Any = np.zeros(0, dtype=bool)  # made on first use (`texted`)
         self._codes: tuple[Any, dict[tuple[str | None, str | None], int]] = (
             np.zeros(0, dtype=np.int64),
             {},
@@ -139,14 +140,34 @@ class SessionIndex:
         """
         if not self.records or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        query = np.asarray(vector, dtype=np.float32)
-        norm = float(np.linalg.norm(query))
-        unit = query / norm if norm > 0 else query
+        unit = _unit(vector)
         # numpy's own loop, not BLAS: a BLAS product wakes its worker threads, which then
         # spin for ~10 ms of CPU each call, for a product that takes 0.1 ms on one core.
         similarity = np.einsum("ij,j->i", self._rows[: len(self.records)], unit)
-        top = np.argsort(-similarity, kind="stable")[: min(k, len(self.records))]
+        top = _best(similarity, k)
         return top, np.clip(similarity[top].astype(np.float64), -1.0, 1.0)
+
+    def nearest_many(
+        self, vectors: Sequence[Sequence[float]], ks: Sequence[int]
+    ) -> list[tuple[Ints, Floats]]:
+        """`nearest` of each vector (``ks[n]`` for ``vectors[n]``): the same, bit for bit.
+
+        The rows are read once for all of them (a session's rows outgrow the CPU's caches: each
+        pass over them costs what reading them costs).
+        """
+        if not self.records or not vectors:
+            return [self.nearest(v, k) for v, k in zip(vectors, ks, strict=True)]
+        units = np.stack([_unit(v) for v in vectors])
+        similarity = np.einsum("ij,kj->ik", self._rows[: len(self.records)], units)
+        found: list[tuple[Ints, Floats]] = []
+        for column, k in enumerate(ks):
+            if k <= 0:
+                found.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
+                continue
+            values = np.ascontiguousarray(similarity[:, column])
+            top = _best(values, k)
+            found.append((top, np.clip(values[top].astype(np.float64), -1.0, 1.0)))
+        return found
 
     def search(self, vector: Sequence[float], k: int) -> list[Hit]:
         """The ``k`` messages most similar to ``vector`` (cosine), highest first, ties by id."""
@@ -178,6 +199,15 @@ class SessionIndex:
     def vectors(self) -> Any:
         """The messages' unit vectors (float32), one row per message in order."""
         return self._rows[: len(self.records)] if self._rows is not None else np.zeros((0, 0))
+
+    def texted(self) -> Any:
+        """Whether each message has text (a bool array): a turn of tool calls alone has none."""
+        known = self._texted
+        if len(known) < len(self.records):  # a new array: another thread may read the old one
+            more = [bool(r.text.strip()) for r in self.records[len(known) :]]
+            known = np.concatenate([known, np.asarray(more, dtype=bool)])
+            self._texted = known
+        return known
 
     def updates(self) -> list[bool]:
         """Whether each message reads as an update of an earlier one (`says_update`)."""
@@ -268,6 +298,30 @@ class SessionIndex:
 
 
 _WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def _unit(vector: Sequence[float]) -> Any:
+    """``vector`` as float32 of length 1 (a zero vector as it is)."""
+    query = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(query))
+    return query / norm if norm > 0 else query
+
+
+def _best(values: Any, k: int) -> Ints:
+    """Positions of the ``k`` highest of ``values`` (no NaN), highest first, ties by position.
+
+    What ``np.argsort(-values, kind="stable")[:k]`` returns, without sorting all of them: the
+    ``k``-th highest value is found by partition, and only what is above it, with the earliest
+    of those equal to it, is sorted.
+    """
+    n = len(values)
+    if k >= n:
+        return np.argsort(-values, kind="stable")
+    threshold = np.partition(values, n - k)[n - k]  # the k-th highest
+    above = np.flatnonzero(values > threshold)
+    tied = np.flatnonzero(values == threshold)[: k - len(above)]
+    chosen = np.sort(np.concatenate([above, tied]))
+    return chosen[np.argsort(-values[chosen], kind="stable")]
 
 
 def span_of(similarities: Iterable[float]) -> tuple[float, float]:

@@ -183,6 +183,13 @@ def _record(
             f"{given.user_id!r}: a replacement keeps its message's user; nothing was changed"
         )
         raise StoreInputError(msg)
+    if given.role not in (None, "assistant") and given.tool_calls is None and old.tool_calls:
+        msg = (
+            f"message {id!r} of session {session_id!r} calls tools ({', '.join(old.tool_calls)}) "
+            f"and only an assistant message does: pass tool_calls=[] with role={given.role!r}; "
+            "nothing was changed"
+        )
+        raise StoreInputError(msg)
     own = {k: v for k, v in old.metadata.items() if not k.startswith("_")}
     name = old.metadata.get("_name") if given.name is None else given.name
     message = {

@@ -54,6 +54,12 @@ def message_record(
     check_length(config, f"message {index}", text)
     metadata = user_metadata(f"message {index}", message.get("metadata"))
     call_ids = message_calls(index, message.get("tool_calls"), metadata)
+    if call_ids and role != "assistant":  # no provider takes calls in another turn
+        msg = (
+            f"message {index}: only an assistant message calls tools, got tool_calls on a "
+            f"{role} message; store the calls as the assistant's turn"
+        )
+        raise StoreInputError(msg)
     name = message.get("name")
     if name is not None and name != "":  # None or "": a message without a speaker's name
         metadata["_name"] = require_name(f"message {index}: name", name)

@@ -1,0 +1,66 @@
+"""Only an assistant turn calls tools: no door sends calls in a user, tool or system turn.
+
+Providers refuse tool calls anywhere else (tests/conformance/conversation.py). The core's item
+refuses them, the memory refuses to store them, and a turn stored before that rule is sent
+without them (its calls were never valid); a model's arguments holding numpy's numbers are
+written as JSON's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxbudget import ContextAssembler, ContextItem, ContextMemory, TokenCounter
+from ctxbudget.core.items import Tier
+from ctxbudget.core.toolcalls import tool_call
+from ctxbudget.errors import InvalidItemError, StoreInputError
+from ctxbudget.memory.reading.record_items import history_item
+from ctxbudget.store.records import Record
+
+CALL = {"id": "c1", "name": "lookup", "args": {"topic": "x"}}
+
+
+@pytest.mark.parametrize("role", ["user", "tool", "system"])
+def test_an_item_of_another_role_with_calls_is_refused(role: str) -> None:
+    with pytest.raises(InvalidItemError, match=f"only an assistant item calls tools.*{role}"):
+        ContextItem("m1", "hi", tier=Tier.RECENT, role=role, tool_calls=["c1"])
+
+
+def test_an_assistant_item_and_an_item_without_role_keep_their_calls() -> None:
+    assert ContextItem("a", "", role="assistant", tool_calls=["c1"]).tool_calls == ("c1",)
+    assert ContextItem("b", "x", tool_calls=["c1"]).tool_calls == ("c1",)
+
+
+@pytest.mark.parametrize("role", ["user", "tool", "system"])
+def test_the_memory_refuses_to_store_calls_in_another_turn(tmp_path: Path, role: str) -> None:
+    memory = ContextMemory(tmp_path / "mem", write_behind=False)
+    try:
+        memory.add_message("s1", "user", "first", id="m0")
+        with pytest.raises(StoreInputError, match=f"only an assistant message.*{role} message"):
+            memory.add_message("s1", role, "hi", id="m1", tool_calls=[CALL])
+        assert [r.id for r in memory.history("s1")] == ["m0"]  # nothing else was written
+    finally:
+        memory.close()
+
+
+def test_a_user_turn_stored_with_calls_before_the_rule_is_sent_without_them() -> None:
+    record = Record(
+        id="m1", kind="message", text="hi", role="user", session_id="s1", seq=0,
+        tool_calls=("c1",),
+    )  # fmt: skip
+    item = history_item(record)
+    assert item.tool_calls == () and "tool_calls" not in item.metadata
+    counter = TokenCounter.for_model("gpt-4o")
+    query = ContextItem("q", "and now?", tier=Tier.QUERY, role="user")
+    sent = ContextAssembler(counter).assemble([item, query], budget=500).to_messages()
+    assert sent == [{"role": "user", "content": "hi"}, {"role": "user", "content": "and now?"}]
+
+
+def test_numpy_numbers_in_arguments_are_written_as_json() -> None:
+    call = tool_call("c1", "f", {"a": np.float32(1.5), "b": np.arange(2), "c": np.int64(3)})
+    assert call["function"]["arguments"] == '{"a": 1.5, "b": [0, 1], "c": 3}'
+    with pytest.raises(InvalidItemError, match="cannot be written as JSON"):
+        tool_call("c1", "f", {"a": object()})
