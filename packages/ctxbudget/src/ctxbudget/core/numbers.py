@@ -36,7 +36,7 @@ import numpy as np
 
 from ctxbudget.errors import ConfigurationError, CtxBudgetError
 
-__all__ = ["MAX_COUNT", "count", "flag", "real", "shown"]
+__all__ = ["MAX_COUNT", "count", "flag", "from_numpy", "real", "shown"]
 
 MAX_COUNT = 10**100
 """The largest count accepted anywhere (a googol): far above any window or budget, and small
@@ -46,6 +46,21 @@ enough that printing it in a message stays cheap (Python refuses to print ints o
 
 _SHOWN = 80  # characters of a value a message shows
 _DEPTH = 4  # levels of a nested value a message shows
+
+
+def from_numpy(value: object) -> object:
+    """A numpy number or array as the Python value it holds (``int64(3)`` is 3, an array a list).
+
+    Anything else comes back as it is (the same object: ``from_numpy(v) is v`` says it was not
+    numpy's).
+
+    >>> from_numpy(np.float32(1.5)), from_numpy(np.arange(2)), from_numpy("x")
+    (1.5, [0, 1], 'x')
+    """
+    if isinstance(value, np.ndarray | np.generic):
+        plain: object = value.tolist()
+        return plain
+    return value
 
 
 def _short_repr() -> reprlib.Repr:

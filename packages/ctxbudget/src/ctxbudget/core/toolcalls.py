@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ctxbudget.core.numbers import from_numpy
 from ctxbudget.errors import InvalidItemError
 
 __all__ = [
@@ -155,8 +156,8 @@ def _json(arguments: Mapping[str, Any], name: str) -> str:
 
 def _numbers(value: object) -> object:
     """Numbers and arrays of numpy (a model's parsed arguments may hold them) as JSON's."""
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist) and type(value).__module__ == "numpy":
-        return tolist()
-    msg = f"{type(value).__name__} is not JSON"
-    raise InvalidItemError(msg)
+    plain = from_numpy(value)
+    if plain is value:
+        msg = f"{type(value).__name__} is not JSON"
+        raise InvalidItemError(msg)
+    return plain

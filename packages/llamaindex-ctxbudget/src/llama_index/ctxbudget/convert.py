@@ -12,7 +12,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from llama_index.core.base.llms.types import (
     AudioBlock,
     ChatMessage,
@@ -25,7 +24,7 @@ from llama_index.core.base.llms.types import (
     VideoBlock,
 )
 
-from ctxbudget.core.numbers import shown
+from ctxbudget.core.numbers import from_numpy, shown
 from ctxbudget.core.toolcalls import normalize_tool_calls, parse_arguments
 from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.errors import InvalidItemError
@@ -186,11 +185,8 @@ def _json_value(value: object) -> object:
     numpy's values are stored as the Python values they hold (``int64(3)`` is 3, an array a
     list), as they round-trip through LlamaIndex's own memory.
     """
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
+    plain = from_numpy(value)
+    return str(value) if plain is value else plain
 
 
 def _tool_calls(message: ChatMessage, index: int) -> list[dict[str, Any]]:

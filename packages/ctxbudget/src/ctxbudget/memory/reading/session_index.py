@@ -138,26 +138,23 @@ class SessionIndex:
         Exact, in memory: what a Chroma search of the session's messages returns, without a
         call to Chroma. Highest first; of equal similarities, the earlier message.
         """
-        if not self.records or k <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        unit = _unit(vector)
-        # numpy's own loop, not BLAS: a BLAS product wakes its worker threads, which then
-        # spin for ~10 ms of CPU each call, for a product that takes 0.1 ms on one core.
-        similarity = np.einsum("ij,j->i", self._rows[: len(self.records)], unit)
-        top = _best(similarity, k)
-        return top, np.clip(similarity[top].astype(np.float64), -1.0, 1.0)
+        return self.nearest_many([vector], [k])[0]
 
     def nearest_many(
         self, vectors: Sequence[Sequence[float]], ks: Sequence[int]
     ) -> list[tuple[Ints, Floats]]:
-        """`nearest` of each vector (``ks[n]`` for ``vectors[n]``): the same, bit for bit.
+        """`nearest` of each vector (``ks[n]`` for ``vectors[n]``), the rows read once for all.
 
-        The rows are read once for all of them (a session's rows outgrow the CPU's caches: each
-        pass over them costs what reading them costs).
+        A session's rows outgrow the CPU's caches: each pass over them costs what reading them
+        costs, so a call's queries (the question, its last user turns) share one.
         """
         if not self.records or not vectors:
-            return [self.nearest(v, k) for v, k in zip(vectors, ks, strict=True)]
+            return [
+                (np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in zip(vectors, ks, strict=True)
+            ]
         units = np.stack([_unit(v) for v in vectors])
+        # numpy's own loop, not BLAS: a BLAS product wakes its worker threads, which then
+        # spin for ~10 ms of CPU each call, for a product that takes 0.1 ms on one core.
         similarity = np.einsum("ij,kj->ik", self._rows[: len(self.records)], units)
         found: list[tuple[Ints, Floats]] = []
         for column, k in enumerate(ks):
