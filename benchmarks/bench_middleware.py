@@ -11,10 +11,12 @@ without memory, with memory and write-behind (the default), with memory written 
 
 With ``--mechanisms all`` (or a comma list of session-copy, incremental, write-behind,
 query-vectors, access, register, recall; and pool, product, room, before: the changes of
-2026-11-27 against the code before them; check-new, that of 2026-11-30, and store-late, its trial not kept; and
-the bounds id-check and stamps), memories with
+2026-11-27 against the code before them; check-new, that of 2026-11-30, and store-late, its
+trial not kept; documents and item-loop, those of 2026-12-01; and the bounds id-check and
+stamps), memories with
 one speed mechanism off (`mechanisms.py`) run beside the default one and no middleware, turn
-by turn (each turn every variant in turn, the order rotated), so the machine's load weighs on
+by turn (each turn every variant in turn, in a new order each round, each after a pause that
+follows the last turn's writes), so the machine's load weighs on
 all alike; then a table of each mechanism on and off, and for ``register`` a micro-measure of
 user pins written. Every variant's memory is a copy of one folder holding the history and
 ``--log-prefill`` logged assemblies (access counts read the session's log: 200 is the
@@ -55,10 +57,12 @@ from mechanisms import (
     WholeWindow,
     blas_product,
     constructor_items,
+    documents_looked_up,
     entry_read_again,
     every_message_checked,
     id_check_unread,
     ids_read_first,
+    items_one_by_one,
     old_register,
     on_off_table,
     read_access_fresh,
@@ -172,6 +176,8 @@ ITEMS_BEFORE = "retrieved items by the constructor (before)"
 SCORES_BEFORE = "the session's matches scored one by one (before)"
 STORE_LATE = "the state stored once the call is packed (trial)"
 CHECK_ALL = "every state message checked and digested twice (before)"
+DOCS_LOOKED_UP = "documents searched where there are none (before)"
+ITEMS_EACH = "retrieved items one stored_item call each (before)"
 
 
 class NoRecalled(Recalled):
@@ -229,6 +235,8 @@ VARIANTS: dict[str, dict[str, Any]] = {  # name -> ContextMemory options, setup,
     SCORES_BEFORE: {"around": scores_one_by_one},
     STORE_LATE: {"around": stored_after_packing},
     CHECK_ALL: {"around": every_message_checked},
+    DOCS_LOOKED_UP: {"around": documents_looked_up},
+    ITEMS_EACH: {"around": items_one_by_one},
 }
 PAIRS = {  # --mechanisms name -> table rows
     "session-copy": [Pair("session copy (SessionIndexes)", DEFAULT, "session copy off")],
@@ -252,6 +260,8 @@ PAIRS = {  # --mechanisms name -> table rows
     "scores": [Pair("the session's matches scored at once", DEFAULT, SCORES_BEFORE)],
     "store-late": [Pair("the state stored once the call is packed (trial)", STORE_LATE, DEFAULT)],
     "check-new": [Pair("only unstored messages checked, digests once", DEFAULT, CHECK_ALL)],
+    "documents": [Pair("no documents search where there are none", DEFAULT, DOCS_LOOKED_UP)],
+    "item-loop": [Pair("retrieved items in one loop (stored_items)", DEFAULT, ITEMS_EACH)],
 }
 MECHANISMS = [*PAIRS, "register"]
 
@@ -445,12 +455,17 @@ def run_mechanisms(history: list[BaseMessage], args: argparse.Namespace) -> None
         began = load()
         embeddings: list[float] = []
         erng = random.Random(19)
+        # Each turn after the pause that follows the last one's writes (as in a plain run), in
+        # a new order each round. With the pause before the writes, in a fixed cycle, a turn
+        # came right after its predecessor's embeddings, warmer for the next one than for the
+        # one after "no middleware": the default, first of the memories, ran 10-15% slower
+        # than an identical copy of itself (A/A, 2026-12-01; benchmarks/bench_embed_gap.py).
+        order = random.Random(11)
         for number in range(args.turns + 2):
-            shift = number % len(variants)
-            for variant in variants[shift:] + variants[:shift]:
+            for variant in order.sample(variants, len(variants)):
                 variant.turn(number)
-                time.sleep(args.pause)
                 variant.settle()
+                time.sleep(args.pause)
             took = one_embedding(erng)
             if number >= 2:
                 embeddings.append(took)

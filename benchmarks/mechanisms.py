@@ -47,7 +47,7 @@ most).
 Issue 40, third slice (2026-11-29), the code before restored around one variant:
 `ids_read_first` (the middleware's stores read the ids first), `entry_read_again` (the
 session's view reads its entry again after the stamps read) and `constructor_items` (retrieved
-items built by ``ContextItem(...)``, not `ctxbudget.core.stored.stored_item`).
+items built by ``ContextItem(...)``, not `ctxbudget.core.stored`).
 """
 
 from __future__ import annotations
@@ -63,10 +63,11 @@ from typing import Any
 import numpy as np
 
 from ctxbudget.core.items import ContextItem
+from ctxbudget.core.stored import stored_item
 from ctxbudget.memory.log.analytics import access_counts
-from ctxbudget.memory.reading import lexical, record_items, retrieval
+from ctxbudget.memory.reading import candidates, lexical, record_items, retrieval
 from ctxbudget.memory.reading.held_indexes import SessionIndexes
-from ctxbudget.memory.reading.retrieval import QueryVectors
+from ctxbudget.memory.reading.retrieval import QueryVectors, SearchScope
 from ctxbudget.memory.reading.session_index import Query, SessionIndex
 from ctxbudget.memory.writing import writer
 from ctxbudget.store import writes
@@ -92,6 +93,8 @@ __all__ = [
     "write_batch",
     "every_message_checked",
     "stored_after_packing",
+    "documents_looked_up",
+    "items_one_by_one",
 ]
 
 
@@ -281,13 +284,27 @@ def entry_read_again(memory: Any) -> None:
     memory.candidates = candidates
 
 
+_ROW_FIELDS = ("tier", "score", "role", "timestamp", "summary_of", "source", "name")
+_ROW_FIELDS += ("record_id", "scope")  # a `ctxbudget.core.stored.Row` after its id and text
+
+
 def constructor_items() -> contextlib.AbstractContextManager[None]:
-    """Calls inside build retrieved items with ``ContextItem(...)`` (not `stored_item`)."""
+    """Calls inside build retrieved items with ``ContextItem(...)`` (not `stored_items`)."""
 
-    def build(id: str, text: str, **fields: Any) -> ContextItem:  # noqa: A002
-        return ContextItem(id, text, **fields)
+    def build(rows: Sequence[Any]) -> list[ContextItem]:
+        return [ContextItem(*r[:2], **dict(zip(_ROW_FIELDS, r[2:], strict=True))) for r in rows]
 
-    return _swapped(record_items, "stored_item", build)
+    return _swapped(record_items, "stored_items", build)
+
+
+def items_one_by_one() -> contextlib.AbstractContextManager[None]:
+    """Calls inside build retrieved items one `stored_item` call each, as before 2026-12-01
+    (not `stored_items`' one loop)."""
+
+    def build(rows: Sequence[Any]) -> list[ContextItem]:
+        return [stored_item(*r[:2], **dict(zip(_ROW_FIELDS, r[2:], strict=True))) for r in rows]
+
+    return _swapped(record_items, "stored_items", build)
 
 
 def scores_one_by_one() -> contextlib.AbstractContextManager[None]:
@@ -388,3 +405,13 @@ def every_message_checked() -> contextlib.AbstractContextManager[None]:
     from langchain_ctxbudget.call_memory import CallMemory
 
     return _swapped(CallMemory, "_unstored", _checked_all(CallMemory._unstored))
+
+
+def documents_looked_up() -> contextlib.AbstractContextManager[None]:
+    """Calls inside search the namespace's documents even when it has none, as before
+    2026-12-01 (the entry's read did not say whether there are any)."""
+
+    def scope(**fields: Any) -> SearchScope:
+        return SearchScope(**{**fields, "has_documents": None})
+
+    return _swapped(candidates, "SearchScope", scope)

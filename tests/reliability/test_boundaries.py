@@ -36,7 +36,7 @@ from ctxbudget import (
 from ctxbudget.core import items as items_module
 from ctxbudget.core.items import Shrink, Tier
 from ctxbudget.core.numbers import MAX_COUNT, count, real
-from ctxbudget.core.stored import stored_item
+from ctxbudget.core.stored import stored_item, stored_items
 from ctxbudget.embed.onnx import OnnxEmbedder
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.policy.scoring import Scoring
@@ -332,25 +332,29 @@ def test_the_quick_path_for_plain_items_agrees_with_the_full_checks(
     assert quick == full
 
 
+STORED_FIELDS: dict[str, object] = {
+    "id": "m1",
+    "text": "t",
+    "tier": Tier.RETRIEVED,
+    "score": 1.0,
+    "role": None,
+    "timestamp": None,
+    "summary_of": (),
+    "source": None,
+    "name": None,
+    "record_id": None,
+    "scope": None,
+}
+"""`stored_item`'s fields, plain (a row of `stored_items` in this order)."""
+
+
 @given(fields=item_fields)
 def test_an_item_built_at_search_speed_is_the_item_the_constructor_builds(
     fields: dict[str, object],
 ) -> None:
     # `stored_item` (retrieval's hundreds of items a call) sets the slots itself: for every
     # class of values, the same fields, types and reprs as `ContextItem(...)`, or its error.
-    given_ = {
-        "id": "m1",
-        "text": "t",
-        "tier": Tier.RETRIEVED,
-        "score": 1.0,
-        "role": None,
-        "timestamp": None,
-        "summary_of": (),
-        "source": None,
-        "name": None,
-        "record_id": None,
-        "scope": None,
-    }
+    given_ = dict(STORED_FIELDS)
     given_.update((k, v) for k, v in fields.items() if k in given_)
     try:
         item = stored_item(**given_)  # type: ignore[arg-type]
@@ -360,6 +364,34 @@ def test_an_item_built_at_search_speed_is_the_item_the_constructor_builds(
         values = {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
         made = ("made", {name: (type(v), repr(v)) for name, v in values.items()})
     assert made == _made(given_)
+
+
+@given(rows=st.lists(item_fields, min_size=1, max_size=4))
+def test_items_built_in_one_loop_are_the_items_the_constructor_builds(
+    rows: list[dict[str, object]],
+) -> None:
+    # `stored_items` sets a plain row's slots in its loop and sends any other row through
+    # `stored_item`: each row, in order, the constructor's item or its error.
+    base = STORED_FIELDS
+    given_ = [{**base, **{k: v for k, v in row.items() if k in base}} for row in rows]
+    expected = [_made(fields) for fields in given_]
+    made: list[object] = []
+    for fields in given_:  # one row at a time: a refused row refuses its whole call
+        try:
+            (item,) = stored_items([tuple(fields.values())])  # type: ignore[list-item]
+        except InvalidItemError as exc:
+            made.append(("refused", str(exc)))
+            continue
+        made.append(("made", _fields_of(item)))
+    assert made == expected
+    if all(m[0] == "made" for m in expected):  # and all at once, in order
+        together = stored_items([tuple(f.values()) for f in given_])  # type: ignore[misc]
+        assert [_fields_of(i) for i in together] == [m[1] for m in expected]
+
+
+def _fields_of(item: ContextItem) -> dict[str, tuple[type, str]]:
+    values = {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+    return {name: (type(v), repr(v)) for name, v in values.items()}
 
 
 # -- ContextMemory's arguments: one class of bad values, one kind of refusal ------------------

@@ -117,7 +117,10 @@ def test_property_every_removal_changes_the_stamps_of_what_it_removed_from(
                 before = _stamps(memory.store)
                 gone = _apply(memory, records, op)
                 after = _stamps(memory.store)
+                documents = any(doc for _, _, doc in records.values())
                 for (sid, uid), stamps in after.items():
+                    # Never "no documents" while there are some: a turn would not search them.
+                    assert stamps.has_documents or not documents, (op, sid, uid)
                     drawn = any(s == sid or u == uid or doc for s, u, doc in gone)
                     if drawn:  # a copy gathered before holds what is gone: never current
                         assert not stamps.same(before[(sid, uid)]), (op, sid, uid)

@@ -51,6 +51,8 @@ class SessionView:
         elsewhere: the user asked for and the partitions of other owners that hold their
             messages, read with the session's entry (`Sessions.route` takes them); None: not
             read (no user asked, or the entry came from the caller's `Stamps` without them).
+        has_documents: whether the namespace's documents partition is registered, read with
+            the session's entry (`Stamps.has_documents`; None: not read).
     """
 
     stamp: Stamp | None
@@ -62,6 +64,7 @@ class SessionView:
     vectors: dict[str, Any]
     since: int | None = None
     elsewhere: tuple[str, tuple[str, ...]] | None = None
+    has_documents: bool | None = None
 
 
 def _sorted(records: list[Record]) -> list[Record]:
@@ -112,14 +115,16 @@ class Reader:
             entry = known.entry  # read by the caller, just before, with the session's stamps
             if known.user_id is not None and known.elsewhere is not None:
                 elsewhere = (known.user_id, known.elsewhere)
-        elif user_id is not None:  # where the user's other sessions are: in the same read
-            entry, partitions = self._sessions.entry_and_elsewhere(ns, sid, user_id)
-            elsewhere = (user_id, partitions)
-        else:
-            entry = self._sessions.entry(ns, sid)
+            documents = known.has_documents
+        else:  # where the user's other sessions are and whether there are documents: one read
+            entry, partitions, documents = self._sessions.entry_read(ns, sid, user_id)
+            if user_id is not None and partitions is not None:
+                elsewhere = (user_id, partitions)
         if entry is None:
             theirs = [] if user_id is None else self._user_pins(ns, user_id)
-            return SessionView(None, [], [], [], user_id, theirs, {}, elsewhere=elsewhere)
+            return SessionView(
+                None, [], [], [], user_id, theirs, {}, elsewhere=elsewhere, has_documents=documents
+            )
         user = user_id or entry.owner or None
         keys = [address(ns, ("session", sid), k) for k in ("pinned", "summary")]
         together = user is not None and entry.home == user_partition(
@@ -161,6 +166,7 @@ class Reader:
             vectors=vectors,
             since=since,
             elsewhere=elsewhere,
+            has_documents=documents,
         )
 
     def _user_pins(self, namespace: str, user_id: str) -> list[Record]:

@@ -113,7 +113,8 @@ class Sessions:
         entry_id = session_key(namespace, session_id)
         docs = stamp_key(docs_partition(cols.name, namespace))
         shared = stamp_key(values_partition(cols.name, namespace, None))
-        ids = [entry_id, docs, *([shared] if shared_values else [])]
+        held = self._documents_key(namespace)
+        ids = [entry_id, docs, held, *([shared] if shared_values else [])]
         user = None
         if user_id is not None:
             user = stamp_key(user_partition(cols.name, namespace, user_id))
@@ -138,6 +139,7 @@ class Sessions:
             entry,
             entry_id,
             elsewhere,
+            held in found,
         )
 
     def elsewhere(self, namespace: str, user_id: str) -> tuple[str, ...]:
@@ -146,14 +148,24 @@ class Sessions:
         rows = cols.rows(cols.meta, ids=[json_key("user", namespace, user_id)], documents=False)
         return _elsewhere(rows[0][2] if rows else None)
 
-    def entry_and_elsewhere(
-        self, namespace: str, session_id: str, user_id: str
-    ) -> tuple[SessionEntry | None, tuple[str, ...]]:
-        """`entry` and `elsewhere` (of ``user_id``) in one read by id."""
+    def entry_read(
+        self, namespace: str, session_id: str, user_id: str | None
+    ) -> tuple[SessionEntry | None, tuple[str, ...] | None, bool]:
+        """`entry`, `elsewhere` (of ``user_id``; None: no user) and `Stamps.has_documents`.
+
+        One read by id: what a call on a session reads of ``meta`` before anything else.
+        """
         cols = self._collections
-        entry_id, user = session_key(namespace, session_id), json_key("user", namespace, user_id)
-        found = {k: m for k, _, m in cols.rows(cols.meta, ids=[entry_id, user], documents=False)}
-        return _entry(found.get(entry_id)), _elsewhere(found.get(user))
+        entry_id, held = session_key(namespace, session_id), self._documents_key(namespace)
+        user = None if user_id is None else json_key("user", namespace, user_id)
+        ids = [entry_id, held, *([user] if user is not None else [])]
+        found = {k: m for k, _, m in cols.rows(cols.meta, ids=ids, documents=False)}
+        elsewhere = None if user is None else _elsewhere(found.get(user))
+        return _entry(found.get(entry_id)), elsewhere, held in found
+
+    def _documents_key(self, namespace: str) -> str:
+        """The ``meta`` id of the namespace's documents partition's registration."""
+        return json_key("part", docs_partition(self._collections.name, namespace))
 
     def route(
         self,

@@ -92,6 +92,10 @@ class Stamps(NamedTuple):
     elsewhere: tuple[str, ...] | None = None
     """The partitions of other owners that hold messages of ``user_id``, as the same read found
     them (`Sessions.elsewhere`; None: not read), for `Sessions.route`."""
+    has_documents: bool | None = None
+    """Whether the namespace's documents partition is registered, as the same read found it
+    (None: not read). False: the namespace holds no documents and a search of them is skipped
+    (`Collections.register` records a partition before anything is written to it)."""
 
     def same(self, other: Stamps) -> bool:
         """Whether nothing a copy keyed by ``other`` drew from was removed or replaced since."""

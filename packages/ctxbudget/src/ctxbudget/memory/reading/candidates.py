@@ -273,6 +273,7 @@ def gather(
             documents=documents,
             other_sessions=config.other_sessions if other_sessions is None else other_sessions,
             elsewhere=state.elsewhere,
+            has_documents=state.has_documents,
         )
         history, retrieved = retrieve(
             store,

@@ -35,7 +35,13 @@ from ctxbudget.memory.reading.lexical import (
     record_score,
     record_scores,
 )
-from ctxbudget.memory.reading.record_items import history_item, item_id, prime, retrieved_item
+from ctxbudget.memory.reading.record_items import (
+    history_item,
+    item_id,
+    prime,
+    retrieved_item,
+    retrieved_items,
+)
 from ctxbudget.memory.reading.session_index import Query, SessionIndex, span_of, without_names
 from ctxbudget.memory.reading.speakers import spoken
 from ctxbudget.memory.reading.successors import TOP, with_successors
@@ -66,6 +72,7 @@ class SearchScope:
     documents: bool | str | Sequence[str]
     other_sessions: bool
     elsewhere: tuple[str, ...] | None = None  # `SessionState.elsewhere` (of ``user``)
+    has_documents: bool | None = None  # `SessionState.has_documents` (False: none to search)
 
 
 class QueryVectors:
@@ -147,7 +154,8 @@ def retrieve(
             elsewhere=search.elsewhere,
         )
         searches += zip(queries, found, strict=True)
-    if search.documents is not False and config.document_k:
+    held = search.has_documents is not False  # False: the namespace has no documents
+    if search.documents is not False and config.document_k and held:
         found = store.search_many(
             embedded,
             namespace=ns,
@@ -187,7 +195,7 @@ def retrieve(
         sid = search.session_id
         records = [index.records[p] for p in chosen.tolist()]
         scores = record_scores(scoring, records, relevance[chosen].tolist(), newest, sid)
-        items += [retrieved_item(r, score, sid) for r, score in zip(records, scores, strict=True)]
+        items += retrieved_items(records, scores, sid)
     words = set(lexical_terms(search.query))
     for key, (record, similarity, weight) in others.items():
         if key in taken or not record.text.strip():

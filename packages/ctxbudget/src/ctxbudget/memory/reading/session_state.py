@@ -50,6 +50,8 @@ class SessionState:
         summaries: the session's stored summaries.
         elsewhere: the partitions of other owners that hold ``user_id``'s messages, read with
             the session's entry (None: not read; the search reads them).
+        has_documents: whether the namespace has documents, read with the session's entry
+            (`Stamps.has_documents`; None: not read; the search looks).
     """
 
     last_seq: int | None
@@ -61,6 +63,7 @@ class SessionState:
     pins: list[Record]
     summaries: list[Record]
     elsewhere: tuple[str, ...] | None = None
+    has_documents: bool | None = None
 
 
 def read_session(
@@ -127,6 +130,7 @@ def read_session(
         pins=pins,
         summaries=view.summaries,
         elsewhere=view.elsewhere[1] if view.elsewhere and view.elsewhere[0] == user else None,
+        has_documents=view.has_documents,
     )
 
 
