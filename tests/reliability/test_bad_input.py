@@ -562,7 +562,7 @@ READ_CASES = [
         "budget-zero",
         lambda m: m.assemble("s1", "Where?", budget=0),
         InvalidBudgetError,
-        "Budget.window must be a positive number of tokens, got 0",
+        "budget must be a positive number of tokens, got 0; a Budget or a number of tokens",
         "Budget.for_model",
     ),
     case(

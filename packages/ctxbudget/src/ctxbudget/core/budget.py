@@ -230,9 +230,11 @@ class Budget:
             "a Budget or a number of tokens, e.g. budget=4096 or budget=Budget.for_model('gpt-4o')"
         )
         try:
-            return cls(
-                window=count(budget, "budget", least=None, error=InvalidBudgetError, hint=hint)
-            )
+            window = count(budget, "budget", least=None, error=InvalidBudgetError, hint=hint)
+            if window <= 0:  # named as the caller wrote it, not as Budget.window
+                msg = f"budget must be a positive number of tokens, got {window}; {hint}"
+                raise InvalidBudgetError(msg)
+            return cls(window=window)
         except InvalidBudgetError as exc:
             if where is None:
                 raise
