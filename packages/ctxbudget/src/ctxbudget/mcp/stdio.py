@@ -9,9 +9,10 @@ its input and stops as it does when a client leaves.
 The SDK stops at the end of its input without waiting for the requests it is still answering:
 their work is done (what they stored is kept) but their replies were dropped (about 45 of 100
 writes sent back to back, then SIGTERM or stdin closed). So before it closes the pipe, the
-relay waits (at most `DRAIN` seconds) until the SDK has read every line passed on and answers
-no request (`CALLS`, counted by `ctxbudget.mcp.server` around each one), for `_QUIET` checks
-in a row: the replies of requests in flight are sent.
+relay waits (at most `DRAIN` seconds) until the SDK has read every line passed on, answers
+no request (`CALLS`, counted by `ctxbudget.mcp.server` around each one) and every request
+passed on has its reply sent (`ctxbudget.mcp.awaiting`: one read but not yet dispatched is in
+no handler), for `_QUIET` checks in a row: the replies of requests in flight are sent.
 
 The relay also passes each line on so that the SDK can read it. Its JSON parser refuses some
 valid JSON: a lone surrogate escape (``"\\ud800"``), an integer of more than 4,300 digits,
@@ -49,6 +50,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from ctxbudget.mcp.awaiting import AWAITING
 from ctxbudget.store.records import first_surrogate
 
 __all__ = [
@@ -126,6 +128,7 @@ def relayed_stdin(refuse: Refuse | None = None) -> Iterator[Callable[[], None]]:
         return
     read_end, write_end = os.pipe()
     wake_read, wake_write = os.pipe()
+    AWAITING.clear()
     os.dup2(read_end, 0)
     os.close(read_end)
     relay = threading.Thread(
@@ -170,8 +173,9 @@ def _relay(source: int, sink: int, wake: int, refuse: Refuse | None) -> None:
             lines = bytes(pending[: end + 1]).splitlines(keepends=True)
             del pending[: end + 1]
             passed = (readable(line) for line in lines)
-            kept = [line for line in passed if refuse is None or not refuse(line)]
-            if not _send(sink, b"".join(kept), wake) or not data:
+            kept = b"".join(line for line in passed if refuse is None or not refuse(line))
+            AWAITING.asked(kept)  # before the SDK can read them (and answer)
+            if not _send(sink, kept, wake) or not data:
                 return
     except OSError:  # the SDK stopped reading (a broken pipe): nothing more to pass on
         return
@@ -185,7 +189,8 @@ def _drain(sink: int) -> None:
     deadline = time.monotonic() + DRAIN
     quiet = 0
     while quiet < _QUIET and time.monotonic() < deadline:
-        quiet = quiet + 1 if _unread(sink) == 0 and CALLS.running <= 0 else 0
+        idle = _unread(sink) == 0 and CALLS.running <= 0 and AWAITING.outstanding == 0
+        quiet = quiet + 1 if idle else 0
         time.sleep(_TICK)
 
 

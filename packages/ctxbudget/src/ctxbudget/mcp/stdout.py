@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ctxbudget.mcp.awaiting import AWAITING
 from ctxbudget.mcp.stdio import DRAIN, ready
 
 __all__ = ["Replies", "relayed_stdout"]
@@ -80,9 +81,11 @@ def relayed_stdout() -> Iterator[Replies | None]:
         daemon=True,
     )
     copier.start()
+    AWAITING.counting = True
     try:
         yield replies
     finally:
+        AWAITING.counting = False
         # The SDK keeps its own copy of the pipe open for good: the copier never reads an end
         # of file, so it is told that what the pipe holds now is all there is.
         os.dup2(target, 1)
@@ -109,6 +112,7 @@ def _copy(source: int, replies: Replies, finish: int) -> None:
             lines = bytes(pending[: end + 1])
             del pending[: end + 1]
             open_ = open_ and replies.send(lines)
+            AWAITING.answered(lines)  # sent (or the client is gone: nothing to wait for)
     os.set_blocking(source, False)
     while True:  # what the SDK wrote before it stopped
         try:
@@ -120,3 +124,4 @@ def _copy(source: int, replies: Replies, finish: int) -> None:
         pending += data
     if pending and open_:
         replies.send(bytes(pending))
+    AWAITING.answered(bytes(pending))
