@@ -18,6 +18,7 @@ Commands (``op``):
 - ``assemble``: ``session``, ``query``, ``user_id``, ``budget`` -> ``included`` and ``pruned``
   as ``[id, text]``.
 - ``delete_user``: ``user_id`` -> ``removed``.
+- ``documents``: ``texts``, ``collection`` -> ``ids`` (`ContextMemory.add_documents`).
 - ``agent``: ``session``, ``user_id``, ``text``, ``fresh``: one turn of a LangChain agent with
   `CtxBudgetMiddleware` over the memory and the recording fake chat model (``fresh``: a new
   conversation state) -> ``sent``, the texts the model received on that turn.
@@ -155,6 +156,9 @@ def main(url: str, collection: str) -> None:
                     "included": [[i.id, i.text] for i in ctx.included],
                     "pruned": [[p.item.id, p.item.text] for p in ctx.pruned],
                 }
+            elif op == "documents":
+                ids = opened().add_documents(command["texts"], collection=command["collection"])
+                reply = {"ids": list(ids)}
             elif op == "delete_user":
                 reply = {"removed": opened().delete_user(command["user_id"])}
             elif op == "agent":

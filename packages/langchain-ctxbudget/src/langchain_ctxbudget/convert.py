@@ -38,7 +38,7 @@ from ctxbudget.errors import ConfigurationError, InvalidItemError, UnknownModelE
 from ctxbudget.store.chroma_store import Record
 from langchain_ctxbudget.answers import links_of
 from langchain_ctxbudget.blocks import citation_parts, content_parts, convertible, stored_text
-from langchain_ctxbudget.message_checks import check_call_args, check_unicode
+from langchain_ctxbudget.message_checks import check_call_args, check_unicode, framework_summary
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -299,7 +299,8 @@ def check_storable(
     Raises:
         StoreInputError: the first message that cannot be stored (by its index among those kept).
     """
-    chosen = range(len(messages)) if only is None else only
+    given_at = range(len(messages)) if only is None else only
+    chosen = [i for i in given_at if not framework_summary(messages[i])]  # never stored
     payloads = [to_record_payload(messages[i], id=keys[i], timestamp=0.0) for i in chosen]
     given = [p for p in payloads if p is not None]
     memory.writes.check_messages(ids[0], given, user_id=ids[1])
@@ -338,6 +339,8 @@ def to_record_payload(
     }
     if data.get("name"):
         payload["name"] = data["name"]
+    if isinstance(message, ToolMessage) and message.status == "error":
+        payload["status"] = "error"  # sent as is_error by Anthropic's and others' adapters
     return payload
 
 
@@ -375,7 +378,10 @@ def from_record(record: Record) -> BaseMessage:
             content=record.text, tool_calls=tool_calls, invalid_tool_calls=invalid, **common
         )
     if record.role == "tool":
-        return ToolMessage(content=record.text, tool_call_id=record.tool_call_id or "", **common)
+        status = "error" if record.metadata.get("_status") == "error" else "success"
+        return ToolMessage(
+            content=record.text, tool_call_id=record.tool_call_id or "", status=status, **common
+        )
     if record.role == "system":
         return SystemMessage(content=record.text, **common)
     return HumanMessage(content=record.text, **common)

@@ -109,6 +109,7 @@ def _replace(
             name=str(payload.get("name") or ""),
             tool_calls=payload["tool_calls"],  # type: ignore[arg-type]
             tool_call_id=str(payload.get("tool_call_id") or ""),
+            status=str(payload.get("status") or "success") if payload["role"] == "tool" else None,
         )
     except StoreInputError as exc:
         logger.warning(

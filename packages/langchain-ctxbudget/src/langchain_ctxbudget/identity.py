@@ -153,9 +153,13 @@ def message_keys(
 
 
 def fingerprint(message: BaseMessage) -> bytes:
-    """What tells one message from another, as bytes (its type, id, name, content, tool calls)."""
+    """What tells one message from another, as bytes (its type, id, name, content, tool calls).
+
+    A tool result's ``status="error"`` too (a success adds nothing: the bytes of every message
+    stored before statuses were kept are unchanged).
+    """
     calls = getattr(message, "tool_calls", None) or []
-    fields = (
+    fields: tuple[object, ...] = (
         message.type,
         message.id,
         message.name,
@@ -163,6 +167,8 @@ def fingerprint(message: BaseMessage) -> bytes:
         [(c.get("id"), c.get("name"), c.get("args")) for c in calls],
         getattr(message, "tool_call_id", None),
     )
+    if getattr(message, "status", None) == "error":
+        fields += ("error",)
     return repr(fields).encode("utf-8", "surrogatepass") + b"\x00"
 
 

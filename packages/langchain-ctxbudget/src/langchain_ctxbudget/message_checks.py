@@ -2,7 +2,8 @@
 
 `langchain_ctxbudget.convert` runs them: a lone surrogate anywhere a model would be sent it,
 and tool call arguments that are not JSON (a numpy number), which LangChain's converter
-reports as content it cannot convert.
+reports as content it cannot convert. `framework_summary` tells a message the middleware does
+not store.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from ctxbudget.core.unicode import lone_surrogate
 from ctxbudget.errors import InvalidItemError
 
-__all__ = ["check_call_args", "check_unicode"]
+__all__ = ["check_call_args", "check_unicode", "framework_summary"]
 
 
 def check_call_args(message: BaseMessage, where: str) -> None:
@@ -56,3 +57,12 @@ def check_unicode(data: Mapping[str, Any], where: str) -> None:
         if problem is not None:
             msg = f"{where}: {field} {problem}"
             raise InvalidItemError(msg)
+
+
+def framework_summary(message: BaseMessage) -> bool:
+    """Whether ``message`` is ``SummarizationMiddleware``'s summary of the messages it removed.
+
+    The middleware does not store it: the messages it summarizes were stored as the state held
+    them, and stored as the user's turn it would come back as something the user said.
+    """
+    return message.additional_kwargs.get("lc_source") == "summarization"

@@ -24,6 +24,7 @@ from langchain_core.messages import BaseMessage
 from ctxbudget import StoreInputError
 from langchain_ctxbudget.convert import to_record_payload
 from langchain_ctxbudget.identity import claim_owner, fingerprint, message_keys
+from langchain_ctxbudget.message_checks import framework_summary
 from langchain_ctxbudget.recall import Recalled, gathered_generation, question_key
 
 if TYPE_CHECKING:
@@ -163,6 +164,8 @@ def store_messages(
     now = time.time()
     payloads: list[dict[str, Any]] = []
     for message, k in (pairs[i] for i in fresh if keys[i] not in held):
+        if framework_summary(message):
+            continue  # SummarizationMiddleware's: what it sums up is stored
         payload = to_record_payload(message, id=k, timestamp=now)
         if payload is not None:
             payloads.append(payload)

@@ -39,6 +39,7 @@ a message (a JSON object):
                 starting with "_" or "$"; "salience", a number >= 0, weighs retrieval)
   tool_calls    optional; a list of call ids, or of calls in OpenAI's or LangChain's form
   tool_call_id  optional; for role "tool": the call it answers
+  status        optional; for role "tool": "success" (the default) or "error"
   Other fields are ignored. Messages keep the file's order within each session.
 
 Every message is checked before a store is opened: a bad file (or one with no message)

@@ -154,11 +154,13 @@ class SessionUpkeep:
         name: str | None = None,
         tool_calls: Sequence[Mapping[str, Any]] | Sequence[str] | None = None,
         tool_call_id: str | None = None,
+        status: str | None = None,
     ) -> str:
         """Replace a stored message of a session (an edit), keeping its place; returns its id.
 
         The message keeps its seq (its place in the session's order). Options left None keep
-        the stored message's role, time, name, tool calls and metadata; ``""``, ``[]`` or
+        the stored message's role, time, name, tool calls, metadata and (a tool result's)
+        ``status`` (``"success"`` or ``"error"``); ``""``, ``[]`` or
         ``{}`` remove a name, tool calls or metadata. ``user_id``, when given, must be the
         stored message's user (a check, not a change). The old text leaves everything derived
         from it: the vector and token counts, the session's summaries covering the message,
@@ -176,7 +178,7 @@ class SessionUpkeep:
         'm1'
         """
         given = edits.Replacement(
-            text, role, user_id, timestamp, metadata, name, tool_calls, tool_call_id
+            text, role, user_id, timestamp, metadata, name, tool_calls, tool_call_id, status
         )
         self._settle_before_delete()
         return edits.replace_message(

@@ -59,6 +59,7 @@ class Replacement:
     name: str | None = None
     tool_calls: Sequence[Mapping[str, Any]] | Sequence[str] | None = None
     tool_call_id: str | None = None
+    status: str | None = None
 
 
 def delete_messages(
@@ -192,8 +193,13 @@ def _record(
         raise StoreInputError(msg)
     own = {k: v for k, v in old.metadata.items() if not k.startswith("_")}
     name = old.metadata.get("_name") if given.name is None else given.name
+    role = old.role if given.role is None else given.role
+    status = given.status
+    if status is None and role == "tool":  # a tool result's stored status; none for others
+        status = old.metadata.get("_status")  # type: ignore[assignment]
     message = {
-        "role": old.role if given.role is None else given.role,
+        "role": role,
+        "status": status,
         "text": given.text,
         "id": id,
         "timestamp": old.timestamp if given.timestamp is None else given.timestamp,

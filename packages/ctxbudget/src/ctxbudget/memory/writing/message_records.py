@@ -60,6 +60,9 @@ def message_record(
             f"{role} message; store the calls as the assistant's turn"
         )
         raise StoreInputError(msg)
+    status = _status(index, role, message.get("status"))
+    if status == "error":  # "success", the default, is not stored
+        metadata["_status"] = status
     name = message.get("name")
     if name is not None and name != "":  # None or "": a message without a speaker's name
         metadata["_name"] = require_name(f"message {index}: name", name)
@@ -89,6 +92,23 @@ def message_record(
         tool_call_id=message.get("tool_call_id"),
         metadata=metadata,
     )
+
+
+def _status(index: int, role: str, status: object) -> str | None:
+    """A tool result's ``status``: ``"success"`` or ``"error"``, as LangChain's ``ToolMessage``.
+
+    Read for a tool result only: on another message it is one of the fields ignored (chat
+    exports mark every message with a status of their own).
+    """
+    if status is None or role != "tool":
+        return None
+    if status not in ("success", "error"):
+        msg = (
+            f"message {index}: a tool result's status must be 'success' or 'error', got "
+            f"{shown(status)}"
+        )
+        raise StoreInputError(msg)
+    return str(status)
 
 
 def check_length(config: MemoryConfig, what: str, text: str) -> None:
