@@ -117,6 +117,7 @@ def test_a_json_error_names_its_column_once(
         ["assemble", "hi", "--session", "s1"],
         ["explain", "hi", "--session", "s1"],
         ["index-entities"],
+        ["inspect", "--port", "0"],  # before 2026-12-01 it served an empty store made there
     ],
 )
 def test_reading_commands_refuse_a_folder_of_other_files_and_leave_it_as_it_was(

@@ -271,3 +271,22 @@ def test_cli_inspect_port_in_use_is_one_line(tmp_path: Path, embedder: OnnxEmbed
     assert status == 2 and f"--port {port}: cannot listen on 127.0.0.1" in err
     status, _, err = cli("--path", str(tmp_path), "inspect", "--port", "70000")
     assert status == 2 and "--port must be between 0 and 65535" in err
+
+
+def test_bidi_controls_cannot_turn_the_page_around(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    """A stored right-to-left override shows as its code: the page's own text stays as written.
+
+    Before 2026-12-01 a user id ``"\\u202eevil"`` rendered "user seilbmessa deggol 2 ;segassem 2"
+    (everything after it reversed, figures included) in a real browser.
+    """
+    with ContextMemory(tmp_path, embedder=embedder) as app:
+        app.add_message(
+            "s\u202e1", "user", "Hi \u2067there\u2069 \u202dfriend", user_id="\u202eevil"
+        )
+        app.assemble("s\u202e1", "hi", budget=300, user_id="\u202eevil")
+        with serve(app, port=0) as page:
+            bodies = [get(page.url)[2], get(page.url + session_url("s\u202e1")[1:])[2]]
+    for body in bodies:
+        assert not any(0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 for c in body)
+    assert "[U+202E]evil" in bodies[0]
+    assert "Hi [U+2067]there[U+2069] [U+202D]friend" in bodies[1]

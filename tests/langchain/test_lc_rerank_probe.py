@@ -27,7 +27,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from rerank_setup import QUERY, memory, session_of
 
 from ctxbudget.embed.onnx import OnnxEmbedder
-from ctxbudget.errors import ConfigurationTypeError
+from ctxbudget.errors import ConfigurationError, ConfigurationTypeError
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.store.chroma_store import ChromaStore
 from langchain_ctxbudget.rerank import compressor_reranker
@@ -69,8 +69,9 @@ def test_an_index_kept_as_a_numpy_int_still_matches_its_text() -> None:
 
 
 def test_an_index_kept_as_a_bool_is_not_a_place() -> None:
-    scores = compressor_reranker(Odd(how="bool index"))(QUERY, TEXTS)
-    assert len(set(scores)) == 1  # nothing matched: no text ranked above another
+    # Nothing matched: the answer is refused, not read as "every text dropped" (2026-12-01).
+    with pytest.raises(ConfigurationError, match="matching none of the texts"):
+        compressor_reranker(Odd(how="bool index"))(QUERY, TEXTS)
 
 
 @pytest.mark.parametrize(

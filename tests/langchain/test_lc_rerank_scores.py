@@ -73,3 +73,52 @@ def test_what_is_no_score_is_refused_naming_the_compressor(kind: str) -> None:
     said = str(refused.value)
     assert said.startswith("the reranker Scoring.compress_documents returned relevance_score")
     assert "metadata['relevance_score']" in said.split(": ")[-1]  # what to do
+
+
+class Rewriting(BaseDocumentCompressor):
+    """Returns new documents with new text and no metadata (an extractor that keeps nothing)."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        return [
+            Document(page_content=f"about {d.page_content}", metadata={"relevance_score": 1.0})
+            for d in documents
+        ]
+
+
+def test_an_answer_that_matches_no_text_is_refused_not_read_without_it() -> None:
+    """Before 2026-12-01 such documents were left out: every text scored the floor, silently."""
+    with pytest.raises(ConfigurationError, match="matching none of the texts"):
+        compressor_reranker(Rewriting())(QUERY, TEXTS)
+
+
+class Repeating(BaseDocumentCompressor):
+    """Returns each document twice: a repeat is not a new text."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        return [*documents, *documents]
+
+
+def test_a_repeated_document_is_read_once() -> None:
+    assert compressor_reranker(Repeating())(QUERY, TEXTS) == [3.0, 2.0, 1.0]
+
+
+class Big(BaseDocumentCompressor):
+    """Keeps the first two documents with scores of a large magnitude."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        scores = [2e17, 1e17]
+        return [
+            Document(page_content=d.page_content, metadata={**d.metadata, "relevance_score": s})
+            for d, s in zip(documents, scores, strict=False)
+        ]
+
+
+def test_a_dropped_text_scores_below_every_kept_one_at_any_magnitude() -> None:
+    scores = compressor_reranker(Big())(QUERY, TEXTS)
+    assert scores[0] > scores[1] > scores[2]

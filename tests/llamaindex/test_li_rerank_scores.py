@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from rerank_setup import QUERY
 
 from ctxbudget.errors import ConfigurationError
@@ -67,3 +67,21 @@ def test_what_is_no_score_is_refused_naming_the_postprocessor(kind: str) -> None
     said = str(refused.value)
     assert said.startswith("the reranker Scoring.postprocess_nodes returned node scores")
     assert "NodeWithScore.score" in said.split(": ")[-1]  # what to do
+
+
+class Rewriting(BaseNodePostprocessor):
+    """Returns new nodes with new text and their own ids (a summarizer that keeps nothing)."""
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        return [
+            NodeWithScore(node=TextNode(text=f"about {n.node.get_content()}"), score=1.0)
+            for n in nodes
+        ]
+
+
+def test_an_answer_that_matches_no_text_is_refused_not_read_without_it() -> None:
+    """Before 2026-12-01 such nodes were left out: every text scored the floor, silently."""
+    with pytest.raises(ConfigurationError, match="matching none of the texts"):
+        postprocessor_reranker(Rewriting())(QUERY, TEXTS)

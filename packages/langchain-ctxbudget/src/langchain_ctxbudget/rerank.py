@@ -116,6 +116,7 @@ def _scores_of(
     """
     unused = {n: t for n, t in enumerate(texts)}
     kept: list[tuple[int, object]] = []
+    unmatched = ""
     for document in answer:
         index = made.get(id(document)) if made else None
         if index is None or index not in unused:
@@ -123,6 +124,11 @@ def _scores_of(
         if index is None or index not in unused:  # metadata not kept: by text
             index = next((n for n, t in unused.items() if t == document.page_content), None)
             if index is None:
+                if document.page_content not in texts:  # not a repeat: a text of its own
+                    unmatched = unmatched or (
+                        f"a document matching none of the texts it was given "
+                        f"({document.page_content[:40]!r}..., without metadata[{_INDEX!r}])"
+                    )
                 continue
         del unused[index]
         kept.append((index, document.metadata.get("relevance_score")))
@@ -133,6 +139,7 @@ def _scores_of(
         returned="returned relevance_score values",
         todo="put one finite number in each document's metadata['relevance_score'], "
         "higher for more relevant",
+        unmatched=unmatched,
     )
 
 

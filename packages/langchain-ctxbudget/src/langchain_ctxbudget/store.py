@@ -26,9 +26,8 @@ expired items is `langchain_ctxbudget.store_ttl`'s.
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from ctxbudget.compat import refuse_unknown
@@ -67,6 +66,7 @@ from langchain_ctxbudget.store_ops import (
     InvalidNamespaceError,
     check_namespaces,
     check_puts,
+    check_read,
     conditions,
     index_fields,
     index_paths,
@@ -78,6 +78,7 @@ from langchain_ctxbudget.store_ops import (
     translated_async,
     ttl_config,
 )
+from langchain_ctxbudget.store_order import CallOrder, InFlight
 
 __all__ = ["CtxBudgetStore", "InvalidNamespaceError"]
 
@@ -172,10 +173,8 @@ class CtxBudgetStore(Closable, ClosingStore, BaseStore):
         self.memory = ContextMemory(**memory_kwargs) if memory is None else memory
         self._sweeper = None
         self._layout_checked = False
-        # One lock per event loop (an asyncio.Lock serves one loop): async writes in call order.
-        self._write_order: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._order = CallOrder()  # async calls in call order, per loop (store_order)
+        self._in_flight = InFlight()  # async writes on worker threads, for sync calls
 
     def _where(self) -> str:
         return f"namespace {self.memory.namespace!r} in {self.memory.store.location}"
@@ -187,9 +186,15 @@ class CtxBudgetStore(Closable, ClosingStore, BaseStore):
         Reads (get, search, list) see the store as it was before the batch's puts, which are
         applied last (the last put of a key wins), as LangGraph's stores do, and timed in the
         batch's order (a later put is newer). Every operation is checked before any runs, so a
-        refused one leaves the store as it was.
+        refused one leaves the store as it was. Async writes already running on the memory's
+        worker threads end first (`langchain_ctxbudget.store_order`).
         """
         ops = list(ops)
+        self._in_flight.wait()
+        return self._batch(ops)
+
+    def _batch(self, ops: list[Op]) -> list[Result]:
+        """`batch` itself (what `abatch` runs on a worker thread)."""
         users = [self._user_of(op) for op in ops]
         results: list[Result] = [None] * len(ops)
         gets: dict[tuple[str | None, bool], list[tuple[int, GetOp]]] = {}
@@ -236,20 +241,32 @@ class CtxBudgetStore(Closable, ClosingStore, BaseStore):
         The event loop is never blocked. Cancelled, the batch has no effect (not started yet) or
         ends before the cancellation reaches the caller (`ctxbudget.memory.awaitable`).
 
-        Batches that put run one at a time, in the order they were called on the loop, as
-        LangGraph's async stores apply them: of ``asyncio.gather(store.aput(ns, k, a),
-        store.aput(ns, k, b))`` the last, ``b``, wins (the memory's worker threads would
-        otherwise race). Batches that only read run side by side.
+        Batches run in the order they were called on the loop, as LangGraph's stores apply
+        them (`langchain_ctxbudget.store_order`): of ``asyncio.gather(store.aput(ns, k, a),
+        store.aput(ns, k, b))`` the last, ``b``, wins, and a get called after a put reads
+        it (the memory's worker threads would otherwise race). Batches that only read, called
+        side by side, run side by side.
         """
         ops = list(ops)
-        if not any(isinstance(op, PutOp) for op in ops):
-            return await self.memory.arun(self.batch, ops)
-        loop = asyncio.get_running_loop()
-        lock = self._write_order.get(loop)
-        if lock is None:
-            lock = self._write_order[loop] = asyncio.Lock()
-        async with lock:  # taken in call order (FIFO); cancelled while waiting: no effect
-            return await self.memory.arun(self.batch, ops)
+        writes = any(isinstance(op, PutOp) for op in ops)
+        return await self._order.run(partial(self._run_async, ops, writes), writes=writes)
+
+    async def _run_async(self, ops: list[Op], writes: bool) -> list[Result]:
+        """``_batch(ops)`` on a worker thread; a write is `InFlight` until it ended there."""
+        if not writes:
+            return await self.memory.arun(self._batch, ops)
+        event = self._in_flight.started()  # handed over in this step: no await before arun
+
+        def write() -> list[Result]:
+            try:
+                return self._batch(ops)
+            finally:
+                self._in_flight.ended(event)
+
+        try:
+            return await self.memory.arun(write)
+        finally:
+            self._in_flight.ended(event)  # never ran (cancelled first, or a closed memory)
 
     def _layout(self) -> str:
         return f"CtxBudgetStore(user_at={self.user_at})"
@@ -324,6 +341,8 @@ class CtxBudgetStore(Closable, ClosingStore, BaseStore):
         check_namespaces(op)
         if isinstance(op, GetOp | SearchOp):
             self._refresh(op)  # refused before any operation of the batch runs
+        if isinstance(op, SearchOp | ListNamespacesOp):
+            check_read(op)  # so is a bad filter, query, limit or offset
         at = self.user_at
         if isinstance(op, GetOp | PutOp):
             return op.namespace[at] if at is not None and len(op.namespace) > at else None

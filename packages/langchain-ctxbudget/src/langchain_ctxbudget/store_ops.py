@@ -33,6 +33,7 @@ from ctxbudget.core.numbers import count, flag, real
 from ctxbudget.errors import ConfigurationError, InvalidValueError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.values import StoredValue, ValuePut
+from ctxbudget.memory.values.asked import listing_args, search_args
 from ctxbudget.memory.values.model import (
     MAX_TTL_MINUTES,
     check_key,
@@ -46,6 +47,7 @@ from ctxbudget.store.records import require_name
 from langchain_ctxbudget.store_paths import path_problem
 
 __all__ = [
+    "check_read",
     "InvalidNamespaceError",
     "check_namespaces",
     "check_puts",
@@ -207,6 +209,24 @@ def conditions(op: ListNamespacesOp) -> tuple[tuple[str, ...] | None, tuple[str,
         except InvalidValueError as exc:  # e.g. prefix="memories": a str, not a tuple
             raise InvalidNamespaceError(str(exc)) from exc
     return found.get("prefix"), found.get("suffix")
+
+
+def check_read(op: SearchOp | ListNamespacesOp) -> None:
+    """Refuse a search's or listing's arguments as running it would, without reading.
+
+    A batch checks every operation before any runs: a get before a refused search would
+    otherwise have refreshed its items' ttls.
+    """
+    if nothing_asked(op.limit):  # limit=0: no item, whatever else is asked
+        return
+    if isinstance(op, SearchOp):
+        query = op.query
+        if isinstance(query, str) and not query.strip():
+            query = None  # LangGraph's stores treat "" (and a blank query) as no query
+        search_args(op.namespace_prefix, query, op.filter, op.limit, op.offset)
+    else:
+        prefix, suffix = conditions(op)
+        listing_args(prefix, suffix, op.max_depth, op.limit, op.offset)
 
 
 def ttl_config(ttl: TTLConfig | None) -> TTLConfig | None:

@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_PATH",
     "UsageError",
     "budget_of",
+    "check_folder",
     "check_model",
     "count_flag",
     "given_text",
@@ -144,7 +145,7 @@ def open_memory(
     stderr when its model loads; otherwise the store picks its embedder as usual. A command
     that reads (``read_only``: stats, assemble, explain) refuses a folder that does not exist
     rather than create an empty store there; every command refuses a file, or a folder of
-    other files (`_check_folder`). ``--model`` passes `check_model` first.
+    other files (`check_folder`). ``--model`` passes `check_model` first.
 
     Raises:
         UsageError: no store at ``--path`` (or not a store's folder), or an unknown
@@ -157,7 +158,7 @@ def open_memory(
     remote = args.chroma_url or os.environ.get(ENV_URL)
     check_model(args)  # the flags first, then the folder
     if not remote:
-        _check_folder(folder, read_only=read_only)
+        check_folder(folder, read_only=read_only)
     embedder = None
     if progress_wanted(args.progress, sys.stderr):
         from ctxbudget.embed.base import default_embedder
@@ -185,7 +186,7 @@ _OWN_FILES = re.compile(
 )
 
 
-def _check_folder(folder: str | None, *, read_only: bool) -> None:
+def check_folder(folder: str | None, *, read_only: bool) -> None:
     """Refuse a ``--path`` that is not a store's folder, where a store would be read or strewn.
 
     A file is refused, and so is a folder of other files (``--path ~/Documents``): a command

@@ -11,7 +11,13 @@ import os
 import sys
 from pathlib import Path
 
-from ctxbudget.cli.options import DEFAULT_PATH, UsageError, check_model, open_memory
+from ctxbudget.cli.options import (
+    DEFAULT_PATH,
+    UsageError,
+    check_folder,
+    check_model,
+    open_memory,
+)
 from ctxbudget.cli.status import INTERRUPTED, OK
 from ctxbudget.core.numbers import shown
 from ctxbudget.errors import StoreError
@@ -39,6 +45,8 @@ def inspect(args: argparse.Namespace) -> int:
         msg = f"--path {folder}: no store there (the folder does not exist); check the path"
         raise UsageError(msg)
     check_model(args)
+    if not (args.chroma_url or os.environ.get(ENV_URL)):  # a folder of other files: refused
+        check_folder(args.path, read_only=True)
     try:
         memory = open_reader(
             args.path, chroma_url=args.chroma_url, namespace=args.namespace, model=args.model

@@ -43,9 +43,14 @@ nav a{margin-right:.6em}.muted{color:#7b8394}code{background:#eceff4;padding:0 3
 """
 
 
+# Bidi embeddings, overrides and isolates: shown as their code, so a stored "\u202e" cannot
+# turn the page's own text around it (a user id reversing "2 messages" after it).
+_BIDI = {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
 def _e(value: object) -> str:
     """``value`` as text safe anywhere in the page (element content or a quoted attribute)."""
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape("" if value is None else str(value), quote=True).translate(_BIDI)
 
 
 def _n(value: int | None) -> str:

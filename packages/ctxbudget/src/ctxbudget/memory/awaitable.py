@@ -166,6 +166,11 @@ class AsyncRunner:
             raise result.error  # in a coroutine: RuntimeError from it (PEP 479)
         return result
 
+    def own_threads(self) -> set[int]:
+        """The threads this runner started for calls, and those excused: `close` sees to them."""
+        with self._lock:
+            return {t.ident for t in self._threads if t.ident is not None} | self._excused
+
     @contextlib.contextmanager
     def excused(self) -> Iterator[None]:
         """While in it, `close` does not wait for this thread (it waits for another's close)."""

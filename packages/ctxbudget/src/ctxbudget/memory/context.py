@@ -24,7 +24,7 @@ from ctxbudget.core.render import Format, Layout
 from ctxbudget.core.report import AssembledContext
 from ctxbudget.core.summaries import ExtractiveSummarizer, Summarizer
 from ctxbudget.embed.base import Embedder, as_embedder
-from ctxbudget.memory.awaitable import AsyncRunner, awaitable
+from ctxbudget.memory.awaitable import CLOSE_WAIT, AsyncRunner, awaitable
 from ctxbudget.memory.closing import Closing, close_async
 from ctxbudget.memory.entities.api import EntityMemory
 from ctxbudget.memory.entities.index import EntityIndexes
@@ -92,6 +92,8 @@ class ContextMemory(
     >>> mem.add_message("s1", "user", "I moved to Lisbon in May", id="m1")  # doctest: +SKIP
     'm1'
     """
+
+    _counts_calls = True  # close waits for the sync calls other threads run (`Closable`)
 
     def __init__(
         self,
@@ -342,15 +344,15 @@ class ContextMemory(
     def close(self) -> None:
         """Store the acknowledged messages, then release the store; closing again does nothing.
 
-        From the start of ``close``, every other call raises `MemoryClosedError`. It returns
-        once the memory is closed and its threads ended, also when another close was running
-        (it waits for that one, and raises what it raised: a failed close fails again).
+        From its start every new call raises `MemoryClosedError`; the calls running end first.
+        It returns once closed and its threads ended, also when another close ran (it waits
+        for it, and raises what it raised: a failed close fails again).
         """
-        # Refuse calls; the running async calls end first (the store is not cut under them).
         refuse = partial(setattr, self, "_closed", True)
+        calls = partial(self._wait_for_calls, self._async.own_threads, CLOSE_WAIT)
         behind = () if self._behind is None else (self._behind.close,)
         models = (self._entities.close, self._rerank_warnings.close)  # the user's, on our threads
-        steps = [refuse, self._async.close, *models, *behind, self.store.close]
+        steps = [refuse, self._async.close, calls, *models, *behind, self.store.close]
         self._closing.run(steps, self._async.excused, in_child=[refuse])  # a forked copy
 
     def _where(self) -> str:

@@ -14,9 +14,12 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import os
+import threading
+import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,8 @@ __all__ = [
     "watch_status",
     "write_problem",
 ]
+
+logger = logging.getLogger(__name__)
 
 # Below this much free space, a failed write in an embedded Chroma is reported as a full disk.
 _LOW_SPACE = 16 * 1024 * 1024
@@ -233,6 +238,8 @@ class Closable:
 
     _closed = False
     _open_again: str | None = None  # what the message says to open instead (default: the class)
+    # A subclass whose close waits for the calls other threads are running (`_wait_for_calls`).
+    _counts_calls = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -242,6 +249,33 @@ class Closable:
             method = inspect.getattr_static(cls, name)
             if inspect.isfunction(method) and not getattr(method, "__ctxbudget_checks_open__", 0):
                 setattr(cls, name, _checked(method))
+
+    def _wait_for_calls(self, excused: Callable[[], Collection[int]], timeout: float) -> None:
+        """Wait until no other thread runs a method of this object (``timeout`` at most).
+
+        For a close (`_counts_calls`): a sync call another thread started before it is not
+        cut between two of its store calls (a value written and its stamp not yet, reported
+        as "nothing was done"). Threads in ``excused()`` (re-read as the wait goes on) and
+        this one are not waited for. Past ``timeout``, one warning, and the close goes on.
+        """
+        me = threading.get_ident()
+        calls: dict[int, int] = vars(self).setdefault("_calls_running", {})
+        deadline = time.monotonic() + timeout
+        while True:
+            left = excused()
+            others = [t for t in list(calls) if t != me and t not in left]
+            if not others:
+                return
+            if time.monotonic() >= deadline:
+                logger.warning(
+                    "closing %s while %d call(s) of other threads still run after %.0f s: "
+                    "they end with MemoryClosedError",
+                    type(self).__name__,
+                    len(others),
+                    timeout,
+                )
+                return
+            time.sleep(0.002)
 
     def _check_open(self) -> None:
         """Raise `MemoryClosedError` if ``close()`` ran."""
@@ -266,7 +300,19 @@ def _checked(method: Callable[..., Any]) -> Callable[..., Any]:
 
         def checked(self: Closable, /, *args: Any, **kwargs: Any) -> Any:
             self._check_open()
-            return method(self, *args, **kwargs)
+            if not self._counts_calls:
+                return method(self, *args, **kwargs)
+            # Calls running, by thread (each thread changes its own count only).
+            calls: dict[int, int] = vars(self).setdefault("_calls_running", {})
+            me = threading.get_ident()
+            calls[me] = calls.get(me, 0) + 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                if calls[me] > 1:
+                    calls[me] -= 1
+                else:
+                    del calls[me]
 
         wrapper = checked
     wrapper = functools.wraps(method)(wrapper)

@@ -179,8 +179,10 @@ class ValueReads:
         found = self._query(partition, vector, wide, None)
         if found is not None:
             rows, read = found
-            hits = [(r, s) for r, s, meta in rows if meta.get(field) == key]
+            hits = sorted(((r, s) for r, s, meta in rows if meta.get(field) == key), key=_best)
             if (len(hits) >= n or read < wide) and not (read == wide and _tied_end(rows)):
+                # Sorted first: Chroma returns a tie in any order, and a cut inside one must
+                # keep the same rows whatever ``n`` (pages put end to end are one search).
                 return live_under(hits[:n], prefix, now), len(hits) >= n
         where = {field: key}
         got = self._vectors_of(partition, where, _EXACT + 1)
@@ -188,7 +190,9 @@ class ValueReads:
             return self._exact(partition, got, vector, n, field, key, prefix, now)
         found = self._query(partition, vector, n + 1, where)
         if found is not None and found[1] > n and not _tied_end(found[0]):
-            return live_under([(r, s) for r, s, _ in found[0][:n]], prefix, now), True
+            return live_under(
+                sorted(((r, s) for r, s, _ in found[0][:n]), key=_best), prefix, now
+            ), True
         got = self._vectors_of(partition, where, None)
         return self._exact(partition, got, vector, n, field, key, prefix, now)
 

@@ -120,6 +120,7 @@ def _scores_of(
     """
     unused = {n: t for n, t in enumerate(texts)}
     kept: list[tuple[int, object]] = []
+    unmatched = ""
     for scored in answer:
         node = scored.node
         index = made.get(id(node))
@@ -131,6 +132,11 @@ def _scores_of(
             text = node.get_content()
             index = next((n for n, t in unused.items() if t == text), None)
             if index is None:
+                if text not in texts:  # not a repeat: a text of its own
+                    unmatched = unmatched or (
+                        f"a node matching none of the texts it was given ({text[:40]!r}..., "
+                        f"id {node.node_id!r}, not {_PREFIX}<n>)"
+                    )
                 continue
         del unused[index]
         kept.append((index, scored.score))
@@ -140,6 +146,7 @@ def _scores_of(
         reranker=f"{where}.postprocess_nodes",
         returned="returned node scores",
         todo="set each NodeWithScore.score to a finite number, higher for more relevant",
+        unmatched=unmatched,
     )
 
 

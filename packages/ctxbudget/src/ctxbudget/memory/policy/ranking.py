@@ -260,7 +260,13 @@ def _score(value: object) -> tuple[float | None, str]:
 
 
 def kept_scores(
-    kept: Sequence[tuple[int, object]], size: int, *, reranker: str, returned: str, todo: str
+    kept: Sequence[tuple[int, object]],
+    size: int,
+    *,
+    reranker: str,
+    returned: str,
+    todo: str,
+    unmatched: str = "",
 ) -> list[float]:
     """Each of ``size`` texts' score from a framework reranker's answer, matched to its texts.
 
@@ -271,9 +277,20 @@ def kept_scores(
     every kept one. Both adapters' wrappers (a LangChain compressor, a LlamaIndex
     postprocessor) read their answers with it.
 
+    ``unmatched``: what an item of the answer that matches none of the texts was (its text
+    changed and what named its text lost; "" when every item matched one, or repeated one):
+    the answer cannot be read, and the ranking is left as it was rather than quietly read
+    without it.
+
     Raises:
-        ConfigurationError: a score that is no finite number.
+        ConfigurationError: a score that is no finite number, or an ``unmatched`` item.
     """
+    if unmatched:
+        msg = (
+            f"{reranker} returned {unmatched}: its score cannot be given to any text, so the "
+            "answer is not used; keep each item's text, or what names its text, as given"
+        )
+        raise ConfigurationError(msg)
     given = [score for _, score in kept]
     if given and all(score is not None for score in given):
         numbers = reranker_scores(
@@ -282,5 +299,8 @@ def kept_scores(
     else:
         numbers = [float(len(kept) - place) for place in range(len(kept))]
     found = {index: number for (index, _), number in zip(kept, numbers, strict=True)}
-    floor = min(found.values(), default=1.0) - 1.0
+    lowest = min(found.values(), default=1.0)
+    floor = lowest - max(1.0, abs(lowest) * 1e-9)  # below it at any magnitude (1e17 - 1 is 1e17)
+    if math.isinf(floor):  # the lowest float there is: nothing is below it
+        floor = lowest
     return [found.get(n, floor) for n in range(size)]

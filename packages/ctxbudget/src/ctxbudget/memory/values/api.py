@@ -19,13 +19,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ctxbudget.core.ids import internal_id
-from ctxbudget.core.numbers import count, flag, shown
+from ctxbudget.core.numbers import flag, shown
 from ctxbudget.errors import InvalidValueError
 from ctxbudget.memory.awaitable import awaitable
-from ctxbudget.memory.inputs import check_query
 from ctxbudget.memory.reading.record_items import value_item
+from ctxbudget.memory.values.asked import listing_args, search_args
 from ctxbudget.memory.values.layout import is_layout, value_layout
-from ctxbudget.memory.values.matching import check_filter, namespace_matches
+from ctxbudget.memory.values.matching import namespace_matches
 from ctxbudget.memory.values.model import (
     MAX_TTL_MINUTES,
     StoredValue,
@@ -33,9 +33,7 @@ from ctxbudget.memory.values.model import (
     ValueQuery,
     check_key,
     check_namespace,
-    check_prefix,
     now_micros,
-    page_args,
 )
 from ctxbudget.memory.values.ranking import best_first, ranked, shown_text
 from ctxbudget.memory.values.rows import passes_row, stored_value, value_write
@@ -241,16 +239,9 @@ class ValueMethods:
     ) -> list[tuple[ValueRow, float | None]]:
         # Values are written directly (never through the write-behind journal), so a search
         # needs no wait for pending messages: it reads what every returned put wrote.
-        space = check_prefix(prefix)
-        wanted = check_filter(filter)
-        first, skip = page_args(limit, offset)
+        space, query, wanted, first, skip = search_args(prefix, query, filter, limit, offset)
         owners = self._owners(user_id, all_users)
         refresh = flag(refresh_ttl, "refresh_ttl", error=InvalidValueError)
-        if query is not None and (not isinstance(query, str) or not query.strip()):
-            msg = f"query must be a non-empty str or None, got {shown(query)}"
-            raise InvalidValueError(msg)
-        if query is not None:
-            check_query(query)  # (added by H2) a lone surrogate refused as every door refuses it
         now = now_micros()
         vector = None if query is None or not owners else self.store.embedder.embed_query(query)
         found: list[tuple[str | None, ValueRow, float | None, float]] = []
@@ -347,14 +338,7 @@ class ValueMethods:
         ``max_depth`` cuts longer namespaces to their first ``max_depth`` elements.
         ``all_users``: every user's and the shared ones (administrative: see `search_values`).
         """
-        head = None if prefix is None else check_prefix(prefix, "prefix")
-        tail = None if suffix is None else check_prefix(suffix, "suffix")
-        depth = (
-            None
-            if max_depth is None
-            else count(max_depth, "max_depth", least=0, error=InvalidValueError)
-        )
-        first, skip = page_args(limit, offset)
+        head, tail, depth, first, skip = listing_args(prefix, suffix, max_depth, limit, offset)
         owners = self._owners(user_id, all_users)
         fixed: tuple[str, ...] = ()
         for label in head or ():

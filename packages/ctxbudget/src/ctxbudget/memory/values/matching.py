@@ -43,7 +43,9 @@ def check_filter(filter: object) -> dict[str, Any] | None:  # noqa: A002 - LangG
     if not isinstance(filter, Mapping):
         msg = f"filter must be a dict of value fields, got {shown(filter)}"
         raise InvalidValueError(msg)
-    _check_operators(filter, "filter")
+    for key, wanted in filter.items():  # a top-level key is a field's name, "$" or not
+        if isinstance(wanted, Mapping):
+            _check_operators(wanted, f"filter[{key!r}]")
     return {key: _operand(wanted, f"filter[{key!r}]") for key, wanted in filter.items()}
 
 
@@ -72,12 +74,22 @@ def _operand(wanted: Any, path: str) -> Any:
 
 
 def _check_operators(spec: Mapping[Any, Any], path: str) -> None:
+    """A field's condition: operators only (a key starting with "$"), or fields only."""
+    operators = [k for k in spec if isinstance(k, str) and k.startswith("$")]
+    if operators and len(operators) < len(spec):
+        fields = [k for k in spec if k not in operators]
+        msg = (
+            f"{path} mixes operators ({', '.join(map(repr, operators))}) with fields "
+            f"({', '.join(map(repr, fields))}); give a field either a dict of operators or a "
+            "dict of its fields' values"
+        )
+        raise InvalidValueError(msg)
     for key, wanted in spec.items():
         if isinstance(key, str) and key.startswith("$") and key not in OPERATORS:
             msg = f"{path} uses the operator {key!r}; use one of {sorted(OPERATORS)}"
             raise InvalidValueError(msg)
         if isinstance(wanted, Mapping):
-            _check_operators(wanted, f"{path}.{key}")
+            _check_operators(wanted, f"{path}[{key!r}]")
 
 
 def passes(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:  # noqa: A002

@@ -209,7 +209,7 @@ def ttl_arg(ttl: object, where: str = "") -> float | None:
     minutes = real(ttl, what, above=0, error=InvalidValueError, hint="or None for no expiry")
     if minutes > MAX_TTL_MINUTES:
         msg = (
-            f"{what} is {minutes:g}, more than {MAX_TTL_MINUTES:,} (about 1,900 years: a later "
+            f"{what} is {shown(ttl)}, more than {MAX_TTL_MINUTES:,} (about 1,900 years: a later "
             "expiry cannot be dated); pass ttl=None for a value that never expires"
         )
         raise InvalidValueError(msg)

@@ -1,0 +1,104 @@
+"""`CtxBudgetStore`'s async calls applied in the order they were called on their event loop.
+
+LangGraph's ``InMemoryStore`` runs an async call's work in the task's first step, so of
+``create_task(store.aput(ns, k, v))`` then ``create_task(store.aget(ns, k))`` the get reads
+``v``. `CtxBudgetStore` runs each call on the memory's worker threads, where a call made
+later could run first: until 2026-12-01 writes kept their order among themselves only, and a
+get called after a put could read the store from before it. `CallOrder` keeps every call's
+place on its loop, taken when the call starts (before its first ``await``): a write waits
+for every call before it; a read waits for the writes before it only, so reads called side by
+side still run side by side. A call cancelled while it waits has no effect and lets the next
+go.
+
+A sync call (``store.put`` on the loop's own thread, or another thread) waits for the async
+writes already on a worker thread (`InFlight`): of an ``aput`` that started and a ``put``
+made after it, the ``put`` wins, as in LangGraph's stores. An async write still waiting for
+its turn on the loop cannot be waited for by a sync call on that loop (the loop is the one
+that would start it): it comes after the sync call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+__all__ = ["WAIT_AT_MOST", "CallOrder", "InFlight"]
+
+T = TypeVar("T")
+
+WAIT_AT_MOST = 60.0
+"""Seconds a sync call waits for one async write running on a worker thread, at most."""
+
+
+class _Turns:
+    """One loop's calls: the newest write's end, and the ends of the reads called since."""
+
+    def __init__(self) -> None:
+        self.write: asyncio.Future[None] | None = None
+        self.reads: set[asyncio.Future[None]] = set()
+
+
+class CallOrder:
+    """Async calls of one store in call order, per event loop (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def run(self, call: Callable[[], Awaitable[T]], *, writes: bool) -> T:
+        """``await call()`` once every call before it that it must follow has ended."""
+        loop = asyncio.get_running_loop()
+        turns = self._loops.get(loop)
+        if turns is None:
+            turns = self._loops[loop] = _Turns()
+        end: asyncio.Future[None] = loop.create_future()
+        before = [turns.write] if turns.write is not None else []
+        if writes:
+            before += turns.reads
+            turns.write, turns.reads = end, set()
+        else:
+            turns.reads.add(end)
+        try:
+            waiting = [f for f in before if not f.done()]
+            if waiting:
+                await asyncio.wait(waiting)  # cancelled here: not run, and the next goes
+            return await call()
+        finally:
+            end.set_result(None)
+            turns.reads.discard(end)
+
+
+class InFlight:
+    """The async writes running on worker threads, for a sync call to wait for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[threading.Event] = set()
+
+    def started(self) -> threading.Event:
+        """A write about to be handed to a worker thread: set its event once it ended."""
+        ended = threading.Event()
+        with self._lock:
+            self._running.add(ended)
+        return ended
+
+    def ended(self, event: threading.Event) -> None:
+        """The write of ``event`` ended (stored or refused)."""
+        with self._lock:
+            self._running.discard(event)
+        event.set()
+
+    def wait(self) -> None:
+        """Wait until the writes running now have ended (not those started after this).
+
+        Each for `WAIT_AT_MOST` seconds at most: a write handed over as its memory closes may
+        never run, and a sync call on the loop's thread must not wait for the loop.
+        """
+        with self._lock:
+            running = list(self._running)
+        for event in running:
+            event.wait(WAIT_AT_MOST)
