@@ -290,3 +290,18 @@ def test_bidi_controls_cannot_turn_the_page_around(tmp_path: Path, embedder: Onn
         assert not any(0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 for c in body)
     assert "[U+202E]evil" in bodies[0]
     assert "Hi [U+2067]there[U+2069] [U+202D]friend" in bodies[1]
+
+
+def test_a_silent_connection_is_closed(
+    page: InspectServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A half-sent request held its thread for ever before 2026-12-01 (no socket timeout)."""
+    from ctxbudget.inspect import server
+
+    monkeypatch.setattr(server._Handler, "timeout", 0.5)
+    parts = urlsplit(page.url)
+    with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=10) as conn:
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: ")  # and then nothing
+        assert conn.recv(1024) == b""  # closed by the server, well before this socket's 10 s
+    status, _, _ = get(page.url)
+    assert status == 200  # and the server goes on answering

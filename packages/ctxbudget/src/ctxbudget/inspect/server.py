@@ -38,7 +38,7 @@ from ctxbudget.inspect import data, pages, timeline
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
 
-__all__ = ["CSP", "HOST", "InspectServer", "serve"]
+__all__ = ["CSP", "HOST", "IDLE_TIMEOUT", "InspectServer", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +139,10 @@ def serve(memory: ContextMemory, *, port: int = 0) -> InspectServer:
     return InspectServer(memory, port=port).start()
 
 
+IDLE_TIMEOUT = 30.0
+"""Seconds a connection may stay silent (in a request, or between two) before it is closed."""
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     memory: ContextMemory
@@ -149,6 +153,9 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "ctxbudget-inspect"
     sys_version = ""
+    # A connection that sends nothing for this long is closed: a half-sent request (or an idle
+    # keep-alive) held its thread for ever (300 idle connections: 316 threads).
+    timeout = IDLE_TIMEOUT
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         self._answer(body=True)
