@@ -104,3 +104,15 @@ def test_runnable_with_message_history_switches_storage(memory: ContextMemory) -
         "Who am I?",
         "You are Ana.",
     ]
+
+
+def test_a_call_a_cancelled_run_left_unanswered_is_not_handed_on(memory: ContextMemory) -> None:
+    """A run cancelled while its tool ran stored the call and never its result; before
+    2026-12-01 every later read handed that call on, and providers refuse such a history."""
+    history = CtxBudgetChatMessageHistory(memory, "s1")
+    call = AIMessage("", id="a1", tool_calls=[{"name": "slow", "args": {}, "id": "C1"}])
+    history.add_messages([HumanMessage("Run the slow tool.", id="q1"), call])
+    assert [m.id for m in history.messages] == ["q1", "a1"]  # pending: its result may come
+    history.add_messages([HumanMessage("Never mind.", id="q2"), AIMessage("Fine.", id="a2")])
+    assert [m.id for m in history.messages] == ["q1", "q2", "a2"]
+    assert [r.id for r in memory.history("s1")] == ["q1", "a1", "q2", "a2"]  # all still stored

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -265,3 +266,38 @@ def test_a_retry_through_another_memory_object_is_recognised(
         "Book the 9:10 to Porto.",
         "Booked.",
     ]
+
+
+def test_two_memories_opened_on_one_folder_see_each_others_puts_at_once(tmp_path: Path) -> None:
+    """One `CtxBudgetMemory.from_defaults(path=...)` per request opens a `ContextMemory` each:
+    before 2026-12-01 a read waited only for its own object's background writes, so a retry
+    through the second object, right after the first put, was stored twice, and its `get()`
+    did not see the question."""
+    from llama_index.ctxbudget import CtxBudgetMemory
+
+    first = CtxBudgetMemory.from_defaults(token_limit=600, path=tmp_path, session_id="s1")
+    second = CtxBudgetMemory.from_defaults(token_limit=600, path=tmp_path, session_id="s1")
+    try:
+        first.put(user("Book the 9:10 to Porto."))
+        second.put(user("Book the 9:10 to Porto."))  # at once: the retry of a failed call
+        second.put(assistant("Booked."))
+        assert [m.content for m in first.get_all()] == ["Book the 9:10 to Porto.", "Booked."]
+        first.put(user("And a seat by the window."))
+        assert "And a seat by the window." in [m.content for m in second.get()]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_an_empty_tool_result_reads_back_as_empty_text(context_memory: ContextMemory) -> None:
+    """LlamaIndex's own memory gives ``""``; ``None`` (no block) is refused by OpenAI's API."""
+    memory = memory_on(context_memory, token_limit=600)
+    call = ChatMessage(
+        role=MessageRole.ASSISTANT,
+        blocks=[ToolCallBlock(tool_call_id="c", tool_name="ping", tool_kwargs={})],
+    )
+    done = ChatMessage(role=MessageRole.TOOL, content="", additional_kwargs={"tool_call_id": "c"})
+    memory.put_messages([user("Ping it."), call, done])
+    for read in (memory.get_all(), memory.get()):
+        results = [m for m in read if m.role == MessageRole.TOOL]
+        assert [m.content for m in results] == [""]

@@ -13,7 +13,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.context import ContextMemory
-from ctxbudget.memory.reading.tool_steps import tool_steps_together
+from ctxbudget.memory.reading.tool_steps import answered_steps, tool_steps_together
 from ctxbudget.memory.writing.owners import check_session_owner, claim_session
 from ctxbudget.store.records import require_name
 from langchain_ctxbudget.convert import from_record, to_record_payload
@@ -71,19 +71,22 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
 
         Two writers on one session (a user's two tabs) can store another turn's message between
         a tool call and its result; it comes after the result here (`tool_steps_together`), so
-        the history stays a conversation providers accept.
+        the history stays a conversation providers accept. So does a call never answered (a
+        run cancelled while its tool ran): it is left out once the conversation went on past
+        it, and a result whose call is not stored too (`answered_steps`); both stay stored
+        (`ContextMemory.history`).
 
         Raises:
             SessionOwnerError: the session was started by another user than ``user_id``.
         """
         self._owner(write=False)
-        records = tool_steps_together(self.memory.history(self.session_id))
+        records = answered_steps(tool_steps_together(self.memory.history(self.session_id)))
         return [from_record(r) for r in records]
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async `messages` (`ContextMemory.ahistory`)."""
         await self.memory.arun(partial(self._owner, write=False))
-        records = tool_steps_together(await self.memory.ahistory(self.session_id))
+        records = answered_steps(tool_steps_together(await self.memory.ahistory(self.session_id)))
         return [from_record(r) for r in records]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:

@@ -42,7 +42,7 @@ from ctxbudget.memory.reading.search import ScoredHit, scored_search
 from ctxbudget.memory.upkeep.api import SessionUpkeep
 from ctxbudget.memory.values.api import ValueMethods, ValueQuery
 from ctxbudget.memory.writing.api import MemoryWrites
-from ctxbudget.memory.writing.opening import open_write_behind
+from ctxbudget.memory.writing.opening import drain_siblings, open_write_behind
 from ctxbudget.store.chroma_store import ChromaStore
 from ctxbudget.store.client import Closable
 from ctxbudget.store.records import Record
@@ -147,10 +147,10 @@ class ContextMemory(
         return self._layouts.setdefault(model or self.model, {})
 
     # -- writing: add_message(s), pin, unpin, add_documents (ctxbudget.memory.writing.api) -----
-    def _settle(self) -> None:
-        # Every read and every other change waits for the messages acknowledged before it.
+    def _settle(self) -> None:  # what this and the process's other memories acknowledged
         if self._behind is not None:
             self._behind.settle()
+        drain_siblings(self.store, self._behind)
 
     def flush(self) -> None:
         """Wait until every acknowledged message and logged assembly is stored (for all to see).

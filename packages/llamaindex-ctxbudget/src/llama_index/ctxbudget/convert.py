@@ -285,6 +285,8 @@ def _blocks(content: str, calls: object) -> list[ContentBlock]:
                 tool_kwargs=sent_kwargs(function["arguments"]),
             )
         )
+    if not blocks:  # a tool result with no output: "" as LlamaIndex's Memory gives, not None
+        blocks.append(TextBlock(text=""))
     return blocks
 
 

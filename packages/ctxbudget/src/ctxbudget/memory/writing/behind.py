@@ -18,13 +18,13 @@ What callers can rely on:
   nothing (`StoreError`), stores nothing and leaves the parent's journal and lock alone: what
   the parent acknowledged is replayed once the parent dies, even while the child lives on.
 - **Reads see every acknowledged write.** Every read and every other change of `ContextMemory`
-  waits for the messages it acknowledged to be stored first (`settle`), so a deletion can never
-  be overtaken by a write acknowledged before it; a deletion (`clear`, `delete_session`,
-  `delete_user`) also waits for the other memories of this process on the same store
-  (`drain`, `ctxbudget.memory.writing.opening.drain_siblings`). Other `ContextMemory` objects
-  and processes see
-  a message once it is stored, typically a few milliseconds after it was acknowledged;
-  `ContextMemory.flush()` waits for that.
+  waits for the messages it acknowledged to be stored first (`settle`), and for those the
+  other memories of this process on the same store acknowledged (`drain`,
+  `ctxbudget.memory.writing.opening.drain_siblings`; until 2026-12-01 only a deletion did: a
+  LlamaIndex memory opened per request did not see the one before it put), so a deletion can
+  never be overtaken by a write acknowledged before it. Other processes see a message once it
+  is stored, typically a few milliseconds after it was acknowledged; `ContextMemory.flush()`
+  waits for that.
 - **Failures are reported, never dropped.** A write Chroma refuses for a moment (a server
   restarting) is retried, in order, until it succeeds; `settle` (hence the next read) raises a
   `StoreError` naming the error if it has not succeeded within ``timeout``. A batch the store
