@@ -73,17 +73,24 @@ def _attach(store: ChromaStore, folder: Path) -> WriteBehind | None:
     return writer
 
 
-def drain_siblings(store: ChromaStore, mine: WriteBehind | None) -> None:
+def drain_siblings(store: ChromaStore, mine: WriteBehind | None, *, strict: bool = True) -> None:
     """Wait until the other memories of this process on ``store`` stored what they acknowledged.
 
     A deletion calls this first, so that a message another memory acknowledged before it
     cannot land after it (another process's memories share no folder: an embedded store is one
     process's, and a server's memories write synchronously unless given a journal folder).
+    Every other read and change calls it not ``strict``: it sees what the others acknowledged,
+    and a memory whose store calls keep failing is that memory's to report, not the reader's.
 
     Raises:
-        StoreError: another memory's store calls kept failing; nothing was deleted.
+        StoreError: ``strict``, and another memory's store calls kept failing; nothing was
+            deleted.
     """
     with _SIBLINGS_GUARD:
         siblings = [w for w in _SIBLINGS.get(store.key, ()) if w is not mine]
     for writer in siblings:
-        writer.drain()
+        try:
+            writer.drain()
+        except StoreError:
+            if strict:
+                raise
