@@ -15,7 +15,7 @@ import pytest
 
 from ctxbudget import ContextAssembler, ContextItem, ContextMemory, TokenCounter
 from ctxbudget.core.items import Tier
-from ctxbudget.core.toolcalls import tool_call
+from ctxbudget.core.toolcalls import normalize_tool_calls, tool_call
 from ctxbudget.errors import InvalidItemError, StoreInputError
 from ctxbudget.memory.reading.record_items import history_item
 from ctxbudget.store.records import Record
@@ -57,6 +57,22 @@ def test_a_user_turn_stored_with_calls_before_the_rule_is_sent_without_them() ->
     query = ContextItem("q", "and now?", tier=Tier.QUERY, role="user")
     sent = ContextAssembler(counter).assemble([item, query], budget=500).to_messages()
     assert sent == [{"role": "user", "content": "hi"}, {"role": "user", "content": "and now?"}]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("inf"), -float("inf"), np.float32("nan"), np.float64("inf"),
+     [1.0, float("nan")], {"deep": {"deeper": np.array([np.nan])}}],
+    ids=["nan", "inf", "-inf", "np32-nan", "np64-inf", "in-a-list", "nested-array"],
+)  # fmt: skip
+def test_nan_or_infinity_in_arguments_is_refused_naming_the_call(value: object) -> None:
+    # JSON has no NaN: json.dumps wrote a bare NaN, which a provider's JSON parser refuses.
+    calls = [{"id": "c1", "name": "f", "args": {"x": value}}]
+    with pytest.raises(InvalidItemError, match=r"message 3, tool call 0 \(id 'c1'\): .*NaN or"):
+        normalize_tool_calls(calls, "message 3")
+    # The text a model produced stays as it is (an invalid call is the model's own).
+    raw = [{"id": "c1", "function": {"name": "f", "arguments": '{"x": NaN}'}}]
+    assert normalize_tool_calls(raw, "m")[0]["function"]["arguments"] == '{"x": NaN}'
 
 
 def test_numpy_numbers_in_arguments_are_written_as_json() -> None:

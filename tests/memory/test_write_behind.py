@@ -169,6 +169,65 @@ def test_submit_waits_when_the_queue_is_full(store: ChromaStore, tmp_path: Path)
     writer.close()
 
 
+class SlowAdd:
+    """``store.add`` that takes ``seconds`` more a call: a loaded machine, a slow server."""
+
+    def __init__(self, store: ChromaStore, seconds: float) -> None:
+        self.store, self.seconds = store, seconds
+
+    def __call__(self, records: Sequence[Record]) -> list[Record]:
+        time.sleep(self.seconds)
+        return self.store.add(records)
+
+
+@pytest.mark.parametrize("how", ["settle", "submit", "close"])
+def test_a_slow_store_that_keeps_storing_is_waited_for(
+    store: ChromaStore, tmp_path: Path, how: str
+) -> None:
+    # Twelve batches of 0.25 s each take three seconds, past the 2 s timeout, but no batch
+    # takes it: a flush after a large import on a loaded machine waits for the writer instead
+    # of raising "not stored yet" while it stores (until 2026-12-01 the timeout counted from
+    # the start: bench_middleware's own flush of 2,000 messages raised under load).
+    writer = WriteBehind(
+        SlowAdd(store, 0.25), WriteJournal(tmp_path / "j"), batch=1, max_pending=12, timeout=2.0
+    )
+    start = time.monotonic()
+    for i in range(12):
+        writer.submit([message("s1", i)])
+    if how == "settle":
+        writer.settle()
+    elif how == "submit":  # twelve more: room only once the twelve queued are stored
+        writer.submit([message("s1", i) for i in range(12, 24)])
+    else:
+        writer.close()
+    assert time.monotonic() - start > 2.0  # the case: longer than the timeout in all
+    if how != "close":
+        writer.settle()
+        writer.close()
+    count = 24 if how == "submit" else 12
+    assert stored_texts(store, "s1") == [f"message {i} of s1" for i in range(count)]
+    assert not list((tmp_path / "j").iterdir())  # nothing left to replay
+
+
+def test_a_store_that_stores_nothing_is_still_reported_after_the_timeout(
+    store: ChromaStore, tmp_path: Path
+) -> None:
+    release = threading.Event()
+
+    def hung(records: Sequence[Record]) -> list[Record]:
+        release.wait(30)
+        return store.add(records)
+
+    writer = WriteBehind(hung, WriteJournal(tmp_path / "j"), batch=1, timeout=0.5)
+    writer.submit([message("s1", 0), message("s1", 1)])
+    with pytest.raises(StoreError, match=r"2 acknowledged .* \(nothing stored for 0.5 s\)"):
+        writer.settle()
+    release.set()
+    settled(writer)
+    writer.close()
+    assert len(stored_texts(store, "s1")) == 2
+
+
 def test_a_dead_writers_journal_is_replayed_without_its_finished_or_torn_lines(
     store: ChromaStore, tmp_path: Path
 ) -> None:

@@ -465,6 +465,13 @@ WRITE_CASES = [
         StoreInputError,
         "the arguments of tool call 'f' cannot be written as JSON",
     ),
+    case(
+        "tool-call-nan",
+        msg(tool_calls=[{"id": "c1", "name": "f", "args": {"x": float("nan")}}]),
+        StoreInputError,
+        "message 0, tool call 0 (id 'c1'): the arguments of tool call 'f' hold NaN or infinity",
+        "give null or a string",
+    ),
     # -- pins and documents --------------------------------------------------------------------
     case(
         "pin-no-text",

@@ -137,7 +137,11 @@ def normalize_tool_calls(calls: object, where: str) -> list[dict[str, Any]]:
                 f"{type(arguments).__name__}"
             )
             raise InvalidItemError(msg)
-        out.append(tool_call(call_id, name, arguments if isinstance(arguments, str) else arguments))
+        try:
+            out.append(tool_call(call_id, name, arguments))
+        except InvalidItemError as exc:
+            msg = f"{label} (id {call_id!r}): {exc}"
+            raise InvalidItemError(msg) from exc
     return out
 
 
@@ -148,8 +152,19 @@ def call_ids(calls: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 
 def _json(arguments: Mapping[str, Any], name: str) -> str:
     try:
-        return json.dumps(dict(arguments), ensure_ascii=False, default=_numbers)
-    except (TypeError, ValueError, InvalidItemError) as exc:
+        # No NaN or infinity: JSON has neither, and a provider refuses the request holding
+        # them (json.dumps would write a bare NaN; until 2026-12-01 it was stored so).
+        return json.dumps(dict(arguments), ensure_ascii=False, default=_numbers, allow_nan=False)
+    except ValueError as exc:
+        if "not JSON compliant" not in str(exc):
+            msg = f"the arguments of tool call {name!r} cannot be written as JSON ({exc})"
+            raise InvalidItemError(msg) from exc
+        msg = (
+            f"the arguments of tool call {name!r} hold NaN or infinity, which JSON cannot "
+            "write and providers refuse; give null or a string for that value"
+        )
+        raise InvalidItemError(msg) from exc
+    except (TypeError, InvalidItemError) as exc:
         msg = f"the arguments of tool call {name!r} cannot be written as JSON ({exc})"
         raise InvalidItemError(msg) from exc
 

@@ -47,6 +47,7 @@ What callers can rely on:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import os
@@ -55,7 +56,7 @@ import time
 import uuid
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +90,8 @@ class WriteBehind:
             stored first with other content (dropped; without it the batch is refused whole).
         batch: at most this many records per store call.
         max_pending: at most this many records wait at once; `submit` waits beyond.
-        timeout: how long `settle` and a waiting `submit` wait for a failing store.
+        timeout: how long `settle`, `close` and a waiting `submit` wait for a store that
+            stores nothing (a failing write is reported at once; a slow one is waited for).
         linger: seconds to wait after a batch arrives for more to store with it.
     """
 
@@ -149,13 +151,11 @@ class WriteBehind:
             if self._retrying is not None:
                 action = "acknowledge more messages"
                 raise self._late(action)
-            deadline = time.monotonic() + self._timeout
-            while self._waiting and self._waiting + len(batch.records) > self._max_pending:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._retrying is not None:
-                    action = "acknowledge more messages"
-                    raise self._late(action)
-                self._cond.wait(left)
+            size = len(batch.records)
+            self._wait_while(
+                lambda: bool(self._waiting) and self._waiting + size > self._max_pending,
+                "acknowledge more messages",
+            )
             self._journal.append(batch.id, batch.records)
             if not self._queue:
                 self._first = time.monotonic()
@@ -202,18 +202,32 @@ class WriteBehind:
                 self._wait("delete while another memory on this store has them queued")
 
     def _wait(self, action: str) -> None:
-        # Holding the condition: until nothing waits, or StoreError past the timeout.
-        deadline = time.monotonic() + self._timeout
+        # Holding the condition: until nothing waits, or StoreError (see _wait_while).
         self._hurry += 1
         self._cond.notify_all()
         try:
-            while self._waiting:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._retrying is not None:
-                    raise self._late(action)
-                self._cond.wait(left)
+            self._wait_while(lambda: bool(self._waiting), action)
         finally:
             self._hurry -= 1
+
+    def _wait_while(self, busy: Callable[[], bool], action: str) -> None:
+        """Holding the condition: wait while ``busy()``, as long as the store keeps storing.
+
+        StoreError at once when a write is failing, or when no batch was stored for
+        ``timeout`` seconds. A slow store that stores is waited for: a large import's
+        `settle` on a loaded machine takes as long as its batches take (until 2026-12-01
+        ``timeout`` counted from the start, and such a flush raised with the writer healthy).
+        """
+        deadline = time.monotonic() + self._timeout
+        left_over = self._waiting
+        while busy():
+            if self._waiting < left_over:  # a batch was stored meanwhile: the store is alive
+                left_over = self._waiting
+                deadline = time.monotonic() + self._timeout
+            left = deadline - time.monotonic()
+            if left <= 0 or self._retrying is not None:
+                raise self._late(action)
+            self._cond.wait(left)
 
     def check(self) -> None:
         """Raise a failure of the background writer not reported yet, without waiting.
@@ -235,11 +249,10 @@ class WriteBehind:
             if self._released:
                 return
             if not self._stopping:  # (a close cut by Ctrl-C after this goes on from the join)
-                deadline = time.monotonic() + self._timeout
                 self._hurry += 1
                 self._cond.notify_all()
-                while self._waiting and self._retrying is None and time.monotonic() < deadline:
-                    self._cond.wait(deadline - time.monotonic())
+                with contextlib.suppress(StoreError):  # what is left stays journaled
+                    self._wait_while(lambda: bool(self._waiting), "close")
                 self._stopping = True
                 self._cond.notify_all()
             clean = not self._waiting and not self._failed
@@ -366,7 +379,7 @@ class WriteBehind:
 
     def _late(self, action: str) -> StoreError:
         cause = self._retrying
-        why = f"the store failed: {cause}" if cause else f"{self._timeout:.0f} s passed"
+        why = f"the store failed: {cause}" if cause else f"nothing stored for {self._timeout:g} s"
         msg = (
             f"cannot {action}: {self._waiting} acknowledged message(s) are not stored yet "
             f"({why}); they are kept in {self._journal.path} and retried, and stored when "
