@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
@@ -25,6 +26,17 @@ import pytest
 from test_mcp import COMMAND, ENV, TIMEOUT, stored_texts, wait_for_address
 
 from ctxbudget.mcp.posted import LIMIT, reply_to_body
+
+
+def reply_of(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC reply a 200 holds: the JSON body (the server's way), or an SSE event's."""
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        body: dict[str, Any] = response.json()
+        return body
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    assert data, "an empty reply"
+    reply: dict[str, Any] = json.loads(data[-1])
+    return reply
 
 
 class HttpServer:
@@ -70,12 +82,10 @@ class HttpServer:
         return self.http.post(self.url, content=content, headers=self.headers)
 
     def answer(self, body: str) -> dict[str, Any]:
-        """The JSON-RPC reply to a request the SDK answers (in an SSE event)."""
+        """The JSON-RPC reply to a request the SDK answers (`reply_of`)."""
         response = self.post(body)
         assert response.status_code == 200, response.text
-        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-        reply: dict[str, Any] = json.loads(data[-1])
-        return reply
+        return reply_of(response)
 
     def call(self, tool: str, arguments: str) -> dict[str, Any]:
         number = next(self.ids)
@@ -260,9 +270,8 @@ def test_requests_in_flight_with_one_id_are_each_answered_and_only_answered_ones
             assert "still answering" in error["error"]["message"], error
             continue
         assert response.status_code == 200, response.text
-        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-        assert data, f"request {number}: an empty reply"
-        reply = json.loads(data[-1])
+        assert response.content, f"request {number}: an empty reply"
+        reply = reply_of(response)
         assert reply["id"] == 7 and reply["result"].get("isError") is not True, reply
         acknowledged.append(f"t{number}")
     assert acknowledged  # the first is always served
@@ -270,3 +279,42 @@ def test_requests_in_flight_with_one_id_are_each_answered_and_only_answered_ones
     stored = sorted(hit["text"] for hit in found["structuredContent"]["hits"])
     assert stored == sorted(acknowledged)  # what was refused was not done
     server.still_serving()
+
+
+def test_a_sigterm_lets_every_call_in_flight_send_its_reply(tmp_path: Path) -> None:
+    """Before, SIGTERM ended the event stream of every POST still running at once (sse_starlette's
+    drain): slow ``context`` calls ended with 0 bytes, writes were stored and never acknowledged.
+    Replies are JSON bodies now, which uvicorn's stop lets each running request send."""
+    served = HttpServer(tmp_path / "store", tmp_path / "stderr.txt")
+    try:
+        served.call(
+            "remember", json.dumps({"session_id": "big", "role": "user", "text": "w " * 90_000})
+        )
+        headers = dict(served.headers)
+
+        def post(number: int) -> httpx.Response:
+            read = {"session_id": "big", "question": "w?", "budget": 500}
+            write = {"session_id": "s", "role": "user", "text": f"t{number}"}
+            call = (
+                {"name": "context", "arguments": read}
+                if number < 3
+                else {"name": "remember", "arguments": write}
+            )
+            body = {"jsonrpc": "2.0", "id": 100 + number, "method": "tools/call", "params": call}
+            with httpx.Client(timeout=TIMEOUT) as http:
+                return http.post(served.url, content=json.dumps(body), headers=headers)
+
+        pool = ThreadPoolExecutor(12)
+        futures = [pool.submit(post, number) for number in range(12)]
+        time.sleep(1.0)  # every POST sent; the slow reads still run
+        served.process.send_signal(signal.SIGTERM)
+        _, waiting = wait(futures, timeout=TIMEOUT)
+        pool.shutdown(wait=False)
+        assert not waiting
+        replies = [reply_of(future.result()) for future in futures]
+        assert [r["id"] for r in replies] == [100 + n for n in range(12)]
+        assert not [r for r in replies if r["result"].get("isError")], replies
+        assert served.process.wait(TIMEOUT) == 0
+    finally:
+        served.stop()
+    assert sorted(stored_texts(tmp_path / "store", "s")) == sorted(f"t{n}" for n in range(3, 12))

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from test_mcp_http_bodies import HttpServer
+from test_mcp_http_bodies import HttpServer, reply_of
 from test_mcp_raw import RawServer
 
 TAGGED = "$ctxbudget.json"  # the start of the relay's tag: never shown to a client
@@ -156,8 +156,7 @@ def test_a_media_type_in_any_case_is_served(http: HttpServer, content_type: str)
         headers={**http.headers, "Content-Type": content_type},
     )
     assert response.status_code == 200, response.text
-    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-    assert json.loads(data[-1]) == {"jsonrpc": "2.0", "id": number, "result": {}}
+    assert reply_of(response) == {"jsonrpc": "2.0", "id": number, "result": {}}
 
 
 def test_an_id_of_too_many_digits_is_said_so_over_http(http: HttpServer) -> None:

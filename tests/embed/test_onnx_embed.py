@@ -129,7 +129,15 @@ def test_the_default_arithmetic_is_int8_only_where_it_was_measured() -> None:
 # int8 min 0.9919 (the empty string), mean 0.9982, neighbours 0.96 (two near-ties flip);
 # fp32 min 0.9963, mean 0.9992, neighbours 0.98. On 2,760 LoCoMo turns (bench_embedders.py):
 # int8 mean 0.9986, min 0.989; fp32 mean 0.9994, min 0.994.
-AGREEMENT = [("int8", 0.99, 0.998, 0.94), ("fp32", 0.995, 0.999, 0.95)]
+# Without VNNI (AMD EPYC, AVX2, 2026-12-01) int8 products saturate: min 0.886, so int8 is not
+# the default there and its agreement is checked only where it is exact.
+NOT_EXACT = pytest.mark.skipif(
+    not exact_int8(), reason="int8 sums saturate without VNNI (measured min cosine 0.886)"
+)
+AGREEMENT = [
+    pytest.param("int8", 0.99, 0.998, 0.94, marks=NOT_EXACT),
+    ("fp32", 0.995, 0.999, 0.95),
+]
 
 
 @pytest.mark.parametrize(("arithmetic", "least", "mean", "neighbours"), AGREEMENT)
@@ -155,6 +163,7 @@ def test_vectors_match_sentence_transformers(
     assert (onnx_sim.argmax(axis=1) == ref_sim.argmax(axis=1)).mean() >= neighbours
 
 
+@NOT_EXACT
 def test_int8_arithmetic_stays_close_to_fp32(
     onnx_vectors: np.ndarray, fp32_vectors: np.ndarray
 ) -> None:
@@ -214,7 +223,7 @@ def test_a_vector_does_not_depend_on_its_batch_mates(
 def test_same_input_same_output(onnx: OnnxEmbedder, onnx_vectors: np.ndarray) -> None:
     again = np.array(onnx.embed_documents(TEXTS))
     assert np.array_equal(again, onnx_vectors)
-    fresh = OnnxEmbedder()
+    fresh = OnnxEmbedder(arithmetic="int8")
     assert np.allclose(np.array(fresh.embed_documents(TEXTS)), onnx_vectors, atol=1e-6)
 
 
@@ -245,7 +254,7 @@ def test_similar_texts_score_higher(onnx: OnnxEmbedder) -> None:
 
 
 def test_concurrent_calls_agree(onnx_vectors: np.ndarray) -> None:
-    shared = OnnxEmbedder()  # loaded by whichever thread comes first
+    shared = OnnxEmbedder(arithmetic="int8")  # loaded by whichever thread comes first
     results: dict[int, np.ndarray] = {}
 
     def work(index: int) -> None:
@@ -267,7 +276,7 @@ def test_threads_option_sets_the_session(onnx: OnnxEmbedder) -> None:
     assert OnnxEmbedder(parallel_batches=1).parallel_batches == 1
     assert options.intra_op_num_threads == 1
     assert options.inter_op_num_threads == 1
-    two = OnnxEmbedder(threads=2)
+    two = OnnxEmbedder(threads=2, arithmetic="int8")
     two_options = two.session.get_session_options()
     assert two_options.intra_op_num_threads == 2
     assert two_options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
@@ -322,10 +331,10 @@ def test_a_model_with_another_sha256_is_refused(tmp_path: Path) -> None:
 def test_own_export_loads_with_its_own_hash_and_name(tmp_path: Path) -> None:
     copy = tmp_path / "my-minilm.onnx"
     shutil.copyfile(installed_model(), copy)
-    unchecked = OnnxEmbedder(copy, sha256=None)
+    unchecked = OnnxEmbedder(copy, sha256=None, arithmetic="int8")
     assert unchecked.name == "my-minilm-w8a8"
     assert OnnxEmbedder(copy, sha256=None, arithmetic="fp32").name == "my-minilm"
-    checked = OnnxEmbedder(copy, sha256=MODEL_SHA256.upper())
+    checked = OnnxEmbedder(copy, sha256=MODEL_SHA256.upper(), arithmetic="int8")
     assert np.allclose(unchecked.embed_query("hi"), checked.embed_query("hi"), atol=1e-6)
 
 

@@ -209,6 +209,43 @@ def test_a_slow_store_that_keeps_storing_is_waited_for(
     assert not list((tmp_path / "j").iterdir())  # nothing left to replay
 
 
+def test_a_wait_under_steady_writes_ends_when_what_came_before_it_is_stored(
+    store: ChromaStore, tmp_path: Path
+) -> None:
+    # Another thread acknowledges a message every few milliseconds, faster than a slow store
+    # empties the queue, so the queue is never empty. A settle waits for what was acknowledged
+    # before it, not for the queue to empty (until 2026-12-01 it waited for an empty queue and
+    # counted "stored" as a shorter queue: under the 20 s load test, readers raised "nothing
+    # stored for 30 s" while batches were being stored).
+    writer = WriteBehind(
+        SlowAdd(store, 0.05), WriteJournal(tmp_path / "j"), batch=2, max_pending=10_000, timeout=1.0
+    )
+    stop = threading.Event()
+
+    def steady() -> None:
+        number = 100
+        while not stop.is_set():
+            writer.submit([message("s2", number), message("s2", number + 1)])
+            number += 2
+            time.sleep(0.01)
+
+    for i in range(6):
+        writer.submit([message("s1", i)])
+    other = threading.Thread(target=steady)
+    other.start()
+    try:
+        time.sleep(0.2)  # the queue grows: 4 records per 0.05 s in, 2 out
+        start = time.monotonic()
+        writer.settle()
+        assert time.monotonic() - start < 30
+        assert stored_texts(store, "s1") == [f"message {i} of s1" for i in range(6)]
+        assert writer.waiting()  # the steady writes are still queued: not waited for
+    finally:
+        stop.set()
+        other.join()
+    writer.close()
+
+
 def test_a_store_that_stores_nothing_is_still_reported_after_the_timeout(
     store: ChromaStore, tmp_path: Path
 ) -> None:

@@ -163,3 +163,40 @@ async def test_async_calls_with_numpy_numbers_nest_under_the_callers_span(
             items = value if isinstance(value, tuple) else (value,)
             assert all(type(v) in (str, bool, int, float) for v in items), (span.name, key)
     assert (spans["ctxbudget.assemble"].attributes or {})["ctxbudget.budget.window"] == 300
+
+
+REFUSED_WRITES: dict[str, Callable[[ContextMemory], Any]] = {
+    "empty text": lambda m: m.add_messages("s1", [{"role": "user", "content": ""}]),
+    "unknown role": lambda m: m.add_messages("s1", [{"role": "robot", "content": "hi"}]),
+    "non-ISO timestamp": lambda m: m.add_message("s1", "user", "hi", timestamp="yesterday"),
+    "tool calls on a user turn": lambda m: m.add_messages(
+        "s1", [{"role": "user", "content": "hi", "tool_calls": [{"id": "c", "name": "f"}]}]
+    ),
+    "not a list": lambda m: m.add_messages("s1", "hello"),
+    "NaN timestamp": lambda m: m.add_message("s1", "user", "hi", timestamp=float("nan")),
+    "pin, empty text": lambda m: m.pin("s1", ""),
+    "pin, no scope": lambda m: m.pin(None, "a fact"),
+    "pin, lone surrogate": lambda m: m.pin("s1", BAD),
+    "document, not text": lambda m: m.add_documents([{"text": 5}]),
+    "the middleware's check": lambda m: m.writes.check_messages(
+        "s1", [{"role": "user", "text": BAD}], user_id=None
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_WRITES))
+def test_every_refused_write_ends_one_write_span_as_its_error(
+    memory: ContextMemory, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Until 2026-12-01 only a refusal of the store's checks had a span: one made while the
+    # records were made (a role, an empty text, a pin's scope) had none.
+    with pytest.raises(CtxBudgetError) as raised:
+        REFUSED_WRITES[case](memory)
+    spans = [s for s in EXPORTER.get_finished_spans() if s.name == "ctxbudget.write"]
+    assert len(spans) == 1
+    (span,) = spans
+    assert span.status.status_code is StatusCode.ERROR
+    assert (span.attributes or {})["error.type"] == type(raised.value).__name__
+    assert (span.attributes or {})["ctxbudget.operation"] == "write"
+    sent_whole(spans, caplog)
+    assert len(memory.history("s1")) == 4  # nothing written

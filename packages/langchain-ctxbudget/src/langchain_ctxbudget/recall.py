@@ -116,6 +116,9 @@ def recall(
     """
     position = _question(messages)
     session, user = ids
+    # What the app acknowledged (add_messages before the run) is read; the state's own not
+    # stored yet is not waited for.
+    memory.wait_for_writes(session, held=keys)
     if position is None or not messages[position].text.strip():
         stamp = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
         session_owner(memory, stamp, session, user)

@@ -39,6 +39,7 @@ from ctxbudget.errors import (
 )
 from ctxbudget.memory.closing import Closing
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.ordering import CallOrder, InFlight
 from ctxbudget.memory.values import ValuePut
 from ctxbudget.store.client import Closable
 
@@ -78,7 +79,6 @@ from langchain_ctxbudget.store_ops import (
     translated_async,
     ttl_config,
 )
-from langchain_ctxbudget.store_order import CallOrder, InFlight
 
 __all__ = ["CtxBudgetStore", "InvalidNamespaceError"]
 
@@ -173,7 +173,7 @@ class CtxBudgetStore(Closable, ClosingStore, BaseStore):
         self.memory = ContextMemory(**memory_kwargs) if memory is None else memory
         self._sweeper = None
         self._layout_checked = False
-        self._order = CallOrder()  # async calls in call order, per loop (store_order)
+        self._order = CallOrder()  # async calls in call order, per loop (ctxbudget.memory.ordering)
         self._in_flight = InFlight()  # async writes on worker threads, for sync calls
 
     def _where(self) -> str:
@@ -187,7 +187,7 @@ class CtxBudgetStore(Closable, ClosingStore, BaseStore):
         applied last (the last put of a key wins), as LangGraph's stores do, and timed in the
         batch's order (a later put is newer). Every operation is checked before any runs, so a
         refused one leaves the store as it was. Async writes already running on the memory's
-        worker threads end first (`langchain_ctxbudget.store_order`).
+        worker threads end first (`ctxbudget.memory.ordering`).
         """
         ops = list(ops)
         self._in_flight.wait()
@@ -242,7 +242,7 @@ class CtxBudgetStore(Closable, ClosingStore, BaseStore):
         ends before the cancellation reaches the caller (`ctxbudget.memory.awaitable`).
 
         Batches run in the order they were called on the loop, as LangGraph's stores apply
-        them (`langchain_ctxbudget.store_order`): of ``asyncio.gather(store.aput(ns, k, a),
+        them (`ctxbudget.memory.ordering`): of ``asyncio.gather(store.aput(ns, k, a),
         store.aput(ns, k, b))`` the last, ``b``, wins, and a get called after a put reads
         it (the memory's worker threads would otherwise race). Batches that only read, called
         side by side, run side by side.

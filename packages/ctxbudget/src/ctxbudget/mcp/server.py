@@ -30,6 +30,7 @@ from ctxbudget.mcp.arguments import check_call, tool_arguments
 from ctxbudget.mcp.explained import explained
 from ctxbudget.mcp.stdio import CALLS
 from ctxbudget.mcp.tools import DEFAULT_BUDGET, FORMATS, RECALL_KINDS, ROLES, MemoryTools
+from ctxbudget.memory.ordering import CallOrder
 
 if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
@@ -272,6 +273,9 @@ def build_server(
         server.add_tool(function, annotations=hints, structured_output=True)
     arguments = {function.__name__: tool_arguments(function) for function, _ in registered}
     server.middleware.append(_counted)
+    order = CallOrder()  # pipelined calls apply in the order sent (a write after all before it)
+    reads = frozenset(f.__name__ for f, hints in registered if hints is _READS)
+    server.middleware.append(partial(_ordered, order, reads))
     server.middleware.append(partial(check_call, arguments))
     server.middleware.append(explained)  # the SDK's bare "Invalid request parameters", said
     return server
@@ -284,6 +288,23 @@ async def _counted(ctx: Any, call_next: CallNext) -> HandlerResult:
         return await call_next(ctx)
     finally:
         CALLS.end()
+
+
+async def _ordered(
+    order: CallOrder, reads: frozenset[str], ctx: Any, call_next: CallNext
+) -> HandlerResult:
+    """A tool call runs after the writes sent before it; a write after every call before it.
+
+    The SDK runs each tool on a worker thread, where a call sent later could run first: until
+    2026-12-01 ``remember`` calls a client sent without waiting for each reply were stored in
+    the threads' order, not the conversation's (`ctxbudget.memory.ordering`).
+    """
+    if ctx.method != "tools/call":
+        return await call_next(ctx)
+    params = ctx.params if isinstance(ctx.params, dict) else {}
+    name = params.get("name")  # not a str: the relay's form of one (refused or read later)
+    writes = not (isinstance(name, str) and name in reads)  # an unknown one waits its turn
+    return await order.run(lambda: call_next(ctx), writes=writes)
 
 
 def _tool(work: Callable[[], _T]) -> _T:

@@ -98,8 +98,12 @@ def serve(
 
     sock = listen(port)
     try:
+        # Replies as JSON bodies, not event streams: on SIGTERM uvicorn's stop lets a running
+        # request end and send its reply, while sse_starlette cancels every open event
+        # stream at once (until 2026-12-01 the replies of calls running at a SIGTERM were
+        # lost). Clients take either (the protocol's choice); the tools send no notifications.
         app = server.streamable_http_app(
-            streamable_http_path=PATH, host=HOST, transport_security=SECURITY
+            streamable_http_path=PATH, host=HOST, transport_security=SECURITY, json_response=True
         )
         config = uvicorn.Config(
             checked_bodies(app, PATH, SECURITY),

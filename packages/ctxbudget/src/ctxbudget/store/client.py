@@ -299,14 +299,21 @@ def _checked(method: Callable[..., Any]) -> Callable[..., Any]:
     else:
 
         def checked(self: Closable, /, *args: Any, **kwargs: Any) -> Any:
-            self._check_open()
             if not self._counts_calls:
+                self._check_open()
                 return method(self, *args, **kwargs)
-            # Calls running, by thread (each thread changes its own count only).
+            # Calls running, by thread (each thread changes its own count only). Counted
+            # before the check: a close that begins after the check waits for this call.
             calls: dict[int, int] = vars(self).setdefault("_calls_running", {})
             me = threading.get_ident()
-            calls[me] = calls.get(me, 0) + 1
+            depth = calls.get(me, 0)
+            calls[me] = depth + 1
             try:
+                # A call made inside a running one (assemble asks candidates) goes on: the
+                # close waits for the running call, and cutting it half-way is what it avoids
+                # (until 2026-12-01 an assemble running at a close raised MemoryClosedError).
+                if not depth:
+                    self._check_open()
                 return method(self, *args, **kwargs)
             finally:
                 if calls[me] > 1:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from numbers import Integral
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ctxbudget.telemetry.settings import TelemetrySettings, hashed_id
 from ctxbudget.telemetry.spans import Attributes, active, assembly_in_progress, exportable, traced
@@ -37,6 +37,7 @@ __all__ = [
     "identity",
     "memory_assembly_span",
     "note_on_span",
+    "refused_write",
     "report_attributes",
     "search_span",
     "write_span",
@@ -222,3 +223,33 @@ search_span = traced("retrieval", before=_searching, after=_searched)
 
 write_span = traced("ctxbudget.write", before=_writing)
 """`Writer.write` (`ctxbudget.memory.writing.writer`): every write of messages, pins or chunks."""
+
+
+def _refusing(args: Mapping[str, Any], settings: TelemetrySettings) -> Attributes:
+    writer, kind = args["writer"], args["kind"]
+    return {
+        "ctxbudget.operation": "write",
+        "ctxbudget.namespace": str(writer.namespace),
+        "ctxbudget.write.kinds": [kind],
+        "ctxbudget.write.records": args["count"],
+        "ctxbudget.write.behind": writer.behind is not None and kind == "message",
+        **identity(args["session_id"], args["user_id"], settings),
+    }
+
+
+@traced("ctxbudget.write", before=_refusing)
+def refused_write(
+    writer: Any,
+    kind: str,
+    count: int,
+    session_id: object,
+    user_id: object,
+    error: BaseException,
+) -> NoReturn:
+    """The ``ctxbudget.write`` span of a write refused before its records were made; raises.
+
+    ``count`` records of ``kind`` were given (a bad role, an empty text, a pin with no scope:
+    `Writer` refuses them as it makes the records). Until 2026-12-01 such a refusal had no
+    span, while one the store's checks made had: every refused write now has one.
+    """
+    raise error

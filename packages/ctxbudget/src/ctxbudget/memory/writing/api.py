@@ -6,7 +6,7 @@ The methods are `ContextMemory`'s own (this class is one of its bases); the work
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,7 @@ from ctxbudget.compat import renamed
 from ctxbudget.core.numbers import flag
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.policy.config import MemoryConfig
+from ctxbudget.memory.writing.opening import drain_siblings
 from ctxbudget.memory.writing.writer import Writer
 from ctxbudget.store.records import MetadataValue
 from ctxbudget.tokens.counter import TokenCounter
@@ -42,6 +43,32 @@ class MemoryWrites:
 
     def _settle(self) -> None:  # ContextMemory's: wait for acknowledged messages
         raise NotImplementedError  # pragma: no cover
+
+    def wait_for_writes(self, session_id: str, *, held: Collection[str] = ()) -> None:
+        """Wait until what was acknowledged is stored, but ``session_id``'s messages in ``held``.
+
+        What every read of this memory does first (this memory's writes and those of the
+        process's other memories on the store), for a caller that reads the store itself and
+        holds some of the messages it just added (an agent's state: ``held``, their ids): when
+        only those wait, it goes on at once. Until 2026-12-01 the LangChain middleware never
+        waited, and missed messages an app added with `add_messages` just before the turn.
+
+        Raises:
+            StoreError: this memory's writes kept failing or were refused (as a read raises).
+        """
+        behind = self._behind
+        if behind is not None:
+            ids = set(held)
+            ns = self.namespace
+            if all(
+                r.kind == "message" and r.namespace == ns and r.session_id == session_id
+                and r.id in ids
+                for r in behind.waiting()
+            ):  # fmt: skip
+                behind.check()
+            else:
+                behind.settle()
+        drain_siblings(self.store, behind, strict=False)  # another's failure is its own
 
     @property
     def writes(self) -> Writer:

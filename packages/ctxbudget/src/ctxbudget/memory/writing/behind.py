@@ -17,14 +17,12 @@ What callers can rely on:
 - **A forked child is not the writer.** Its copy (``multiprocessing``, ``os.fork``) acknowledges
   nothing (`StoreError`), stores nothing and leaves the parent's journal and lock alone: what
   the parent acknowledged is replayed once the parent dies, even while the child lives on.
-- **Reads see every acknowledged write.** Every read and every other change of `ContextMemory`
-  waits for the messages it acknowledged to be stored first (`settle`), and for those the
-  other memories of this process on the same store acknowledged (`drain`,
-  `ctxbudget.memory.writing.opening.drain_siblings`; until 2026-12-01 only a deletion did: a
-  LlamaIndex memory opened per request did not see the one before it put), so a deletion can
-  never be overtaken by a write acknowledged before it. Other processes see a message once it
-  is stored, typically a few milliseconds after it was acknowledged; `ContextMemory.flush()`
-  waits for that.
+- **Reads see every acknowledged write.** Every read and change of `ContextMemory` first waits
+  for what it and the process's other memories on the store acknowledged (`settle`, `drain`:
+  `ctxbudget.memory.writing.opening.drain_siblings`), so a deletion is never overtaken by a
+  write acknowledged before it; an agent's read skips the wait only for the messages its state
+  holds (`waiting`). Other processes see a message once it is stored, typically milliseconds
+  after it was acknowledged; `ContextMemory.flush()` waits for that.
 - **Failures are reported, never dropped.** A write Chroma refuses for a moment (a server
   restarting) is retried, in order, until it succeeds; `settle` (hence the next read) raises a
   `StoreError` naming the error if it has not succeeded within ``timeout``. A batch the store
@@ -50,7 +48,6 @@ import atexit
 import contextlib
 import functools
 import logging
-import os
 import threading
 import time
 import uuid
@@ -62,6 +59,7 @@ from pathlib import Path
 
 from ctxbudget.errors import StoreError, StoreInputError
 from ctxbudget.memory.writing.batching import pending_key, store_groups
+from ctxbudget.memory.writing.registry import close_at_exit, register
 from ctxbudget.store.first_write import Add, Get, add_acknowledged
 from ctxbudget.store.journal import JournalBatch, WriteJournal, replay
 from ctxbudget.store.records import Record
@@ -119,6 +117,9 @@ class WriteBehind:
         self._inflight: list[JournalBatch] = []
         self._pending: dict[str, Record] = {}  # record key -> record, queued or in flight
         self._waiting = 0
+        self._seq = 0  # the last batch acknowledged
+        self._seqs: dict[str, int] = {}  # batch id -> its seq, queued or in flight
+        self._progress = 0  # records stored or refused so far: a waiter sees the store alive
         self._retrying: StoreError | None = None
         self._failed: list[_Failure] = []
         self._reported: set[str] = set()  # records dropped (first write wins) and warned about
@@ -128,9 +129,9 @@ class WriteBehind:
         # The thread runs while there is work and ends when the queue is empty, so an idle
         # writer holds no thread and a memory nobody closed can still be collected.
         self._thread: threading.Thread | None = None
-        self._exit_hook = functools.partial(_close_at_exit, weakref.ref(self))
+        self._exit_hook = functools.partial(close_at_exit, weakref.ref(self))
         atexit.register(self._exit_hook)  # a weak reference: the memory can still be collected
-        _WRITERS.add(self)
+        register(self)  # a forked child's copy disowns the journal and thread
 
     @property
     def journal(self) -> Path:
@@ -160,6 +161,8 @@ class WriteBehind:
             if not self._queue:
                 self._first = time.monotonic()
             self._queue.append(batch)
+            self._seq += 1
+            self._seqs[batch.id] = self._seq
             self._waiting += len(batch.records)
             for record in batch.records:
                 self._pending[pending_key(record)] = record
@@ -169,6 +172,11 @@ class WriteBehind:
                 )
                 self._thread.start()
             self._cond.notify_all()
+
+    def waiting(self) -> list[Record]:
+        """The acknowledged records not stored yet (queued or being stored)."""
+        with self._cond:
+            return list(self._pending.values())
 
     def pending(self, record: Record) -> Record | None:
         """The acknowledged, not yet stored record with the same scope and id, if any."""
@@ -202,27 +210,28 @@ class WriteBehind:
                 self._wait("delete while another memory on this store has them queued")
 
     def _wait(self, action: str) -> None:
-        # Holding the condition: until nothing waits, or StoreError (see _wait_while).
+        # Holding the condition: until what was acknowledged before this call is stored (not
+        # what others acknowledge meanwhile: under steady writes the queue is never empty),
+        # or StoreError (see _wait_while).
         self._hurry += 1
         self._cond.notify_all()
+        upto = self._seq
         try:
-            self._wait_while(lambda: bool(self._waiting), action)
+            self._wait_while(lambda: min(self._seqs.values(), default=upto + 1) <= upto, action)
         finally:
             self._hurry -= 1
 
     def _wait_while(self, busy: Callable[[], bool], action: str) -> None:
-        """Holding the condition: wait while ``busy()``, as long as the store keeps storing.
+        """Holding the condition: wait while ``busy()`` as long as batches get stored.
 
-        StoreError at once when a write is failing, or when no batch was stored for
-        ``timeout`` seconds. A slow store that stores is waited for: a large import's
-        `settle` on a loaded machine takes as long as its batches take (until 2026-12-01
-        ``timeout`` counted from the start, and such a flush raised with the writer healthy).
+        StoreError at once when a write fails, or when nothing was stored for ``timeout`` s
+        (until 2026-12-01 from the start: a large import's flush raised under load).
         """
         deadline = time.monotonic() + self._timeout
-        left_over = self._waiting
+        progress = self._progress
         while busy():
-            if self._waiting < left_over:  # a batch was stored meanwhile: the store is alive
-                left_over = self._waiting
+            if self._progress != progress:  # a batch was stored meanwhile: the store is alive
+                progress = self._progress
                 deadline = time.monotonic() + self._timeout
             left = deadline - time.monotonic()
             if left <= 0 or self._retrying is not None:
@@ -274,7 +283,7 @@ class WriteBehind:
         self._cond = threading.Condition()
         # close() returns at once: the parent stores and removes
         self._stopping = self._released = True
-        self._thread, self._retrying, self._waiting = None, None, 0
+        self._thread, self._retrying, self._waiting, self._seqs = None, None, 0, {}
         self._queue, self._inflight, self._pending, self._failed = deque(), [], {}, []
         atexit.unregister(self._exit_hook)
 
@@ -366,6 +375,8 @@ class WriteBehind:
 
     def _forget(self, batch: JournalBatch) -> None:
         self._waiting -= len(batch.records)
+        self._progress += len(batch.records)
+        self._seqs.pop(batch.id, None)
         for record in batch.records:
             key = pending_key(record)
             if self._pending.get(key) is record:
@@ -386,21 +397,3 @@ class WriteBehind:
             "this store is opened again"
         )
         return StoreError(msg)
-
-
-_WRITERS: weakref.WeakSet[WriteBehind] = weakref.WeakSet()  # for a forked child to disown
-
-
-def _disown_inherited() -> None:
-    for writer in list(_WRITERS):
-        writer._disown()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_disown_inherited)
-
-
-def _close_at_exit(ref: weakref.ref[WriteBehind]) -> None:
-    writer = ref()
-    if writer is not None:
-        writer.close()

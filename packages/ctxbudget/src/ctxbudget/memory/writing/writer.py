@@ -13,8 +13,9 @@ timestamp): it is not written again, and its id is returned as if it had been.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ from ctxbudget.memory.writing.id_check import UNWRITTEN, refuse_changes
 from ctxbudget.memory.writing.message_records import check_length, message_record
 from ctxbudget.store.first_write import add_acknowledged
 from ctxbudget.store.records import MetadataValue, Record, require_name, same_content, scope_of
-from ctxbudget.telemetry.operations import write_span
+from ctxbudget.telemetry.operations import refused_write, write_span
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
@@ -69,19 +70,21 @@ class Writer:
         first_write_wins: bool = False,
     ) -> list[str]:
         """`ContextMemory.add_messages`: check every message, then store them in order."""
-        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
-            msg = (
-                f"messages must be a list of message dicts or (role, text) tuples, got a "
-                f"{type(messages).__name__}; for one message use add_message"
-            )
-            raise StoreInputError(msg)
-        batch_size = check_batch_size(batch_size)
-        require_name("session_id", session_id)
-        given = list(messages)
-        records = [
-            self.message_record(session_id, index, message, user_id)
-            for index, message in enumerate(given)
-        ]
+        given: list[Any] = []
+        with self._refusals("message", given, session_id, user_id):
+            if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+                msg = (
+                    f"messages must be a list of message dicts or (role, text) tuples, got a "
+                    f"{type(messages).__name__}; for one message use add_message"
+                )
+                raise StoreInputError(msg)
+            batch_size = check_batch_size(batch_size)
+            require_name("session_id", session_id)
+            given.extend(messages)
+            records = [
+                self.message_record(session_id, index, message, user_id)
+                for index, message in enumerate(given)
+            ]
         # Ids made here are new by construction: no stored record can conflict with them.
         made = {
             r.id
@@ -107,11 +110,22 @@ class Writer:
         Raises:
             StoreInputError: the first message that cannot be stored, by its index.
         """
-        records = [
-            self.message_record(session_id, index, message, user_id)
-            for index, message in enumerate(messages)
-        ]
-        self.check_records(records, "message")
+        with self._refusals("message", messages, session_id, user_id):
+            records = [
+                self.message_record(session_id, index, message, user_id)
+                for index, message in enumerate(messages)
+            ]
+            self.check_records(records, "message")
+
+    @contextlib.contextmanager
+    def _refusals(
+        self, kind: str, given: Sequence[object], session_id: object, user_id: object
+    ) -> Iterator[None]:
+        """A `StoreInputError` raised while the records are made ends a write span of its own."""
+        try:
+            yield
+        except StoreInputError as exc:
+            refused_write(self, kind, len(given), session_id, user_id, exc)
 
     def check_records(self, records: list[Record], noun: str) -> None:
         """The store's checks of ``records`` (called ``noun`` in its message), none written."""
@@ -205,19 +219,9 @@ class Writer:
     ) -> str:
         """`ContextMemory.pin`: store one pinned fact of a session or of a user."""
         given: object = text
-        if not isinstance(given, str) or not given.strip():
-            msg = (
-                "pin needs the text of the fact as a non-empty str, e.g. "
-                f"mem.pin('s1', 'User is vegetarian'); got {shown(given)}"
-            )
-            raise StoreInputError(msg)
-        self.check_length("the pinned fact", given)
-        if session_id is None and user_id is None:
-            msg = "pin needs a session_id or a user_id to attach the fact to"
-            raise StoreInputError(msg)
+        with self._refusals("pinned", [given], session_id, user_id):
+            given = self._pin_text(given, session_id, user_id, id)
         scope = "session" if session_id is not None else "user"
-        if id:
-            check_message_id(id, "pin")
         record = Record(
             # Without an id, the text's: pinning the same fact again stores nothing new.
             id=id or f"pin:{hashlib.sha256(given.encode(errors='surrogatepass')).hexdigest()[:16]}",
@@ -236,6 +240,28 @@ class Writer:
                     self.store.add([record], replace=True)
                 return record.id
         return self.write([record], "pinned fact", progress=False)[0]
+
+    def _pin_text(
+        self,
+        given: object,
+        session_id: str | None,
+        user_id: str | None,
+        id: str | None,  # noqa: A002 - as ContextMemory.pin takes it
+    ) -> str:
+        """The pinned fact's text, checked with the rest of `pin`'s arguments."""
+        if not isinstance(given, str) or not given.strip():
+            msg = (
+                "pin needs the text of the fact as a non-empty str, e.g. "
+                f"mem.pin('s1', 'User is vegetarian'); got {shown(given)}"
+            )
+            raise StoreInputError(msg)
+        self.check_length("the pinned fact", given)
+        if session_id is None and user_id is None:
+            msg = "pin needs a session_id or a user_id to attach the fact to"
+            raise StoreInputError(msg)
+        if id:
+            check_message_id(id, "pin")
+        return given
 
     def unpin(self, id: str, *, session_id: str | None, user_id: str | None) -> bool:  # noqa: A002
         """`ContextMemory.unpin`: remove a pinned fact (never a task) of one scope."""
@@ -270,15 +296,17 @@ class Writer:
         progress: bool | None,
     ) -> list[str]:
         """`ContextMemory.add_documents`: cut documents into chunks, then store the chunks."""
-        records, ids = document_records(
-            documents,
-            namespace=self.namespace,
-            collection=collection,
-            chunk_tokens=chunk_tokens,
-            overlap=overlap,
-            source=source,
-            counter=self.counter,
-        )
+        given = documents if isinstance(documents, Sequence) else ()
+        with self._refusals("document", given, None, None):
+            records, ids = document_records(
+                documents,
+                namespace=self.namespace,
+                collection=collection,
+                chunk_tokens=chunk_tokens,
+                overlap=overlap,
+                source=source,
+                counter=self.counter,
+            )
         # Entities are read before anything is written: an extractor that fails writes nothing.
         extractor = self.extractor if self.config.entities else None
         found = chunk_entities(extractor, records) if extractor is not None else []

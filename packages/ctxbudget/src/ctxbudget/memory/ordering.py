@@ -1,14 +1,16 @@
-"""`CtxBudgetStore`'s async calls applied in the order they were called on their event loop.
+"""Async calls applied in the order they were called on their event loop: `CallOrder`.
 
-LangGraph's ``InMemoryStore`` runs an async call's work in the task's first step, so of
-``create_task(store.aput(ns, k, v))`` then ``create_task(store.aget(ns, k))`` the get reads
-``v``. `CtxBudgetStore` runs each call on the memory's worker threads, where a call made
-later could run first: until 2026-12-01 writes kept their order among themselves only, and a
-get called after a put could read the store from before it. `CallOrder` keeps every call's
-place on its loop, taken when the call starts (before its first ``await``): a write waits
-for every call before it; a read waits for the writes before it only, so reads called side by
-side still run side by side. A call cancelled while it waits has no effect and lets the next
-go.
+A door that runs each async call's work on worker threads (the LangGraph store's ``aput`` and
+``aget`` on the memory's threads, the MCP server's tools on the SDK's) lets a call made later
+run first. LangGraph's ``InMemoryStore`` runs an async call's work in the task's first step,
+so of ``create_task(store.aput(ns, k, v))`` then ``create_task(store.aget(ns, k))`` the get
+reads ``v``; an MCP client that sends ``remember`` calls without waiting for each reply
+expects them stored in the order sent. `CallOrder` keeps every call's place on its loop, taken
+when the call starts (before its first ``await``): a write waits for every call before it; a
+read waits for the writes before it only, so reads called side by side still run side by
+side. A call cancelled while it waits has no effect and lets the next go. (Until 2026-12-01
+the LangGraph store's get could read the store from before a put called first, and the MCP
+server stored pipelined ``remember`` calls in thread order.)
 
 A sync call (``store.put`` on the loop's own thread, or another thread) waits for the async
 writes already on a worker thread (`InFlight`): of an ``aput`` that started and a ``put``
