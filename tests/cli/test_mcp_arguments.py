@@ -147,6 +147,43 @@ def test_over_streamable_http_too(tmp_path: Path, core: ContextMemory) -> None:
 
 # -- a timestamp of ISO-8601's form that is no date ---------------------------------------------
 # Before: "timestamp '2024-02-30' is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)".
+# Before 2026-12-01: role "tool" was stored (the core takes it, with a call id this tool has no
+# argument for) and then pruned from every context as an orphan result.
+@pytest.mark.parametrize("role", ["tool", "User", "", "function"])
+def test_a_role_outside_the_schema_is_refused_and_nothing_stored(raw: RawServer, role: str) -> None:
+    arguments = {"session_id": "roles", "role": role, "text": "the result"}
+    message = raw.error("remember", json.dumps(arguments))
+    assert "remember's role must be one of ['user', 'assistant', 'system']" in message, message
+    clear(message)
+    found = raw.call("recall", '{"query": "the result", "session_id": "roles"}')
+    assert found["structuredContent"]["hits"] == [], found
+    still_serving(raw)
+
+
+# Before 2026-12-01: remember stored id 7 as "7" (which edit_message and forget_messages then
+# refused as given) and made up an id for "", as remember_fact did.
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("remember", {"session_id": "ids", "role": "user", "text": "seven", "id": 7}),
+        ("remember", {"session_id": "ids", "role": "user", "text": "empty", "id": ""}),
+        ("remember_fact", {"session_id": "ids", "text": "a fact", "id": ""}),
+        ("remember_fact", {"session_id": "ids", "text": "a fact", "id": 1.5}),
+    ],
+)
+def test_an_id_that_is_not_a_non_empty_string_is_refused(
+    raw: RawServer, tool: str, arguments: dict[str, Any]
+) -> None:
+    message = raw.error(tool, json.dumps(arguments))
+    assert f"{tool}'s id must be a non-empty string (your own id)" in message, message
+    if not isinstance(arguments["id"], str):
+        assert "argument 'id' (" in message and "must be a string or null" in message, message
+    clear(message)
+    found = raw.call("recall", '{"query": "seven empty fact", "session_id": "ids"}')
+    assert found["structuredContent"]["hits"] == [], found
+    still_serving(raw)
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [

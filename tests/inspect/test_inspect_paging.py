@@ -13,6 +13,8 @@ from pathlib import Path
 from urllib.parse import quote, urljoin
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inspect_helpers import get, get_json
 from test_inspect_dots import read
 
@@ -101,3 +103,27 @@ def test_a_search_reads_a_page_of_sessions_and_links_the_rest(
         found += [h["session"] for h in get_json(url)["hits"]]
         url = urljoin(url, nexts[0]) if nexts else None
     assert found == SESSIONS  # every session's "hello", each once
+
+
+# -- what a word matches ----------------------------------------------------------------------
+@settings(max_examples=500, deadline=None)
+@given(st.text())
+def test_each_word_of_a_message_finds_it_as_written_lowered_or_folded(text: str) -> None:
+    held = set(data._words(text))
+    for word in data._WORD.findall(text):
+        for form in (word, word.lower(), word.casefold()):
+            assert set(data._words(form)) <= held, (text, word, form)
+
+
+@pytest.mark.parametrize("query", ["İstanbul", "istanbul", "ISTANBUL", "cafe", "CAFÉ", "strasse"])
+def test_a_word_is_found_in_any_case_or_accent(
+    tmp_path: Path, embedder: OnnxEmbedder, query: str
+) -> None:
+    # Before 2026-12-01: the message was folded before it was split, so "İstanbul" became "i"
+    # and "stanbul" and no query found it, not even the word as stored.
+    with ContextMemory(tmp_path / "m", embedder=embedder) as memory:
+        memory.add_message("trip", "user", "We fly to İstanbul, then a Café in the Straße")
+        memory.add_message("other", "user", "nothing to see")
+        memory.flush()
+        hits = data.search_page(memory, query)["hits"]
+    assert [hit["session"] for hit in hits] == ["trip"], hits

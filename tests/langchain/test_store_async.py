@@ -108,3 +108,46 @@ async def test_an_async_closed_store_says_so(tmp_path: Path, embedder: OnnxEmbed
         await store.aget(("a",), "k")
     with pytest.raises(MemoryClosedError, match="closed"):
         await store.abatch([])
+
+
+class Gated(ThreadsSeen):
+    """The real embedder; a text holding "slow" waits for the gate (a batch still running)."""
+
+    def __init__(self, inner: OnnxEmbedder) -> None:
+        super().__init__(inner)
+        self.gate = threading.Event()
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("slow" in text for text in texts):
+            self.gate.wait(60.0)
+        return super().embed_documents(texts)
+
+
+async def test_a_cancelled_waiting_put_does_not_let_the_next_overtake_a_running_one(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    # Before 2026-12-01: the put after a cancelled waiting one ran beside the slow put before
+    # it, which then won; a get after them read the store from before both.
+    gated = Gated(embedder)
+    memory = ContextMemory(store=ChromaStore(tmp_path / "chroma", embedder=gated))
+    store = CtxBudgetStore(memory)
+    try:
+        first = asyncio.ensure_future(store.aput(("o",), "last", {"text": "slow first"}))
+        cancelled = asyncio.ensure_future(store.aput(("o",), "other", {"text": "cancelled"}))
+        last = asyncio.ensure_future(store.aput(("o",), "last", {"text": "called last"}))
+        read = asyncio.ensure_future(store.aget(("o",), "last"))
+        await asyncio.sleep(0.05)
+        cancelled.cancel()
+        await asyncio.sleep(0.2)  # the put and get after it still wait for the slow one
+        assert not last.done() and not read.done()
+        gated.gate.set()
+        await asyncio.gather(first, last)
+        got = await read
+        assert got is not None and got.value == {"text": "called last"}
+        final = await store.aget(("o",), "last")
+        assert final is not None and final.value == {"text": "called last"}
+        assert cancelled.cancelled() and await store.aget(("o",), "other") is None
+    finally:
+        gated.gate.set()
+        await store.aclose()
+        memory.close()

@@ -90,6 +90,34 @@ def test_query_pages_over_the_index_are_one_search_with_ties_at_their_edges(
             memory.close()
 
 
+def test_pages_within_the_first_hundred_are_one_search_however_they_are_cut(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    # Before 2026-12-01 each page asked the index for what it needed, and Chroma's HNSW search
+    # explores max(100, k) candidates: one fresh store in three put an item on two pages of 10
+    # and another on none (420 items, one search of 100 against ten pages).
+    for trial in range(4):
+        opened = CtxBudgetStore(path=tmp_path / f"s{trial}", embedder=embedder)
+        try:
+            opened.batch(
+                [
+                    PutOp(("ns",), f"k{i:03d}", {"text": f"note {i} about {topic}"})
+                    for i in range(420)
+                    for topic in ["cats" if i % 7 == 0 else "weather"]
+                ]
+            )
+            whole = [item.key for item in opened.search(("ns",), query="cats", limit=100)]
+            for size in (10, 25, 50):
+                pages = [
+                    item.key
+                    for offset in range(0, 100, size)
+                    for item in opened.search(("ns",), query="cats", limit=size, offset=offset)
+                ]
+                assert pages == whole, (trial, size)
+        finally:
+            opened.close()
+
+
 @pytest.mark.parametrize(
     ("filter_", "wanted"),
     [({"$price": 5}, ["k1"]), ({"$price": {"$gt": 6}}, ["k2"]), ({"$price": {"$ne": 5}}, ["k2"])],

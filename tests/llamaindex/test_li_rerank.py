@@ -92,3 +92,22 @@ class Fresh(BaseNodePostprocessor):
 def test_new_nodes_of_the_same_texts_are_matched_by_text() -> None:
     scores = postprocessor_reranker(Fresh())(QUERY, ["tea", "a sunrise", "more tea"])
     assert scores[1] == max(scores) and len(set(scores)) == 3
+
+
+class Superscript(BaseNodePostprocessor):
+    """Answers with new nodes whose ids end in a digit int() refuses ("²"), the sunrise first."""
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        ranked = sorted(nodes, key=lambda n: "sunrise" not in n.node.get_content())
+        return [
+            NodeWithScore(node=TextNode(id_="ctxbudget-rerank-²", text=n.node.get_content()))
+            for n in ranked
+        ]
+
+
+def test_an_id_of_other_digits_is_matched_by_text() -> None:
+    # Before 2026-12-01: "²".isdigit() let int() raise, and the reranker counted as failed.
+    scores = postprocessor_reranker(Superscript())(QUERY, ["tea", "a sunrise", "more tea"])
+    assert scores[1] == max(scores) and len(set(scores)) == 3

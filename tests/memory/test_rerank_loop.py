@@ -154,3 +154,30 @@ async def test_a_sync_call_inside_a_coroutine_keeps_the_one_rerank_loop(
     assert mem.candidates(session, QUERY, budget=130).retrieved[0].text == EVIDENCE
     assert (await mem.acandidates(session, QUERY, budget=130)).retrieved[0].text == EVIDENCE
     assert threads == ["ctxbudget-rerank-loop", threading.current_thread().name]
+
+
+async def test_a_sync_close_on_the_loop_its_reranker_awaits_does_not_wait_it_out(
+    store: ChromaStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before 2026-12-01 the close first waited for the running aassemble, which waited for its
+    # reranker's coroutine on the loop the close blocked: the whole reranker_timeout (15 s).
+    started = asyncio.Event()
+
+    async def slow(query: str, texts: Sequence[str]) -> list[float]:
+        started.set()
+        await asyncio.sleep(60)
+        return [0.0] * len(texts)
+
+    mem = memory(store, slow, reranker_timeout=15.0)
+    session = session_of(mem)
+    call = asyncio.ensure_future(mem.acandidates(session, QUERY, budget=130))
+    await asyncio.wait_for(started.wait(), 30)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        began = time.monotonic()
+        mem.close()  # a sync close inside a coroutine: it blocks this loop
+        took = time.monotonic() - began
+        found = await call  # the call ends with the candidates as they were
+    assert took < 10, took
+    assert found.retrieved
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("the memory closed on the thread of the event loop" in w for w in warned), warned

@@ -84,6 +84,42 @@ def test_a_reranker_that_agrees_with_the_pipeline_changes_no_order(
     texts=sessions,
     top=st.integers(1, 12),
     budget=st.integers(60, 400),
+    days=st.integers(1, 60),
+)
+def test_a_reranker_giving_the_pipelines_own_scores_changes_no_order_over_time(
+    store: ChromaStore, texts: list[str], top: int, budget: int, days: int
+) -> None:
+    # Before 2026-12-01 the stage took the recency out of no score and put it back into each:
+    # turns ``days`` apart, an older one paid for its age twice and moved down.
+    plain = memory(store, unusable, reranker_top=top)
+    session = f"s-{uuid.uuid4().hex[:12]}"
+    plain.add_messages(
+        session,
+        [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": text,
+                "timestamp": 1_600_000_000 + i * days * 86_400,
+            }
+            for i, text in enumerate(texts)
+        ],
+        progress=False,
+    )
+    before = plain.candidates(session, QUERY, budget=budget).retrieved
+
+    def agreeing(query: str, given: Sequence[str]) -> list[float]:
+        assert list(given) == [it.text for it in before[: len(given)]]  # the best, in order
+        return [it.score for it in before[: len(given)]]  # by place: two may hold one text
+
+    after = memory(store, agreeing, reranker_top=top).candidates(session, QUERY, budget=budget)
+    assert [it.id for it in after.retrieved] == [it.id for it in before]
+
+
+@SETTINGS
+@given(
+    texts=sessions,
+    top=st.integers(1, 12),
+    budget=st.integers(60, 400),
     scores=st.lists(
         st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(10**6), 10**6),
         min_size=12,

@@ -22,6 +22,7 @@ from opentelemetry.trace import StatusCode
 
 from ctxbudget import telemetry
 from ctxbudget.embed.onnx import OnnxEmbedder
+from ctxbudget.errors import MemoryClosedError
 from ctxbudget.memory.context import ContextMemory
 
 EXPORTER = InMemorySpanExporter()
@@ -129,3 +130,44 @@ def test_an_interrupted_call_ends_its_spans_as_errors(
     (assembly,) = spans("ctxbudget.assemble")
     assert assembly.status.status_code is StatusCode.UNSET
     assert (assembly.attributes or {})["ctxbudget.items.included"] > 0
+
+
+# -- a closed memory ----------------------------------------------------------------------------
+# Before 2026-12-01 a closed memory refused each call before its span began: no trace at all.
+CLOSED_CALLS: list[tuple[str, str, Callable[[ContextMemory], Any]]] = [
+    ("assemble", "ctxbudget.assemble", lambda m: m.assemble("s1", "trains?", budget=200)),
+    ("search", "retrieval", lambda m: m.search("trains", session_id="s1")),
+    ("add_message", "ctxbudget.write", lambda m: m.add_message("s1", "user", "hello")),
+    ("add_messages", "ctxbudget.write", lambda m: m.add_messages("s1", [("user", "hi")])),
+    ("pin", "ctxbudget.write", lambda m: m.pin("s1", "a fact")),
+]
+
+
+@pytest.mark.parametrize(("call", "span", "run"), CLOSED_CALLS, ids=[c[0] for c in CLOSED_CALLS])
+def test_a_call_on_a_closed_memory_ends_its_span_as_an_error(
+    memory: ContextMemory, call: str, span: str, run: Callable[[ContextMemory], Any]
+) -> None:
+    memory.close()
+    EXPORTER.clear()
+    with pytest.raises(MemoryClosedError):
+        run(memory)
+    ended = spans(span)
+    assert len(ended) == 1, [s.name for s in EXPORTER.get_finished_spans()]
+    assert ended[0].status.status_code is StatusCode.ERROR
+    assert (ended[0].attributes or {})["error.type"] == "MemoryClosedError"
+
+
+async def test_an_async_call_on_a_closed_memory_ends_its_span_as_an_error(
+    memory: ContextMemory,
+) -> None:
+    await memory.aclose()
+    EXPORTER.clear()
+    with pytest.raises(MemoryClosedError):
+        await memory.aassemble("s1", "trains?", budget=200)
+    with pytest.raises(MemoryClosedError):
+        await memory.aadd_messages("s1", [("user", "hi")])
+    names = [(s.name, s.status.status_code) for s in EXPORTER.get_finished_spans()]
+    assert names == [
+        ("ctxbudget.assemble", StatusCode.ERROR),
+        ("ctxbudget.write", StatusCode.ERROR),
+    ]

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import re
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -142,21 +143,36 @@ def sessions_page(memory: ContextMemory, start: int = 0) -> dict[str, Any]:
     }
 
 
+def _words(text: str) -> list[str]:
+    """The words of ``text`` as search compares them: case-folded, without accents.
+
+    Split first, then folded, for the query and the messages alike (folded first, "İstanbul"
+    became "i", a combining dot no word holds, and "stanbul": until 2026-12-01 no query found
+    it); the marks go, so a word matches in any case or accent ("cafe" finds "Café").
+    """
+    return [_folded(word) for word in _WORD.findall(text)]
+
+
+def _folded(word: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
 def search_page(memory: ContextMemory, query: str, start: int = 0) -> dict[str, Any]:
-    """The messages holding every word of ``query`` (any case), in the namespace's sessions.
+    """The messages holding every word of ``query`` (any case or accent), in its sessions.
 
     The sessions are read by name from ``start``, `SESSIONS_PER_PAGE` at most (the page's cost
     is bounded by them, not by the store); ``next`` is the ``start`` of the sessions not read
     yet (None: all were), ``more`` the hits past `SEARCH_LIMIT` in those read.
     """
-    words = [w.casefold() for w in _WORD.findall(query)]
+    words = _words(query)
     hits: list[dict[str, Any]] = []
     more = 0
     names = memory.store.list_sessions(namespace=memory.namespace) if words else []
     page = names[start : start + SESSIONS_PER_PAGE]
     for session_id in page:
         for record in memory.history(session_id):
-            found = set(_WORD.findall(record.text.casefold()))
+            found = set(_words(record.text))
             if all(w in found for w in words):
                 if len(hits) >= SEARCH_LIMIT:
                     more += 1

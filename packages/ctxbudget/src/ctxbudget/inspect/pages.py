@@ -9,12 +9,13 @@ all; the server's Content-Security-Policy forbids any (`ctxbudget.inspect.server
 
 from __future__ import annotations
 
-import html
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
+from ctxbudget.inspect.sent import escaped as _e
+from ctxbudget.inspect.sent import sent_section
 from ctxbudget.inspect.svg import budget_bar, tier_colour, usage_chart
 
 __all__ = [
@@ -41,16 +42,6 @@ word-break:break-word;max-width:560px}.pruned{color:#7b8394}.included{color:#2e3
 nav a{margin-right:.6em}.muted{color:#7b8394}code{background:#eceff4;padding:0 3px}
 .err{color:#bf616a}
 """
-
-
-# Bidi embeddings, overrides and isolates: shown as their code, so a stored "\u202e" cannot
-# turn the page's own text around it (a user id reversing "2 messages" after it).
-_BIDI = {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
-
-
-def _e(value: object) -> str:
-    """``value`` as text safe anywhere in the page (element content or a quoted attribute)."""
-    return html.escape("" if value is None else str(value), quote=True).translate(_BIDI)
 
 
 def _n(value: int | None) -> str:
@@ -309,36 +300,11 @@ def assembly_html(doc: Mapping[str, Any]) -> str:
         "there)</p>"
         "<h2>Items offered</h2><table><tr><th>item</th><th>tier</th><th>status</th>"
         f"<th>tokens</th><th>score</th><th>role</th><th>text</th></tr>{''.join(rows)}</table>"
-        f'{_sent(doc)}<p class="muted">{_missing(doc)}Item texts are read from the store now '
-        "(a record deleted since has none).</p>"
+        f'{sent_section(doc)}<p class="muted">{_missing(doc)}Item texts are read from the store '
+        "now (a record deleted since has none).</p>"
     )
     crumbs = [(session_url(session), session)]
     return _page(f"Call {doc['call']} of {doc['calls']} in {session}", body, crumbs=crumbs)
-
-
-def _sent(doc: Mapping[str, Any]) -> str:
-    """The query and the rendered context as sent, where the log kept them."""
-    parts = []
-    if doc.get("query") is not None:
-        parts.append(
-            f'<h2>Query</h2><blockquote class="text" id="query">{_e(doc["query"])}</blockquote>'
-        )
-    context = doc.get("context")
-    if context is not None and "messages" in context:
-        rows = "".join(
-            f'<tr><td>{_e(m.get("role"))}</td><td class="text">{_e(m.get("content"))}</td></tr>'
-            for m in context["messages"]
-        )
-        parts.append(
-            '<h2>The context as sent</h2><table id="context"><tr><th>role</th><th>content</th>'
-            f"</tr>{rows}</table>"
-        )
-    elif context is not None:
-        parts.append(
-            "<h2>The context as sent</h2>"
-            f'<pre class="text" id="context">{_e(context["text"])}</pre>'
-        )
-    return "".join(parts)
 
 
 def _missing(doc: Mapping[str, Any]) -> str:

@@ -90,6 +90,13 @@ class MemoryTools:
         timestamp: str | float | None = None,
     ) -> dict[str, Any]:
         """Store one message of a session; acknowledged at once, stored for all to see soon."""
+        if not isinstance(role, str) or role not in ROLES:  # a "tool" result has no call here
+            msg = (
+                f"remember's role must be one of {list(ROLES)}, got {shown(role)}: a tool's "
+                "result is stored with the call it answers, which this tool cannot take"
+            )
+            raise ConfigurationError(msg)
+        _own_id("remember", id)
         user = self._user(user_id)
         stored = self.memory.add_message(
             self._session(session_id, user, write=True),
@@ -123,6 +130,7 @@ class MemoryTools:
                 "fact about the user, offered in every session of theirs); pass one of them"
             )
             raise ConfigurationError(msg)
+        _own_id("remember_fact", id)
         session = None if session_id is None else self._session(session_id, user, write=True)
         stored = self.memory.pin(session, text, user_id=user, id=id)
         return {"id": stored, "scope": _scope(session_id, user), "namespace": self.memory.namespace}
@@ -324,3 +332,17 @@ def _hit_document(found: ScoredHit) -> dict[str, Any]:
         "score": round(found.score, 4),
         "timestamp": None if when is None else datetime.fromtimestamp(when, UTC).isoformat(),
     }
+
+
+def _own_id(tool: str, given: object) -> None:
+    """Refuse an ``id`` that is not a non-empty string (the core would take 7 as "7", "" as none).
+
+    Values are not converted at this door: the tools that edit and forget refuse them, so an
+    id stored as ``7`` could not be named again as given.
+    """
+    if given is not None and (not isinstance(given, str) or not given):
+        msg = (
+            f"{tool}'s id must be a non-empty string (your own id), or left out for a new one; "
+            f"got {shown(given)}"
+        )
+        raise ConfigurationError(msg)

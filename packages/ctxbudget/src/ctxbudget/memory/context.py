@@ -72,8 +72,7 @@ class ContextMemory(
         namespace: the tenant; nothing crosses namespaces.
         model: the default model (its tokenizer counts, its window bounds budgets).
         config: candidate gathering settings (`MemoryConfig`).
-        summarizer: used by `summarize` and for ``shrink="summarize"`` items (default:
-            extractive, no LLM).
+        summarizer: for `summarize` and ``shrink="summarize"`` items (default: extractive).
         write_behind: acknowledge messages once journaled and store them in the background
             (`ctxbudget.memory.writing.behind`): True journals in an embedded store's folder
             (a server writes synchronously), a folder journals there (any store), False never.
@@ -351,8 +350,9 @@ class ContextMemory(
         refuse = partial(setattr, self, "_closed", True)
         calls = partial(self._wait_for_calls, self._async.own_threads, CLOSE_WAIT)
         behind = () if self._behind is None else (self._behind.close,)
-        models = (self._entities.close, self._rerank_warnings.close)  # the user's, on our threads
-        steps = [refuse, self._async.close, calls, *models, *behind, self.store.close]
+        reranks = self._rerank_warnings  # stop_waiting_here first: a close on their loop
+        steps: list[Callable[[], None]] = [refuse, reranks.stop_waiting_here, self._async.close]
+        steps += [calls, self._entities.close, reranks.close, *behind, self.store.close]
         self._closing.run(steps, self._async.excused, in_child=[refuse])  # a forked copy
 
     def _where(self) -> str:

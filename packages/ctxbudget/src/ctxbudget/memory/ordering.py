@@ -8,9 +8,9 @@ reads ``v``; an MCP client that sends ``remember`` calls without waiting for eac
 expects them stored in the order sent. `CallOrder` keeps every call's place on its loop, taken
 when the call starts (before its first ``await``): a write waits for every call before it; a
 read waits for the writes before it only, so reads called side by side still run side by
-side. A call cancelled while it waits has no effect and lets the next go. (Until 2026-12-01
-the LangGraph store's get could read the store from before a put called first, and the MCP
-server stored pipelined ``remember`` calls in thread order.)
+side. A call cancelled while it waits has no effect; the calls after it still wait for those
+before it. (Until 2026-12-01 the LangGraph store's get could read the store from before a put
+called first, and the MCP server stored pipelined ``remember`` calls in thread order.)
 
 A sync call (``store.put`` on the loop's own thread, or another thread) waits for the async
 writes already on a worker thread (`InFlight`): of an ``aput`` that started and a ``put``
@@ -64,14 +64,41 @@ class CallOrder:
             turns.write, turns.reads = end, set()
         else:
             turns.reads.add(end)
+        waiting = [f for f in before if not f.done()]
         try:
-            waiting = [f for f in before if not f.done()]
             if waiting:
-                await asyncio.wait(waiting)  # cancelled here: not run, and the next goes
+                await asyncio.wait(waiting)
+        except BaseException:  # cancelled while waiting: not run; the next still follows these
+            _end_after(end, waiting, turns)
+            raise
+        try:
             return await call()
         finally:
             end.set_result(None)
             turns.reads.discard(end)
+
+
+def _end_after(
+    end: asyncio.Future[None], before: list[asyncio.Future[None]], turns: _Turns
+) -> None:
+    """End ``end`` once every call in ``before`` has ended (it stands in for them).
+
+    A call cancelled while waiting for its turn runs nothing, but the call after it waits for
+    its ``end`` only: ended at once, that call would run beside a write still running before
+    it (until 2026-12-01: of a slow ``abatch``, a cancelled ``aput`` and an ``aput`` after it,
+    the slow batch's value won; a get after it read the store from before the batch).
+    """
+    left = [f for f in before if not f.done()]
+
+    def one_ended(_: asyncio.Future[None]) -> None:
+        if not end.done() and all(f.done() for f in left):
+            end.set_result(None)
+            turns.reads.discard(end)
+
+    if not left:
+        one_ended(end)
+    for future in left:
+        future.add_done_callback(one_ended)
 
 
 class InFlight:

@@ -27,6 +27,7 @@ from ctxbudget.errors import MemoryClosedError, StoreInputError
 from ctxbudget.extras import missing_extra
 from ctxbudget.store.replies import bounded_body, stamp_start
 from ctxbudget.store.retry import causes
+from ctxbudget.telemetry.spans import refused_span
 
 __all__ = [
     "CLOSE_METHODS",
@@ -289,10 +290,18 @@ class Closable:
 
 def _checked(method: Callable[..., Any]) -> Callable[..., Any]:
     wrapper: Callable[..., Any]
+
+    def check(self: Closable) -> None:  # a refused call still ends its span, in error
+        try:
+            self._check_open()
+        except MemoryClosedError as exc:
+            refused_span(method, exc)
+            raise
+
     if inspect.iscoroutinefunction(method):
 
         async def checked_async(self: Closable, /, *args: Any, **kwargs: Any) -> Any:
-            self._check_open()
+            check(self)
             return await method(self, *args, **kwargs)
 
         wrapper = checked_async
@@ -300,7 +309,7 @@ def _checked(method: Callable[..., Any]) -> Callable[..., Any]:
 
         def checked(self: Closable, /, *args: Any, **kwargs: Any) -> Any:
             if not self._counts_calls:
-                self._check_open()
+                check(self)
                 return method(self, *args, **kwargs)
             # Calls running, by thread (each thread changes its own count only). Counted
             # before the check: a close that begins after the check waits for this call.
@@ -313,7 +322,7 @@ def _checked(method: Callable[..., Any]) -> Callable[..., Any]:
                 # close waits for the running call, and cutting it half-way is what it avoids
                 # (until 2026-12-01 an assemble running at a close raised MemoryClosedError).
                 if not depth:
-                    self._check_open()
+                    check(self)
                 return method(self, *args, **kwargs)
             finally:
                 if calls[me] > 1:

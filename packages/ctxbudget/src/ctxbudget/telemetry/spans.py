@@ -28,7 +28,16 @@ from ctxbudget.telemetry.settings import TelemetrySettings, current, on_configur
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["Attributes", "Tracing", "active", "assembly_in_progress", "exportable", "traced"]
+__all__ = [
+    "Attributes",
+    "Tracing",
+    "active",
+    "assembly_in_progress",
+    "exportable",
+    "refused_span",
+    "spanned_as",
+    "traced",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -210,9 +219,43 @@ def traced(
                     span.set_attributes(exportable(after(bound, result, tracing.settings)))
                 return result
 
+        wrapper.__ctxbudget_span__ = name  # type: ignore[attr-defined]  # for `refused_span`
         return wrapper
 
     return decorate
+
+
+def spanned_as(name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Mark a method whose work runs in a span ``name`` further in (``ctxbudget.write``).
+
+    A call of it refused before it ran (a closed memory) still ends one (`refused_span`).
+    """
+
+    def mark(method: Callable[P, R]) -> Callable[P, R]:
+        method.__ctxbudget_span__ = name  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+def refused_span(method: Callable[..., Any], exc: BaseException) -> None:
+    """The span of a `traced` ``method`` refused before it ran, ended with ``exc`` as its error.
+
+    A closed memory refuses each call before its method (and so its span) starts: without this
+    the call left no trace, where every call that raises ends its span in error (until
+    2026-12-01). Nothing when ``method`` is not traced or tracing is off.
+    """
+    name = getattr(method, "__ctxbudget_span__", None)
+    tracing = _tracing
+    if tracing is _UNSET:
+        tracing = _resolve()
+    if name is None or tracing is None or not tracing.live():
+        return
+    with tracing.tracer.start_as_current_span(
+        name, record_exception=False, set_status_on_exception=False
+    ) as span:
+        if span.is_recording():
+            _failed(span, exc, tracing.settings)
 
 
 def _bound(signature: inspect.Signature, args: Any, kwargs: Any) -> Mapping[str, Any]:

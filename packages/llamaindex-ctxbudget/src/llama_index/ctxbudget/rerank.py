@@ -127,7 +127,7 @@ def _scores_of(
         if index is None or index not in unused:
             name = node.node_id
             digits = name[len(_PREFIX) :] if name.startswith(_PREFIX) else ""
-            index = int(digits) if digits.isdigit() else None
+            index = int(digits) if digits.isascii() and digits.isdigit() else None  # not "²"
         if index is None or index not in unused:  # a new node: by its text
             text = node.get_content()
             index = next((n for n, t in unused.items() if t == text), None)

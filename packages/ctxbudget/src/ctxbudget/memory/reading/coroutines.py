@@ -45,7 +45,14 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["awaited", "called_async", "closing_here", "mark_caller_loop", "sync_or_async"]
+__all__ = [
+    "awaited",
+    "called_async",
+    "closing_here",
+    "give_up_here",
+    "mark_caller_loop",
+    "sync_or_async",
+]
 
 T = TypeVar("T")
 
@@ -135,13 +142,10 @@ def closing_here(threads: list[threading.Thread]) -> Iterator[None]:
     coroutine is cancelled once the loop runs again; the call counts the reranker as failed).
     Nothing changes when no loop runs in this thread.
     """
-    try:
-        here = asyncio.get_running_loop()
-    except RuntimeError:
+    here = give_up_here(threads)
+    if here is None:
         yield
         return
-    with _lock:
-        _given_up.update(dict.fromkeys(threads, here))
     try:
         yield
     finally:
@@ -149,6 +153,24 @@ def closing_here(threads: list[threading.Thread]) -> Iterator[None]:
             for thread in threads:
                 if _given_up.get(thread) is here:
                     del _given_up[thread]
+
+
+def give_up_here(threads: list[threading.Thread]) -> asyncio.AbstractEventLoop | None:
+    """Those of ``threads`` waiting on this thread's running loop stop waiting (`closing_here`).
+
+    For the start of a close on a loop's thread: it first waits for the memory's running calls,
+    which wait for their reranker (until 2026-12-01 such a close took the whole
+    ``reranker_timeout``). The loop, or None when none runs here (nothing changes).
+    """
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    with _lock:
+        for ended in [t for t in _given_up if not t.is_alive()]:
+            del _given_up[ended]
+        _given_up.update(dict.fromkeys(threads, here))
+    return here
 
 
 def _result(future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop) -> Any:

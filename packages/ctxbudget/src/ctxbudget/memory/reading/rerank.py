@@ -21,7 +21,8 @@ adapter that gathers through it), once per call, after the candidates are scored
    (0 when there are none), ``relevance_weight`` and ``recency`` are `Scoring`'s (age counted
    to the newest candidate). Candidates past the ``N`` keep their scores, so the ``N`` stay
    above them (as they were: the ``N`` are the best) and within the range they had against
-   the other tiers; a reranker that agrees with the pipeline changes no order. A message's
+   the other tiers; a reranker that agrees with the pipeline (the same order, the same ties)
+   changes nothing (`_agrees`), and ``p`` is each score over its recency (`_own`). A message's
    successor (`ctxbudget.memory.reading.successors`) is again scored at least as the message
    it restates. Packing then picks by the new scores, within the same tiers, floors and caps.
    ``w = 1`` is the reranker's scores replacing the pipeline's; below it, what the reranker
@@ -50,6 +51,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import inspect
+import itertools
 import logging
 import math
 import threading
@@ -66,7 +68,7 @@ from ctxbudget.memory.policy.ranking import (
     register_converter,
     reranker_scores,
 )
-from ctxbudget.memory.reading.coroutines import awaited, closing_here
+from ctxbudget.memory.reading.coroutines import awaited, closing_here, give_up_here
 from ctxbudget.telemetry.operations import note_on_span
 
 if TYPE_CHECKING:
@@ -135,6 +137,16 @@ class RerankWarnings:
             thread.start()
             return True
 
+    def stop_waiting_here(self) -> None:
+        """A close begins on an event loop's thread: calls awaiting that loop stop waiting.
+
+        The close blocks the loop, so it would wait for the memory's running calls, and they
+        for their reranker's coroutine there, until ``reranker_timeout`` (`give_up_here`).
+        """
+        with self._lock:
+            running = [t for t in self._running if t.is_alive()]
+        give_up_here(running)
+
     def close(self) -> None:
         """Start no more calls; return once the running ones ended (`join_model_threads`)."""
         with self._lock:
@@ -178,6 +190,8 @@ def rerank(
                 detail,
             )
         return found
+    if _agrees(top, scores):  # nothing to reorder (a blend would shift the ages' weight)
+        return dataclasses.replace(found, retrieved=tuple(_successors_kept(list(retrieved))))
     rest = list(retrieved[len(top) :])
     low = max((it.score for it in rest), default=0.0)
     rescored = sorted(_rescored(top, scores, config, low), key=lambda it: (-it.score, it.id))
@@ -241,6 +255,12 @@ def _scaled(values: list[float]) -> list[float]:
     return [min(1.0, max(0.0, (v - low) / (high - low))) for v in values]
 
 
+def _agrees(top: list[ContextItem], scores: list[float]) -> bool:
+    """Whether ``scores`` rank ``top`` as the pipeline did: the same order, the same ties."""
+    pairs = zip(itertools.pairwise(scores), itertools.pairwise(top), strict=True)
+    return all(r1 >= r2 and (r1 > r2) == (a.score > b.score) for (r1, r2), (a, b) in pairs)
+
+
 def _rescored(
     top: list[ContextItem], scores: list[float], config: MemoryConfig, low: float
 ) -> list[Any]:
@@ -250,30 +270,37 @@ def _rescored(
     low = min(low, best)
     weights = config.scoring
     sharpen = weights.relevance_weight
-    mixed = blended(_own(top, best, sharpen), scores, config.reranker_weight)
     stamps = [item.timestamp for item in top if item.timestamp is not None]
     newest = max(stamps) if stamps else None
-    out = []
-    for item, relevance in zip(top, mixed, strict=True):
+    aged = []  # recency ** recency_weight of each
+    for item in top:
         age = 0.0 if newest is None or item.timestamp is None else newest - item.timestamp
         recency = 0.5 ** (max(0.0, age) / (weights.half_life_days * 86_400.0))
-        value = low + (best - low) * relevance**sharpen * recency**weights.recency_weight
-        out.append(dataclasses.replace(item, score=value))
-    return out
+        aged.append(recency**weights.recency_weight)
+    mixed = blended(_own(top, aged, sharpen), scores, config.reranker_weight)
+    return [
+        dataclasses.replace(item, score=low + (best - low) * relevance**sharpen * recent)
+        for item, relevance, recent in zip(top, mixed, aged, strict=True)
+    ]
 
 
-def _own(top: list[ContextItem], best: float, sharpen: float) -> list[float]:
-    """The pipeline's relevance behind each score (score = relevance ** relevance_weight x ...).
+def _own(top: list[ContextItem], aged: list[float], sharpen: float) -> list[float]:
+    """The pipeline's relevance behind each score: the score over its recency, then the root.
 
-    Each score is taken over ``best`` before its root: min-max scaling drops that common
-    factor, and the roots stay in [0, 1] (a score above 1, from a salience above 1, to the
-    power 1 / a small relevance_weight overflowed a float and failed the call).
+    A score is relevance ** relevance_weight x recency ** recency_weight x salience. The
+    recency is taken out because `_rescored` puts it back (until 2026-12-01 it was left in,
+    and an older candidate paid for its age twice: a reranker that agreed with the pipeline
+    moved older turns down). Each is taken over the best before its root: min-max scaling
+    drops that common factor, and the roots stay in [0, 1] (a score above 1, from a salience
+    above 1, to the power 1 / a small relevance_weight overflowed a float).
     """
+    own = [max(0.0, it.score) / max(recent, 1e-300) for it, recent in zip(top, aged, strict=True)]
     if sharpen <= 0:
-        return [it.score for it in top]
-    if best <= 0:
-        return [0.0] * len(top)  # none above 0: one relevance for all
-    return [(max(0.0, it.score) / best) ** (1.0 / sharpen) for it in top]
+        return own
+    best = max(own, default=0.0)
+    if not best > 0 or not math.isfinite(best):
+        return [0.0] * len(top)  # none above 0 (or none finite): one relevance for all
+    return [(value / best) ** (1.0 / sharpen) for value in own]
 
 
 def _run(

@@ -17,6 +17,7 @@ from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.writing.opening import drain_siblings
 from ctxbudget.memory.writing.writer import Writer
 from ctxbudget.store.records import MetadataValue
+from ctxbudget.telemetry.spans import spanned_as
 from ctxbudget.tokens.counter import TokenCounter
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class MemoryWrites:
             stored,
         )
 
+    @spanned_as("ctxbudget.write")
     def add_message(
         self,
         session_id: str,
@@ -112,6 +114,7 @@ class MemoryWrites:
         }
         return self.add_messages(session_id, [message], user_id=user_id, progress=False)[0]
 
+    @spanned_as("ctxbudget.write")
     def add_messages(
         self,
         session_id: str,
@@ -142,6 +145,7 @@ class MemoryWrites:
             first_write_wins=flag(first_write_wins, "first_write_wins", error=StoreInputError),
         )
 
+    @spanned_as("ctxbudget.write")
     def pin(
         self,
         session_id: str | None = None,
@@ -188,6 +192,7 @@ class MemoryWrites:
         self._settle()
         return self.writes.unpin(id, session_id=session_id, user_id=user_id)
 
+    @spanned_as("ctxbudget.write")
     def add_documents(
         self,
         documents: Iterable[str | Mapping[str, Any] | tuple[str, str]],
