@@ -145,19 +145,25 @@ def test_over_streamable_http_too(tmp_path: Path, core: ContextMemory) -> None:
     assert stored_texts(store, "s") == []
 
 
-# -- a timestamp of ISO-8601's form that is no date ---------------------------------------------
-# Before: "timestamp '2024-02-30' is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)".
+# -- a role or an id remember cannot take -------------------------------------------------------
+def refused_and_nothing_stored(raw: RawServer, tool: str, arguments: dict[str, Any]) -> str:
+    """The refusal of a call, once the session it named is checked to hold nothing."""
+    message = raw.error(tool, json.dumps(arguments))
+    clear(message)
+    query = json.dumps({"query": arguments["text"], "session_id": arguments["session_id"]})
+    found = raw.call("recall", query)
+    assert found["structuredContent"]["hits"] == [], found
+    still_serving(raw)
+    return message
+
+
 # Before 2026-12-01: role "tool" was stored (the core takes it, with a call id this tool has no
 # argument for) and then pruned from every context as an orphan result.
 @pytest.mark.parametrize("role", ["tool", "User", "", "function"])
 def test_a_role_outside_the_schema_is_refused_and_nothing_stored(raw: RawServer, role: str) -> None:
     arguments = {"session_id": "roles", "role": role, "text": "the result"}
-    message = raw.error("remember", json.dumps(arguments))
+    message = refused_and_nothing_stored(raw, "remember", arguments)
     assert "remember's role must be one of ['user', 'assistant', 'system']" in message, message
-    clear(message)
-    found = raw.call("recall", '{"query": "the result", "session_id": "roles"}')
-    assert found["structuredContent"]["hits"] == [], found
-    still_serving(raw)
 
 
 # Before 2026-12-01: remember stored id 7 as "7" (which edit_message and forget_messages then
@@ -174,16 +180,14 @@ def test_a_role_outside_the_schema_is_refused_and_nothing_stored(raw: RawServer,
 def test_an_id_that_is_not_a_non_empty_string_is_refused(
     raw: RawServer, tool: str, arguments: dict[str, Any]
 ) -> None:
-    message = raw.error(tool, json.dumps(arguments))
+    message = refused_and_nothing_stored(raw, tool, arguments)
     assert f"{tool}'s id must be a non-empty string (your own id)" in message, message
     if not isinstance(arguments["id"], str):
         assert "argument 'id' (" in message and "must be a string or null" in message, message
-    clear(message)
-    found = raw.call("recall", '{"query": "seven empty fact", "session_id": "ids"}')
-    assert found["structuredContent"]["hits"] == [], found
-    still_serving(raw)
 
 
+# -- a timestamp of ISO-8601's form that is no date ---------------------------------------------
+# Before: "timestamp '2024-02-30' is not ISO-8601 (e.g. 2026-03-02T09:14:00Z)".
 @pytest.mark.parametrize(
     ("text", "said"),
     [
