@@ -4,6 +4,8 @@
   (not an ``AttributeError`` from deep inside a client).
 - A call the close overtakes (closed from another thread while it runs) ends with its answer
   or that same clear error: the store is not released under it into a raw client error.
+- A door that traces its calls ends the span of a call refused after close in error: a trace
+  never shows a refused call as a success.
 - An async door's cancelled call either has no effect, or finishes before the same caller's
   next call starts: a session delete cancelled right after it started, then a turn added to
   that session, leaves the session either as it was plus the turn, or holding only the turn;
@@ -17,7 +19,8 @@ from typing import Any
 import pytest
 from _suite import eventually, fresh, kept, needs, tagged
 from drivers.base import Place, Turn
-from drivers.common import overtaken_by_thread
+from drivers.common import SPANS, overtaken_by_thread
+from opentelemetry.trace import StatusCode
 
 from ctxbudget.errors import CtxBudgetError
 
@@ -35,13 +38,28 @@ def test_a_call_after_close_raises_one_clear_error(driver: Any) -> None:
     assert _clear(error), f"{driver.name} after close: {error!r}"
 
 
+def test_a_call_refused_after_close_ends_its_spans_in_error(driver: Any) -> None:
+    needs(driver, "close")  # a door that makes no span passes: none ends well
+    driver.close()
+    SPANS.clear()
+    error = driver.after_close()
+    assert _clear(error), f"{driver.name} after close: {error!r}"
+    spans = [s for s in SPANS.get_finished_spans() if s.name.startswith("ctxbudget")]
+    passed = [s.name for s in spans if s.status.status_code is not StatusCode.ERROR]
+    assert not passed, f"{driver.name}: a refused call's spans ended without an error: {passed}"
+
+
 def test_every_call_after_close_raises_the_same_clear_error(driver: Any) -> None:
     needs(driver, "close_each")
     driver.close()
+    SPANS.clear()
     raised = driver.after_close_each()
     unclear = {name: repr(error) for name, error in raised.items() if not _clear(error)}
     assert not unclear, f"{driver.name} after close: {unclear}"
     assert len({type(error) for error in raised.values()}) == 1, raised
+    spans = [s for s in SPANS.get_finished_spans() if s.name.startswith("ctxbudget")]
+    passed = [s.name for s in spans if s.status.status_code is not StatusCode.ERROR]
+    assert not passed, f"{driver.name}: refused calls' spans ended without an error: {passed}"
 
 
 @pytest.mark.parametrize(

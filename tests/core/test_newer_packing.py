@@ -86,6 +86,10 @@ def test_an_included_item_has_its_newer_items_and_the_report_is_true(
     for entry in context.pruned:
         if entry.reason is PruneReason.SUPERSEDED:
             assert _offered_newer(entry.item, ids)
+    for usage in context.tiers.values():  # a tier that sends nothing spends nothing
+        assert usage.tokens >= 0
+        if not usage.kept:
+            assert usage.tokens == 0, context.explain()
     if fmt == "messages":
         return
     text = "".join(m["content"] for m in context.to_messages() if m["role"] == "system")
@@ -104,17 +108,17 @@ def _dated(items: list[ContextItem]) -> set[str]:
     return {it.text.strip() for it in items if it.timestamp is not None}
 
 
+def _moved(first: str, later: str, later_score: float) -> tuple[ContextItem, ContextItem]:
+    """ "I live in Lisbon" naming "We moved to Porto" as newer, three months apart."""
+    earlier = ContextItem(
+        first, "I live in Lisbon.", score=0.9, role="user", timestamp=1.7e9, newer=(later,)
+    )
+    text = "We moved to Porto, the new flat is great."
+    return earlier, ContextItem(later, text, score=later_score, role="user", timestamp=1.71e9)
+
+
 def test_the_earlier_item_gives_way_when_both_do_not_fit() -> None:
-    first = ContextItem(
-        "first", "I live in Lisbon.", score=0.9, role="user", timestamp=1.7e9, newer=("later",)
-    )
-    later = ContextItem(
-        "later",
-        "We moved to Porto, the new flat is great.",
-        score=0.1,
-        role="user",
-        timestamp=1.71e9,
-    )
+    first, later = _moved("first", "later", 0.1)
     query = ContextItem("q", "where do I live?", tier=Tier.QUERY, role="user")
     roomy = ASSEMBLER.assemble([first, later, query], budget=200, format="compact")
     assert roomy.included_ids == ["first", "later", "q"]
@@ -129,6 +133,23 @@ def test_the_earlier_item_gives_way_when_both_do_not_fit() -> None:
     )
     reason = {p.item.id: p for p in tight.pruned}["first"]
     assert reason.reason is PruneReason.SUPERSEDED and "later" in reason.detail
+
+
+def test_the_newer_statement_takes_the_room_the_earlier_one_held() -> None:
+    """Left out, the earlier item gives back its date line and header: the newer one fits.
+
+    The docs' example (docs/memory.md, "When a fact changes") in the compact format: at every
+    budget where the question and the newer statement alone fit, the newer one is sent, and an
+    item worth less than the earlier one gives way to it.
+    """
+    first, later = _moved("m1", "m5", 0.9)
+    filler = ContextItem("x", "Lovely city!", score=0.5, role="assistant", timestamp=1.7e9)
+    query = ContextItem("q", "Where do I live?", tier=Tier.QUERY, role="user")
+    alone = ASSEMBLER.assemble([later, query], budget=400, format="compact").tokens_used
+    for budget in range(alone, alone + 30):
+        context = ASSEMBLER.assemble([first, later, filler, query], budget=budget, format="compact")
+        assert "m5" in context.included_ids, (budget, context.explain())
+        assert all(u.tokens == 0 for u in context.tiers.values() if not u.kept)
 
 
 def test_lower_items_give_way_to_keep_a_pair() -> None:

@@ -50,6 +50,8 @@ class PackState:
     originals: dict[str, ContextItem] = field(default_factory=dict)
     sent: set[int] = field(default_factory=set)  # history items added before packing (by id())
     trim: TrimReport | None = None  # how history was cut in step mode
+    # What each header, group and date line cost and which tiers paid (tier, capped as).
+    opened: dict[tuple[str, ...], tuple[int, tuple[int, int | None]]] = field(default_factory=dict)
 
     def date_cost(self, item: ContextItem, section: str) -> int:
         """The date line ``item`` would open in a section sorted by date (history: 0 here)."""
@@ -82,20 +84,69 @@ class PackState:
         ``capped=False``: the tokens do not count against the cap of the tier it is packed in
         (never-pruned items).
         """
-        opening = self.open_cost(section) + self.date_cost(item, section)
-        self.sections.add(section)
-        self.groups.update(self.layout.groups_of(section))
+        packed_as = int(item.tier)
+        tier = int(self.originals.get(item.id, item).tier)  # a summary standing in: its own
+        payer = (tier, packed_as if capped else None)
+        opening = 0
+        if section not in self.sections:
+            opening = self.layout.open_cost(section)
+            self.sections.add(section)
+            self.opened[("section", section)] = (opening, payer)
+            for group in self.layout.groups_of(section):
+                if group not in self.groups:
+                    paid = self.layout.group_open_cost(group)
+                    opening += paid
+                    self.groups.add(group)
+                    self.opened[("group", group)] = (paid, payer)
         if section != "history":
             date = self.layout.date_of(item, section)
-            if date:
+            if date and (section, date) not in self.dates:
+                paid = self.layout.date_line_cost(date)
+                opening += paid
                 self.dates.add((section, date))
+                self.opened[("date", section, date)] = (paid, payer)
         self.used += cost + opening
-        packed_as = int(item.tier)
-        item = self.originals.get(item.id, item)  # a summary standing in keeps its own tier
-        tier = int(item.tier)
         self.tier_tokens[tier] = self.tier_tokens.get(tier, 0) + cost + opening
         if capped:
             self.capped_tokens[packed_as] = self.capped_tokens.get(packed_as, 0) + cost + opening
+        item = self.originals.get(item.id, item)
         self.included.append(item)
         self.included_ids.add(item.id)
         self.section[item.id] = section
+
+    def take_out(self, item: ContextItem) -> str:
+        """Remove an included item (not history) and what only it opened; returns its section.
+
+        Its cost goes back to its tier, and a date line or header no other included item sits
+        under goes back to the tier that paid for it: the accounts stay those of what is sent.
+        """
+        section = self.section.pop(item.id)
+        cost = self.layout.cost(item, section)
+        self.included = [it for it in self.included if it is not item]
+        self.included_ids.discard(item.id)
+        self._refund((int(item.tier), int(item.tier)), cost)
+        rest = [it for it in self.included if self.section[it.id] == section]
+        date = self.layout.date_of(item, section)
+        if date and not any(self.layout.date_of(it, section) == date for it in rest):
+            self.dates.discard((section, date))
+            self._refund_opened(("date", section, date))
+        if not rest and section != "history":
+            self.sections.discard(section)
+            self._refund_opened(("section", section))
+            for group in self.layout.groups_of(section):
+                if not any(group in self.layout.groups_of(s) for s in self.sections):
+                    self.groups.discard(group)
+                    self._refund_opened(("group", group))
+        return section
+
+    def _refund_opened(self, key: tuple[str, ...]) -> None:
+        paid, payer = self.opened.pop(key, (0, None))
+        if payer is not None:
+            self._refund(payer, paid)
+
+    def _refund(self, payer: tuple[int, int | None], tokens: int) -> None:
+        tier, capped_as = payer
+        self.used -= tokens
+        self.tier_tokens[tier] = self.tier_tokens.get(tier, 0) - tokens
+        if capped_as is not None:
+            self.capped_tokens[capped_as] = self.capped_tokens.get(capped_as, 0) - tokens

@@ -71,8 +71,8 @@ def keep_newer(
     tier;
     ``section_of``: the section an item renders in. A newer item is added when it fits what
     is left (the budget and its tier's cap); else the earlier item is left out
-    (``SUPERSEDED``) and the newer ones are tried again in the room it gave back. Its date
-    line and section header stay charged: the count stays an upper bound of what is sent.
+    (``SUPERSEDED``) and the newer ones are tried again in the room it gave back, with the date
+    line and section header only it had opened.
     """
     if not any(_bound(it) for it in state.included):
         return
@@ -94,8 +94,9 @@ def keep_newer(
                 continue
             _leave_out(state, item, missing)
             by_id.pop(item.id, None)  # never taken back: each item is left out at most once
-            if len(addable) == len(missing):
-                _add_all(state, addable, section_of)
+            if len(addable) == len(missing) and not _add_all(state, addable, section_of):
+                # Items worth less than the statement it replaces still give way to it.
+                _make_room(state, item, addable, section_of)
             changed = True
 
 
@@ -160,13 +161,8 @@ def _make_room(
     of ``item``'s tier or a later one, and are no one's newer item.
     """
     layout = state.layout
-    sections = [section_of(it) for it in addable]
-    need = sum(
-        layout.cost(it, section) + state.date_cost(it, section) + state.open_cost(section)
-        for it, section in zip(addable, sections, strict=True)
-    )  # an upper bound: a header or date line shared is counted each time
     named = {i for it in state.included for i in it.newer}
-    spare: list[tuple[float, ContextItem, int]] = []
+    spare: list[tuple[float, ContextItem]] = []
     for other in state.included:
         section = state.section[other.id]
         if (
@@ -177,41 +173,32 @@ def _make_room(
             or int(other.tier) < int(item.tier)
         ):
             continue
-        cost = layout.cost(other, section)
-        spare.append((max(other.score, 0.0) / max(cost, 1), other, cost))
+        spare.append((max(other.score, 0.0) / max(layout.cost(other, section), 1), other))
     spare.sort(key=lambda entry: (entry[0], entry[1].id))
-    free = state.budget.available - state.used
-    evicted: list[ContextItem] = []
+    evicted: list[tuple[ContextItem, str]] = []
     worth = 0.0
-    for _, other, cost in spare:
-        if free >= need:
+    added = False
+    for _, other in spare:  # one at a time: what each frees is exact (its date line, a header)
+        score = max(other.score, 0.0)
+        if worth + score >= item.score:
             break
-        evicted.append(other)
-        worth += max(other.score, 0.0)
-        free += cost
-    if free < need or worth >= item.score:
-        return False
-    taken = [_take_out(state, other) for other in evicted]
-    if _add_all(state, addable, section_of):
+        worth += score
+        evicted.append((other, _take_out(state, other)))
+        added = _add_all(state, addable, section_of)
+        if added:
+            break
+    if added:
         detail = f"room given to a newer statement restating {item.label}"
-        state.pruned.extend(PrunedItem(o, PruneReason.OVER_BUDGET, detail) for o in evicted)
+        state.pruned.extend(PrunedItem(o, PruneReason.OVER_BUDGET, detail) for o, _ in evicted)
         return True
-    for other, section in zip(evicted, taken, strict=True):  # a cap held: put them back
+    for other, section in reversed(evicted):  # no room even so: put them back
         state.add(other, section, layout.cost(other, section))
     return False
 
 
 def _take_out(state: PackState, item: ContextItem) -> str:
-    """Remove an included item from the accounts (its date line and header stay charged)."""
-    section = state.section.pop(item.id)
-    cost = state.layout.cost(item, section)
-    state.included = [it for it in state.included if it is not item]
-    state.included_ids.discard(item.id)
-    tier = int(item.tier)
-    state.used -= cost
-    state.tier_tokens[tier] = state.tier_tokens.get(tier, 0) - cost
-    state.capped_tokens[tier] = state.capped_tokens.get(tier, 0) - cost
-    return section
+    """Remove an included item from the accounts, with a date line or header only it opened."""
+    return state.take_out(item)
 
 
 def _leave_out(state: PackState, item: ContextItem, missing: list[str]) -> None:
