@@ -491,6 +491,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         (["--host", "localhost"], ["127.0.0.1 only"]),
         (["--port", "8000"], ["--port is for --transport http"]),
         (["--user", ""], ["--user needs a user id"]),
+        (["--user", "ma\udcffya"], ["--user holds a lone surrogate"]),
         (["--transport", "tcp"], ["invalid choice: 'tcp'"]),
     ],
 )

@@ -6,6 +6,8 @@
   or that same clear error: the store is not released under it into a raw client error.
 - A door that traces its calls ends the span of a call refused after close in error: a trace
   never shows a refused call as a success.
+- An async door's writes made side by side (tasks created in turn, then gathered) are kept in
+  the order they were made, as if each were awaited in turn.
 - An async door's cancelled call either has no effect, or finishes before the same caller's
   next call starts: a session delete cancelled right after it started, then a turn added to
   that session, leaves the session either as it was plus the turn, or holding only the turn;
@@ -124,3 +126,23 @@ def test_a_cancelled_call_has_no_effect_or_ends_before_the_next(driver: Any, pla
             )
     finally:
         memory.close()
+
+
+def test_async_adds_made_at_once_are_kept_in_call_order(driver: Any, place: Place) -> None:
+    needs(driver, "gather")
+    user, session = fresh("u"), fresh("s")
+    turns = [
+        Turn("user" if i % 2 == 0 else "assistant", tagged(["turn", str(i)]), f"{session}-{i}")
+        for i in range(8)
+    ]
+    driver.add_gathered(session, user, turns)
+    memory = place.open_memory()
+    try:
+        stored = eventually(
+            lambda: kept(driver, memory, session, user), lambda texts: len(texts) >= len(turns)
+        )
+    finally:
+        memory.close()
+    assert stored == [t.text for t in turns], (
+        f"{driver.name}: async adds made at once were kept as {stored}, not in call order"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
@@ -116,3 +118,17 @@ def test_a_call_a_cancelled_run_left_unanswered_is_not_handed_on(memory: Context
     history.add_messages([HumanMessage("Never mind.", id="q2"), AIMessage("Fine.", id="a2")])
     assert [m.id for m in history.messages] == ["q1", "q2", "a2"]
     assert [r.id for r in memory.history("s1")] == ["q1", "a1", "q2", "a2"]  # all still stored
+
+
+async def test_gathered_async_adds_store_in_call_order(any_memory: ContextMemory) -> None:
+    """Gathered adds keep their call order (as a history that stores in the call's first step)."""
+    history = CtxBudgetChatMessageHistory(any_memory, "s")
+    turns: list[BaseMessage] = [
+        HumanMessage(f"message {i}") if i % 2 == 0 else AIMessage(f"message {i}") for i in range(8)
+    ]
+    adds = [asyncio.create_task(history.aadd_messages([turn])) for turn in turns]
+    reading = asyncio.create_task(history.aget_messages())  # called after them: reads them all
+    await asyncio.gather(*adds)
+    expected = [f"message {i}" for i in range(8)]
+    assert [str(m.content) for m in await reading] == expected
+    assert [str(m.content) for m in history.messages] == expected

@@ -139,12 +139,17 @@ def memories(
         memory.close()
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target],  # shrinking is slow
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+def _examples(count: int) -> Any:
+    """Hypothesis settings of the store properties: ``count`` examples, no shrinking (slow)."""
+    return settings(
+        max_examples=count,
+        deadline=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target],
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+@_examples(12)
 @given(ops=st.lists(operations, min_size=1, max_size=12))
 def test_the_async_api_returns_what_the_sync_api_returns(
     memories: list[ContextMemory], ops: list[tuple[Any, ...]]
@@ -160,6 +165,44 @@ def test_the_async_api_returns_what_the_sync_api_returns(
         plain, awaited = Driver(sync, use_async=False), Driver(aio, use_async=True)
         for op in ops:
             assert _seen(await awaited.apply(op)) == _seen(await plain.apply(op)), op
+
+    asyncio.run(run())
+
+
+ONE_SESSION = [SESSIONS[0]]
+one_session_operations = st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(ONE_SESSION), st.sampled_from(["user"]), texts),
+    st.tuples(st.just("add_batch"), st.sampled_from(ONE_SESSION), st.lists(texts, max_size=3)),
+    st.tuples(st.just("pin"), st.sampled_from(ONE_SESSION), texts),
+    st.tuples(st.just("clear"), st.sampled_from(ONE_SESSION)),
+    st.tuples(st.just("delete_session"), st.sampled_from(ONE_SESSION)),
+    st.tuples(st.just("assemble"), st.sampled_from(ONE_SESSION), texts, st.just(200)),
+    st.tuples(st.just("candidates"), st.sampled_from(ONE_SESSION), texts),
+    st.tuples(st.just("history"), st.sampled_from(ONE_SESSION)),
+)
+
+
+@_examples(8)
+@given(ops=st.lists(one_session_operations, min_size=2, max_size=10))
+def test_a_sessions_async_calls_made_at_once_apply_in_call_order(
+    memories: list[ContextMemory], ops: list[tuple[Any, ...]]
+) -> None:
+    """Called side by side (tasks gathered), a session's calls answer as if awaited in turn.
+
+    Until 2026-12-02 the worker threads ran them in any order: gathered adds were stored out
+    of order, and a history called after them could miss some.
+    """
+    sync, aio = memories
+    for memory in memories:
+        for session, _ in SESSIONS:
+            memory.delete_session(session)
+
+    async def run() -> None:
+        plain, gathered = Driver(sync, use_async=False), Driver(aio, use_async=True)
+        expected = [_seen(await plain.apply(op)) for op in ops]
+        tasks = [asyncio.create_task(gathered.apply(op)) for op in ops]
+        got = [_seen(result) for result in await asyncio.gather(*tasks)]
+        assert got == expected, ops
 
     asyncio.run(run())
 

@@ -32,6 +32,8 @@ class HeldEmbedder:
         self.hold = False
         self.entered = threading.Semaphore(0)
         self.gate = threading.Event()
+        # Threads before the memory opened: another test's memory never closed holds some.
+        self.earlier = set(threading.enumerate())
 
     def _wait(self) -> None:
         if self.hold:
@@ -104,7 +106,8 @@ async def test_closing_waits_for_the_call_in_flight(
     # counter) are not refused by the close that began under it (they were until 2026-12-01).
     assert isinstance(got, AssembledContext)
     assert not closed_under_the_call  # the store was not released under the running call
-    workers = [t for t in threading.enumerate() if t.name.startswith("ctxbudget_")]
+    new = set(threading.enumerate()) - gated.earlier  # not another test's memory's threads
+    workers = [t for t in new if t.name.startswith("ctxbudget_")]
     for worker in workers:  # each ends once its last call returned
         await asyncio.to_thread(worker.join, 10)
     assert not [t for t in workers if t.is_alive()]

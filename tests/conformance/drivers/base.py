@@ -92,6 +92,7 @@ CAPABILITIES = frozenset(
         "kept",  # kept(memory, session, user): it stores turns elsewhere than the history
         "removed_user_only",  # of the admin's removals, only delete_user concerns what it keeps
         "edit",  # edit(session, user, id, text): replaces a stored message through the door
+        "gather",  # add_gathered(session, user, turns): its async add per turn, made at once
     }
 )
 

@@ -39,6 +39,7 @@ __all__ = [
     "MODEL",
     "PROVIDER",
     "SPANS",
+    "gathered",
     "HoldsNothing",
     "Registry",
     "assembly_tokens",
@@ -224,6 +225,18 @@ def cancelled(
             await task
 
     run(started_then_cancelled())
+
+
+def gathered(
+    calls: Sequence[Callable[[], Awaitable[object]]],
+    run: Callable[[Any], object] = asyncio.run,
+) -> None:
+    """The door's async calls made side by side: tasks created in order on one loop, gathered."""
+
+    async def at_once() -> None:
+        await asyncio.gather(*(asyncio.ensure_future(call()) for call in calls))
+
+    run(at_once())
 
 
 def overtaken_by_thread(

@@ -23,7 +23,15 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_ctxbudget import CtxBudgetChatMessageHistory, budget_messages
 
 from .base import Place, Received, Refusal, Turn
-from .common import BUDGET_NAMES, MODEL, attempt, cancelled, framework_value, raised
+from .common import (
+    BUDGET_NAMES,
+    MODEL,
+    attempt,
+    cancelled,
+    framework_value,
+    gathered,
+    raised,
+)
 from .lc_budget_messages import budgeted
 
 __all__ = ["ChatHistoryDriver", "make"]
@@ -35,7 +43,9 @@ class ChatHistoryDriver:
     """`CtxBudgetChatMessageHistory` per session, over one memory."""
 
     name = "lc_chat_history"
-    can = frozenset({"add", "send", "report", "span", "removal", "bad", "kinds", "close", "cancel"})
+    can = frozenset(
+        {"add", "send", "report", "span", "removal", "bad", "kinds", "close", "cancel", "gather"}
+    )
     takes = frozenset({"budget", "text", "session_id", "user_id"})
 
     def __init__(self, place: Place) -> None:
@@ -48,6 +58,14 @@ class ChatHistoryDriver:
         """``add_messages`` of the session's history."""
         kinds = {"user": HumanMessage, "assistant": AIMessage}
         self._history(session, user).add_messages([kinds[t.role](t.text, id=t.id) for t in turns])
+
+    def add_gathered(self, session: str, user: str, turns: Sequence[Turn]) -> None:
+        """One ``aadd_messages`` per turn, made at once on one loop."""
+        kinds = {"user": HumanMessage, "assistant": AIMessage}
+        history = self._history(session, user)
+        gathered(
+            [lambda t=t: history.aadd_messages([kinds[t.role](t.text, id=t.id)]) for t in turns]
+        )
 
     def send(self, session: str, user: str, query: str, budget: int) -> Received:
         """The history's messages and ``query``, within ``budget``."""

@@ -41,6 +41,7 @@ from .common import (
     attempt,
     cancelled,
     framework_value,
+    gathered,
     heard,
     new_turns,
     payload,
@@ -58,7 +59,10 @@ class MemoryDriver:
 
     name = "li_memory"
     can = frozenset(
-        {"add", "send", "report", "span", "removal", "bad", "kinds", "close", "pin", "cancel"}
+        {
+            *("add", "send", "report", "span", "removal", "bad", "kinds", "close", "pin"),
+            *("cancel", "gather"),
+        }
     )
     takes = frozenset({"budget", "query", "query=text", "text", "session_id", "user_id"})
 
@@ -91,6 +95,15 @@ class MemoryDriver:
     def add(self, session: str, user: str, turns: Sequence[Turn]) -> None:
         """Store the turns, with their ids, in the memory the door reads."""
         self.memory.add_messages(session, [payload(t) for t in turns], user_id=user, progress=False)
+        for turn in turns:
+            self.registry.note(turn.id, turn.text)
+
+    def add_gathered(self, session: str, user: str, turns: Sequence[Turn]) -> None:
+        """One ``aput`` per turn of the session's `CtxBudgetMemory`, made at once on one loop."""
+        chat = CtxBudgetMemory.from_defaults(
+            memory=self.memory, session_id=session, user_id=user, token_limit=300, model=MODEL
+        )
+        gathered([lambda t=t: chat.aput(ChatMessage(role=t.role, content=t.text)) for t in turns])
         for turn in turns:
             self.registry.note(turn.id, turn.text)
 

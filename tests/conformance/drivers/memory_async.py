@@ -18,6 +18,7 @@ from .common import (
     assembly_tokens,
     attempt,
     cancelled,
+    gathered,
     overtaken_on_loop,
     raised_each,
 )
@@ -47,6 +48,7 @@ class MemoryAsync:
             "close_each",
             "cancel",
             "edit",
+            "gather",
         }
     )
     takes = MemorySync.takes
@@ -63,6 +65,18 @@ class MemoryAsync:
     def add(self, session: str, user: str, turns: Sequence[Turn]) -> None:
         messages = [{"role": t.role, "text": t.text, "id": t.id} for t in turns]
         self._run(self.memory.aadd_messages(session, messages, user_id=user))
+        for turn in turns:
+            self.registry.note(turn.id, turn.text)
+
+    def add_gathered(self, session: str, user: str, turns: Sequence[Turn]) -> None:
+        """One ``aadd_message`` per turn, made at once on the driver's loop."""
+        gathered(
+            [
+                lambda t=t: self.memory.aadd_message(session, t.role, t.text, id=t.id, user_id=user)
+                for t in turns
+            ],
+            run=self._run,
+        )
         for turn in turns:
             self.registry.note(turn.id, turn.text)
 

@@ -13,9 +13,10 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from ctxbudget.core.ids import check_caller_id
 from ctxbudget.errors import StoreInputError
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.ordering import CallOrder
 from ctxbudget.memory.reading.tool_steps import answered_steps, tool_steps_together
 from ctxbudget.memory.writing.owners import check_session_owner, claim_session
-from ctxbudget.store.records import require_name
+from ctxbudget.store.records import Record, require_name
 from langchain_ctxbudget.convert import from_record, to_record_payload
 
 __all__ = ["CtxBudgetChatMessageHistory"]
@@ -57,6 +58,8 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
         self.memory = memory
         self.session_id = session_id
         self.user_id = user_id
+        # Async calls apply in the order they were called on their loop (gathered adds too).
+        self._order = CallOrder()
 
     def _owner(self, *, write: bool) -> None:
         """A session another user started is refused (`SessionOwnerError`); a write claims it."""
@@ -85,9 +88,13 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async `messages` (`ContextMemory.ahistory`)."""
-        await self.memory.arun(partial(self._owner, write=False))
-        records = answered_steps(tool_steps_together(await self.memory.ahistory(self.session_id)))
-        return [from_record(r) for r in records]
+
+        async def read() -> list[Record]:
+            await self.memory.arun(partial(self._owner, write=False))
+            return await self.memory.ahistory(self.session_id)
+
+        records = await self._order.run(read, writes=False)  # after the adds called before it
+        return [from_record(r) for r in answered_steps(tool_steps_together(records))]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store messages in order (all checked before any is written).
@@ -148,8 +155,8 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
             )
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Async `add_messages`."""
-        await self.memory.arun(self.add_messages, messages)
+        """Async `add_messages`: stored after the async calls made before it on the loop."""
+        await self._order.run(lambda: self.memory.arun(self.add_messages, messages), writes=True)
 
     def clear(self, *, pins: bool = False) -> None:
         """Forget the session's messages and summaries (`ContextMemory.clear`).
@@ -164,4 +171,4 @@ class CtxBudgetChatMessageHistory(BaseChatMessageHistory):
 
     async def aclear(self, *, pins: bool = False) -> None:
         """Async `clear` (``pins`` as there)."""
-        await self.memory.arun(partial(self.clear, pins=pins))
+        await self._order.run(lambda: self.memory.arun(partial(self.clear, pins=pins)), writes=True)

@@ -21,13 +21,25 @@ __all__ = ["check_call_args", "check_unicode", "framework_summary"]
 
 
 def check_call_args(message: BaseMessage, where: str) -> None:
-    """Name a tool call whose arguments are not JSON (a numpy number...), if there is one."""
+    """Name a tool call whose arguments are not JSON (a numpy number, NaN...), if there is one.
+
+    NaN and infinity are refused as the core refuses them in arguments given as a mapping:
+    LangChain's converter writes them as a bare ``NaN``, which no provider reads (until
+    2026-12-02 the middleware sent and stored ``{"x": NaN}``).
+    """
     if not isinstance(message, AIMessage):
         return
     for number, call in enumerate(message.tool_calls):
         try:
-            json.dumps(call.get("args"))
+            json.dumps(call.get("args"), allow_nan=False)
         except (TypeError, ValueError) as exc:
+            if "not JSON compliant" in str(exc):
+                msg = (
+                    f"{where}: the arguments of tool call {number} ({call.get('name')!r}) hold "
+                    "NaN or infinity, which JSON cannot write and providers refuse; give null "
+                    "or a string for that value"
+                )
+                raise InvalidItemError(msg) from exc
             msg = (
                 f"{where}: the arguments of tool call {number} ({call.get('name')!r}) are not "
                 f"JSON ({exc}), and a chat model sends them as JSON; give them as JSON values "

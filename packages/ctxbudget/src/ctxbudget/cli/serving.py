@@ -22,6 +22,7 @@ from ctxbudget.cli.status import INTERRUPTED, OK
 from ctxbudget.core.numbers import shown
 from ctxbudget.errors import StoreError
 from ctxbudget.extras import require
+from ctxbudget.store.records import require_name
 
 __all__ = ["inspect", "mcp_server"]
 
@@ -106,6 +107,8 @@ def mcp_server(args: argparse.Namespace) -> int:
     if args.user is not None and not args.user:
         msg = "--user needs a user id (or leave it out to let each call name its user)"
         raise UsageError(msg)
+    if args.user is not None:
+        require_name("--user", args.user)  # refused before the store's folder is made
     # SIGTERM/SIGINT stop serving; then wait until the memory is closed (entered first, left last).
     shutdown: Shutdown = args.resources.enter_context(Shutdown())
     memory = open_memory(args)

@@ -22,6 +22,10 @@ Adapters run their whole sync path for a call the same way (`ContextMemory.arun`
 LangChain middleware's and LlamaIndex memory's async methods do not use the loop's default
 executor, which other libraries share.
 
+In call order: the methods of one session (``awaitable(..., writes=...)``) run in the order
+they were called on their event loop (`ctxbudget.memory.ordering.SessionOrders`); calls on
+other sessions run beside them (docs/memory.md, "Async").
+
 Cancelled calls (the rule for every ``a``-method and `ContextMemory.arun`): **a cancelled call
 either has no effect or finishes before the same caller's next call starts.** A call still
 queued for a worker is dropped (it never runs); a call already running on a worker cannot be
@@ -63,6 +67,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from ctxbudget.memory.ordering import SessionOrders
 from ctxbudget.memory.reading.coroutines import mark_caller_loop
 
 __all__ = ["ASYNC_WORKERS", "CLOSE_WAIT", "AsyncRunner", "awaitable"]
@@ -103,6 +108,7 @@ class AsyncRunner:
         self._threads: set[threading.Thread] = set()  # the threads started for calls
         self._excused: set[int] = set()  # workers waiting for another's close: not waited for
         self._closed = False
+        self.orders = SessionOrders()  # each session's async calls in call order (`awaitable`)
 
     def _submit(self, call: Callable[[], R]) -> Future[R | _Stopped]:
         """``call`` queued for a worker (after `close`: a thread of its own, ending with it)."""
@@ -266,19 +272,27 @@ async def _until_done(running: asyncio.Future[Any]) -> None:
 
 
 def awaitable(
-    method: Callable[Concatenate[S, P], R],
+    method: Callable[Concatenate[S, P], R], *, writes: bool | None = None
 ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
     """The async twin of a `ContextMemory` method: the same arguments, the same result.
 
     The result runs the memory's own ``method`` (as the instance has it: checked open) on the
-    memory's worker threads (``self.arun``), under the cancellation rule above.
+    memory's worker threads (``self.arun``), under the cancellation rule above. ``writes``: a
+    method of one session (its first argument) whose calls run in call order on their loop
+    (`ctxbudget.memory.ordering.SessionOrders`): a write after every call before it, a read
+    after the writes before it; None: not ordered.
     """
     name = method.__name__
 
     @functools.wraps(method)
     async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         run: Callable[..., Coroutine[Any, Any, R]] = self.arun  # type: ignore[attr-defined]
-        return await run(getattr(self, name), *args, **kwargs)
+        call = functools.partial(run, getattr(self, name), *args, **kwargs)
+        session = args[0] if args else kwargs.get("session_id")
+        if writes is None or not isinstance(session, str):
+            return await call()
+        orders: SessionOrders = self._async.orders  # type: ignore[attr-defined]
+        return await orders.of(session).run(call, writes=writes)
 
     twin.__name__ = f"a{method.__name__}"
     twin.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.a{method.__name__}".lstrip(".")

@@ -367,20 +367,20 @@ class ContextMemory(
         """
         return await self._async.run(func, *args, **kwargs)
 
-    aassemble = awaitable(assemble)
-    acandidates = awaitable(candidates)
+    aassemble = awaitable(assemble, writes=False)
+    acandidates = awaitable(candidates, writes=False)
     asearch = awaitable(search)
-    ahistory = awaitable(history)
+    ahistory = awaitable(history, writes=False)
     aflush = awaitable(flush)
-    aadd_message = awaitable(MemoryWrites.add_message)
-    aadd_messages = awaitable(MemoryWrites.add_messages)
-    apin = awaitable(MemoryWrites.pin)
+    aadd_message = awaitable(MemoryWrites.add_message, writes=True)
+    aadd_messages = awaitable(MemoryWrites.add_messages, writes=True)
+    apin = awaitable(MemoryWrites.pin, writes=True)
     aunpin = awaitable(MemoryWrites.unpin)
-    aclear = awaitable(SessionUpkeep.clear)
-    adelete_session = awaitable(SessionUpkeep.delete_session)
+    aclear = awaitable(SessionUpkeep.clear, writes=True)
+    adelete_session = awaitable(SessionUpkeep.delete_session, writes=True)
     adelete_user = awaitable(SessionUpkeep.delete_user)
-    adelete_messages = awaitable(SessionUpkeep.delete_messages)
-    areplace_message = awaitable(SessionUpkeep.replace_message)
+    adelete_messages = awaitable(SessionUpkeep.delete_messages, writes=True)
+    areplace_message = awaitable(SessionUpkeep.replace_message, writes=True)
 
     async def aclose(self) -> None:
         """Async `close` (on a closed memory, nothing to do); returns once its threads ended."""

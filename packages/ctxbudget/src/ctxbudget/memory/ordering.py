@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["WAIT_AT_MOST", "CallOrder", "InFlight"]
+__all__ = ["WAIT_AT_MOST", "CallOrder", "InFlight", "SessionOrders"]
 
 T = TypeVar("T")
 
@@ -99,6 +99,27 @@ def _end_after(
         one_ended(end)
     for future in left:
         future.add_done_callback(one_ended)
+
+
+class SessionOrders:
+    """A `CallOrder` per session: ``ContextMemory``'s async calls on one session in call order.
+
+    Calls on different sessions keep running side by side. An order lives while a call of its
+    session holds it (weakly kept here): once none runs or waits, there is nothing to order a
+    new call after, and the next call of the session starts a new one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._orders: weakref.WeakValueDictionary[str, CallOrder] = weakref.WeakValueDictionary()
+
+    def of(self, session_id: str) -> CallOrder:
+        """The order of ``session_id``'s calls (the caller holds it while its call runs)."""
+        with self._lock:
+            order = self._orders.get(session_id)
+            if order is None:
+                order = self._orders[session_id] = CallOrder()
+            return order
 
 
 class InFlight:

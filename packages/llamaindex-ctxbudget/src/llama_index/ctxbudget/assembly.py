@@ -61,6 +61,7 @@ class Question:
         record_id: the stored message of a pending question.
         own: the caller's own message of a pending question, when it is the current message
             (sent as given, `llama_index.ctxbudget.current`).
+        name: the speaker's name stored with a pending question (a group chat's author).
     """
 
     text: str
@@ -68,6 +69,7 @@ class Question:
     sent_by_caller: bool = False
     record_id: str | None = None
     own: CurrentMessage | None = None
+    name: str | None = None
 
     @property
     def asked(self) -> bool:
@@ -119,12 +121,12 @@ def question_of(
                 own is not None and own.text.strip() == given.strip()
             ):
                 # The stored text: the session's copy is recognised as the question.
-                return Question(last.text, pending=True, record_id=last.id, own=own)
+                return _pending(last, own)
         return Question(given, sent_by_caller=True)
     if last is None:
         return Question("")
     if _is_user_turn(last):
-        return Question(last.text, pending=True, record_id=last.id, own=own)
+        return _pending(last, own)
     window = max(1, memory.config.recent_messages)
     recent = memory.history(session_id, limit=window)
     found = next((r for r in reversed(recent) if _is_user_turn(r)), None)
@@ -159,8 +161,20 @@ def _own_question(
         or is_stored_query(found, str(given))
         or (own is not None and own.text.strip() == str(given).strip())
     ):
-        return Question(found.text, pending=True, record_id=found.id, own=own)
+        return _pending(found, own)
     return None
+
+
+def _pending(record: Record, own: CurrentMessage | None) -> Question:
+    """The stored user message ``record`` as the question, with its speaker's name."""
+    name = record.metadata.get("_name")
+    return Question(
+        record.text,
+        pending=True,
+        record_id=record.id,
+        own=own,
+        name=name if isinstance(name, str) and name else None,
+    )
 
 
 def assemble_session(
@@ -213,6 +227,8 @@ def assemble_session(
         items = offered(found, question.text, system=None, tools=(), extras=extras)
         if question.own is not None:
             items[-1] = _own_query(items[-1], question.own, session_id)
+        elif question.name is not None:  # sent as stored: by its author, as history would be
+            items[-1] = dataclasses.replace(items[-1], name=question.name)
     else:
         items = [*found.items, *extras]
     assembler = ContextAssembler(

@@ -1,7 +1,10 @@
 """The async twins of `CtxBudgetMemory`'s reads and writes, on the memory's own threads.
 
 Each runs the sync call on its `ContextMemory`'s worker threads (`ContextMemory.arun`, with the
-caller's context), so an event loop never waits for Chroma or the embedder. ``aget`` stays in
+caller's context), so an event loop never waits for Chroma or the embedder, in the order the
+calls were made on the loop (`ctxbudget.memory.ordering.CallOrder`): of ``aput`` calls gathered,
+each stores after those called before it, and a read follows the writes called before it (until
+2026-12-02 the worker threads stored gathered puts in any order). ``aget`` stays in
 `llama_index.ctxbudget.memory`: it awaits the memory blocks in the caller's task first.
 """
 
@@ -13,6 +16,7 @@ if TYPE_CHECKING:
     from llama_index.core.base.llms.types import ChatMessage
 
     from ctxbudget.memory.context import ContextMemory
+    from ctxbudget.memory.ordering import CallOrder
 
 __all__ = ["AsyncCalls"]
 
@@ -26,6 +30,7 @@ class AsyncCalls:
 
     if TYPE_CHECKING:  # CtxBudgetMemory's attribute and methods (pydantic must not see them here)
         _memory: ContextMemory
+        _order: CallOrder
 
         def get_all(self) -> list[ChatMessage]: ...  # noqa: D102
         def put(self, message: ChatMessage) -> None: ...  # noqa: D102
@@ -35,20 +40,20 @@ class AsyncCalls:
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async `get_all`."""
-        return await self._memory.arun(self.get_all)
+        return await self._order.run(lambda: self._memory.arun(self.get_all), writes=False)
 
     async def aput(self, message: ChatMessage) -> None:
         """Async `put`."""
-        await self._memory.arun(self.put, message)
+        await self._order.run(lambda: self._memory.arun(self.put, message), writes=True)
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async `put_messages`."""
-        await self._memory.arun(self.put_messages, messages)
+        await self._order.run(lambda: self._memory.arun(self.put_messages, messages), writes=True)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """Async `set`."""
-        await self._memory.arun(self.set, messages)
+        await self._order.run(lambda: self._memory.arun(self.set, messages), writes=True)
 
     async def areset(self) -> None:
         """Async `reset`."""
-        await self._memory.arun(self.reset)
+        await self._order.run(lambda: self._memory.arun(self.reset), writes=True)

@@ -196,8 +196,14 @@ def _tool_calls(message: ChatMessage, index: int) -> list[dict[str, Any]]:
         if isinstance(block, ToolCallBlock):
             calls.append(_call(block.tool_call_id, block.tool_name, block.tool_kwargs, index))
     raw = (message.additional_kwargs or {}).get("tool_calls") or []
+    if not isinstance(raw, list | tuple):
+        msg = (
+            f"message {index}: additional_kwargs['tool_calls'] must be a list of tool calls, "
+            f"got {shown(raw)}; put a single call in a list"
+        )
+        raise InvalidItemError(msg)
     seen = {call["id"] for call in calls}
-    for entry in raw if isinstance(raw, list | tuple) else []:
+    for entry in raw:
         call = _raw_call(entry, index)
         if call["id"] not in seen:
             calls.append(call)

@@ -33,6 +33,7 @@ from llama_index.core.memory.types import BaseMemory
 from ctxbudget import AssembledContext, ContextItem, TokenCounter
 from ctxbudget.core.summaries import Summarizer
 from ctxbudget.memory.context import ContextMemory
+from ctxbudget.memory.ordering import CallOrder
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.policy.presets import StrategyLike
 from ctxbudget.memory.reading.tool_steps import tool_steps_together
@@ -122,6 +123,7 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
     _current: CurrentMessage | None = PrivateAttr(default=None)  # its own blocks (images)
     _last_put: LastPut | None = PrivateAttr(default=None)  # what it stored last (retries)
     _mine: str | None = PrivateAttr(default=None)  # its question's record, while unanswered
+    _order: CallOrder = PrivateAttr(default_factory=CallOrder)  # async calls in call order
 
     def __init__(self, *, memory: ContextMemory, owns_memory: bool = False, **data: Any) -> None:
         """Wrap a `ContextMemory`; prefer `from_defaults`."""
@@ -305,9 +307,13 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
     ) -> list[ChatMessage]:
         """Async `get`: memory blocks are awaited, store reads run in a worker thread."""
         initial = kwargs.pop("initial_token_count", 0)
-        extra = await self._blocks(input, kwargs) if self.memory_blocks else []
-        # Assembled in a worker thread; reported here, in the caller's task.
-        return self._report(*await self._memory.arun(self._get, input, initial, extra))
+
+        async def read() -> tuple[AssembledContext, CurrentMessage | None]:
+            extra = await self._blocks(input, kwargs) if self.memory_blocks else []
+            return await self._memory.arun(self._get, input, initial, extra)
+
+        # After the writes called before it; assembled in a worker thread, reported here.
+        return self._report(*await self._order.run(read, writes=False))
 
     def _get(
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]

@@ -17,7 +17,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 
 from ctxbudget.core.numbers import shown
-from ctxbudget.errors import InvalidItemError
+from ctxbudget.errors import InvalidItemError, StoreInputError
 from ctxbudget.memory.context import ContextMemory
 from ctxbudget.memory.reading.session_state import is_stored_query
 from ctxbudget.store.chroma_store import Record
@@ -133,9 +133,10 @@ def retried_question(
     """The stored question the first of ``stored`` repeats, if it is a retry; else None.
 
     A retry is a user message put again when no reply followed it: the session's last
-    message is a user message with the same text (`is_stored_query`). The same words said
-    after a reply are a new turn. Only the store decides (a retry through another memory
-    object or process is recognised too), and it is read only when the writer's ``hint``
+    message is a user message with the same text (`is_stored_query`) and the same speaker's
+    name. The same words said after a reply, or by another speaker, are a new turn. Only the
+    store decides (a retry through another memory object or process is recognised too), and it
+    is read only when the writer's ``hint``
     (what it stored last; None: unknown) is that same question: reading waits for the
     messages acknowledged before (`ContextMemory.history`), which would cost every turn a
     store write of its own instead of one write for the turn. A stale hint can only miss a
@@ -148,7 +149,10 @@ def retried_question(
         return None
     newest = memory.history(session_id, limit=1)
     last = newest[-1] if newest else None
-    return last.id if last is not None and is_stored_query(last, first["text"]) else None
+    if last is None or not is_stored_query(last, first["text"]):
+        return None
+    # The same words by another speaker (a group chat) are that speaker's turn, not a retry.
+    return last.id if (last.metadata.get("_name") or None) == (first.get("name") or None) else None
 
 
 def store_messages(
@@ -164,23 +168,38 @@ def store_messages(
     Returns the ids of the others' records, in order.
     """
     if systems:
-        known = system_records(memory, session_id)
-        texts = {r.text for r in known}
-        order = max((int(r.metadata.get(SYSTEM_KEY, 0)) for r in known), default=-1) + 1
-        for text in systems:
-            if text in texts:
-                continue
-            memory.pin(
-                session_id,
-                text,
-                id=f"{session_id}:system:{order}",
-                metadata={SYSTEM_KEY: order},
-            )
-            texts.add(text)
-            order += 1
+        _store_systems(memory, session_id, systems)
     if not stored:
         return []
     return memory.add_messages(session_id, stored, user_id=user_id, progress=False)
+
+
+def _store_systems(memory: ContextMemory, session_id: str, systems: Sequence[str]) -> None:
+    """Pin the system messages not stored yet, each at the next place of the session's.
+
+    Another writer (a task of the same memory, another memory object or process) may take a
+    place between the read and the pin: the pin is refused for that id, and the places are
+    read again (until 2026-12-02 the second of two system messages put at once was refused,
+    with an error asking for ``replace=True``, which ``put`` cannot pass).
+    """
+    for text in systems:
+        for attempt in range(_SYSTEM_TRIES):
+            known = system_records(memory, session_id)
+            if text in {r.text for r in known}:
+                break
+            order = max((int(r.metadata.get(SYSTEM_KEY, 0)) for r in known), default=-1) + 1
+            key = f"{session_id}:system:{order}"
+            try:
+                memory.pin(session_id, text, id=key, metadata={SYSTEM_KEY: order})
+            except StoreInputError:
+                taken = key in {r.id for r in system_records(memory, session_id)}
+                if not taken or attempt == _SYSTEM_TRIES - 1:
+                    raise  # refused for itself, not for a place another writer took
+                continue
+            break
+
+
+_SYSTEM_TRIES = 8
 
 
 def system_records(memory: ContextMemory, session_id: str) -> list[Record]:
