@@ -172,12 +172,10 @@ def _openai_form(
         raise InvalidItemError(msg)
     if (content := convertible(message.content)) is not None:  # Anthropic's images by URL
         message = message.model_copy(update={"content": content})
-    if isinstance(message, AIMessage) and message.tool_calls:
-        check_call_args(message, where)  # the converter would write NaN as a bare NaN
+    check_call_args(message, where)  # the converter would write NaN as a bare NaN
     try:
         return dict(convert_to_openai_messages(message, text_format=text_format))
     except (ValueError, TypeError) as exc:
-        check_call_args(message, where)
         msg = (
             f"{where} has content LangChain cannot convert to OpenAI's form ({exc}); keep its "
             "text and image blocks only, or convert the others to text"

@@ -4,25 +4,28 @@ Each runs the sync call on its `ContextMemory`'s worker threads (`ContextMemory.
 caller's context), so an event loop never waits for Chroma or the embedder, in the order the
 calls were made on the loop (`ctxbudget.memory.ordering.CallOrder`): of ``aput`` calls gathered,
 each stores after those called before it, and a read follows the writes called before it (until
-2026-12-02 the worker threads stored gathered puts in any order). ``aget`` stays in
-`llama_index.ctxbudget.memory`: it awaits the memory blocks in the caller's task first.
+2026-12-02 the worker threads stored gathered puts in any order). ``aget`` awaits the memory
+blocks in the caller's task first, then assembles on a worker thread.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.memory.memory import BaseMemoryBlock
 
+    from ctxbudget import AssembledContext, ContextItem
     from ctxbudget.memory.context import ContextMemory
     from ctxbudget.memory.ordering import CallOrder
+    from llama_index.ctxbudget.current import CurrentMessage
 
 __all__ = ["AsyncCalls"]
 
 
 class AsyncCalls:
-    """``aget_all``, ``aput``, ``aput_messages``, ``aset``, ``areset`` (see their sync twins).
+    """``aget``, ``aget_all``, ``aput``, ``aput_messages``, ``aset``, ``areset`` (their sync twins).
 
     First among `CtxBudgetMemory`'s bases, before LlamaIndex's ``BaseMemory``, whose own async
     methods call the sync ones on the event loop's thread.
@@ -37,6 +40,31 @@ class AsyncCalls:
         def put_messages(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
         def set(self, messages: list[ChatMessage]) -> None: ...  # noqa: D102
         def reset(self) -> None: ...  # noqa: D102
+
+        memory_blocks: list[BaseMemoryBlock]  # type: ignore[type-arg]
+
+        async def _blocks(  # noqa: D102
+            self, input: str | ChatMessage | None, block_kwargs: dict[str, Any]
+        ) -> list[ContextItem]: ...
+        def _get(  # noqa: D102
+            self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
+        ) -> tuple[AssembledContext, CurrentMessage | None]: ...
+        def _report(  # noqa: D102
+            self, context: AssembledContext, own: CurrentMessage | None = None
+        ) -> list[ChatMessage]: ...
+
+    async def aget(  # noqa: A002 - the name LlamaIndex uses
+        self, input: str | ChatMessage | None = None, **kwargs: Any
+    ) -> list[ChatMessage]:
+        """Async `get`: memory blocks are awaited, store reads run in a worker thread."""
+        initial = kwargs.pop("initial_token_count", 0)
+
+        async def read() -> tuple[AssembledContext, CurrentMessage | None]:
+            extra = await self._blocks(input, kwargs) if self.memory_blocks else []
+            return await self._memory.arun(self._get, input, initial, extra)
+
+        # After the writes called before it; assembled in a worker thread, reported here.
+        return self._report(*await self._order.run(read, writes=False))
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async `get_all`."""

@@ -302,19 +302,6 @@ class CtxBudgetMemory(AsyncCalls, ConversationWrites, BaseMemory, LongTermMemory
         extra = run_sync(self._blocks(input, kwargs)) if self.memory_blocks else []
         return self._report(*self._get(input, initial, extra))
 
-    async def aget(  # noqa: A002 - the name LlamaIndex uses
-        self, input: str | ChatMessage | None = None, **kwargs: Any
-    ) -> list[ChatMessage]:
-        """Async `get`: memory blocks are awaited, store reads run in a worker thread."""
-        initial = kwargs.pop("initial_token_count", 0)
-
-        async def read() -> tuple[AssembledContext, CurrentMessage | None]:
-            extra = await self._blocks(input, kwargs) if self.memory_blocks else []
-            return await self._memory.arun(self._get, input, initial, extra)
-
-        # After the writes called before it; assembled in a worker thread, reported here.
-        return self._report(*await self._order.run(read, writes=False))
-
     def _get(
         self, input: str | ChatMessage | None, initial: object, extra: list[ContextItem]
     ) -> tuple[AssembledContext, CurrentMessage | None]:

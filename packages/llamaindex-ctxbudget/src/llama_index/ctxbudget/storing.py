@@ -182,21 +182,34 @@ def _store_systems(memory: ContextMemory, session_id: str, systems: Sequence[str
     read again (until 2026-12-02 the second of two system messages put at once was refused,
     with an error asking for ``replace=True``, which ``put`` cannot pass).
     """
+    texts, order = _places(memory, session_id)
     for text in systems:
         for attempt in range(_SYSTEM_TRIES):
-            known = system_records(memory, session_id)
-            if text in {r.text for r in known}:
+            if text in texts:
                 break
-            order = max((int(r.metadata.get(SYSTEM_KEY, 0)) for r in known), default=-1) + 1
-            key = f"{session_id}:system:{order}"
+            tried = order
             try:
-                memory.pin(session_id, text, id=key, metadata={SYSTEM_KEY: order})
+                memory.pin(
+                    session_id,
+                    text,
+                    id=f"{session_id}:system:{tried}",
+                    metadata={SYSTEM_KEY: tried},
+                )
             except StoreInputError:
-                taken = key in {r.id for r in system_records(memory, session_id)}
-                if not taken or attempt == _SYSTEM_TRIES - 1:
-                    raise  # refused for itself, not for a place another writer took
+                texts, order = _places(memory, session_id)  # read again only after a refusal
+                if order <= tried or attempt == _SYSTEM_TRIES - 1:
+                    raise  # refused for itself, not because another writer took the place
                 continue
+            texts.add(text)
+            order += 1
             break
+
+
+def _places(memory: ContextMemory, session_id: str) -> tuple[set[str], int]:
+    """The session's system messages' texts, and the next place free after them."""
+    known = system_records(memory, session_id)
+    last = max((int(r.metadata.get(SYSTEM_KEY, 0)) for r in known), default=-1)
+    return {r.text for r in known}, last + 1
 
 
 _SYSTEM_TRIES = 8
