@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -117,6 +118,30 @@ def test_every_item_is_either_included_or_pruned_with_a_reason(
     pruned = [p.item.id for p in ctx.pruned]
     assert len(included) == len(set(included))
     assert sorted(included + pruned) == sorted(it.id for it in items)
+
+
+@SETTINGS
+@given(items=item_sets(), budget=BUDGETS, fmt=FORMATS, first=st.booleans())
+def test_the_pruned_list_built_later_is_the_pruned_list(
+    items: list[ContextItem], budget: int, fmt: Any, first: bool
+) -> None:
+    """`pruned_later` (the inclusion log's, built in its writer thread) lists what `pruned` does.
+
+    Asked for before or after `pruned` was read, and in another thread: the same items, with
+    the same reasons and details, in the same order; the report's own list is untouched.
+    """
+    ctx = assemble_or_none(ContextAssembler(COUNTERS["o200k_base"]), items, budget, fmt)
+    if ctx is None:
+        return
+    later = ctx.pruned_later() if first else None
+    with ThreadPoolExecutor(1) as pool:
+        built = pool.submit(later) if later is not None else None
+        listed = [(id(p.item), p.reason, p.detail) for p in ctx.pruned]
+        after = ctx.pruned_later()
+        for made in (built.result() if built is not None else None, after()):
+            if made is not None:
+                assert [(id(p.item), p.reason, p.detail) for p in made] == listed
+    assert [(id(p.item), p.reason, p.detail) for p in ctx.pruned] == listed
 
 
 @SETTINGS

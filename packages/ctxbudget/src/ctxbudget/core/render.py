@@ -358,17 +358,18 @@ class Layout:
                 out.append({"role": "user", "content": "".join(p.text for p in queries)})
             return out
         messages: list[dict[str, Any]] = []
-        open_groups: dict[str, dict[str, Any]] = {}
+        open_groups: dict[str, tuple[dict[str, Any], list[str]]] = {}
         for part in parts:
             if part.group in ("prefix", "context"):
-                message = open_groups.get(part.group)
-                if message is None:
-                    message = {"role": "system", "content": ""}
-                    open_groups[part.group] = message
-                    messages.append(message)
-                message["content"] += part.text
+                group = open_groups.get(part.group)
+                if group is None:
+                    group = open_groups[part.group] = ({"role": "system", "content": ""}, [])
+                    messages.append(group[0])
+                group[1].append(part.text)  # joined once: hundreds of memories a call
             elif part.item is not None:
                 messages.append(message_of(part.item, part.role, part.text))
+        for message, texts in open_groups.values():
+            message["content"] = "".join(texts)
         if self.joined and "prefix" in open_groups and len(messages) > 1:
             own = messages[1]
             if own["role"] == "system":  # the caller's system message takes the prefix

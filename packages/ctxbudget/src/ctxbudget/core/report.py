@@ -8,9 +8,10 @@ kind of history no provider accepts, and `tier_usage` the per-tier figures of an
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -106,6 +107,33 @@ def unsendable_reasons(
         (unsendable.unanswered_calls, PruneReason.ORPHAN_TOOL_CALL, _NO_RESULT),
         (unsendable.before_first_user, PruneReason.NO_USER_TURN, _NO_USER),
     ]
+
+
+def _partition(
+    eager: Sequence[PrunedItem],
+    lazy: Iterable[tuple[Sequence[ContextItem], PruneReason, str]],
+    included: Iterable[ContextItem],
+) -> list[PrunedItem]:
+    """The pruned entries of an assembly: ``eager``, then ``lazy``'s, as a partition.
+
+    An item packing set aside and took back later (floors, summaries reverted) is included
+    only; each item is listed once, with the first reason found. Duplicates share their id
+    with the item kept.
+    """
+    entries = list(eager)
+    for items, reason, detail in lazy:
+        entries.extend(PrunedItem(item, reason, detail) for item in items)
+    kept_ids = {item.id for item in included}
+    seen: set[int] = set()
+    kept: list[PrunedItem] = []
+    for entry in entries:
+        if id(entry.item) in seen or (
+            entry.item.id in kept_ids and entry.reason is not PruneReason.DUPLICATE
+        ):
+            continue
+        seen.add(id(entry.item))
+        kept.append(entry)
+    return kept
 
 
 def tier_usage(
@@ -206,24 +234,23 @@ class AssembledContext:
     def pruned(self) -> list[PrunedItem]:
         """Every offered item left out, with its reason (built on first access)."""
         if self._pruned_lazy is not None:
-            for items, reason, detail in self._pruned_lazy:
-                self._pruned.extend(PrunedItem(item, reason, detail) for item in items)
+            self._pruned = _partition(self._pruned, self._pruned_lazy, self.included)
             self._pruned_lazy = None
-            # A partition of what was offered: an item packing set aside and took back later
-            # (floors, summaries reverted) is included only; each item is listed once, with
-            # the first reason found. Duplicates share their id with the item kept.
-            included = {item.id for item in self.included}
-            seen: set[int] = set()
-            kept: list[PrunedItem] = []
-            for entry in self._pruned:
-                if id(entry.item) in seen or (
-                    entry.item.id in included and entry.reason is not PruneReason.DUPLICATE
-                ):
-                    continue
-                seen.add(id(entry.item))
-                kept.append(entry)
-            self._pruned = kept
         return self._pruned
+
+    def pruned_later(self) -> Callable[[], list[PrunedItem]]:
+        """`pruned`, built when the function returned is called, in any thread.
+
+        For work done after the call returns (the inclusion log's writer thread): building
+        hundreds of entries is left to it, and the call neither reads nor changes this report,
+        so `pruned` may be read here meanwhile (each builds its own equal list).
+        """
+        if self._pruned_lazy is None:
+            done = list(self._pruned)
+            return lambda: done
+        return functools.partial(
+            _partition, list(self._pruned), self._pruned_lazy, tuple(self.included)
+        )
 
     def extend_pruned(self, entries: Sequence[PrunedItem]) -> None:
         """Report more offered items as pruned, with their reasons (and in `tiers`).

@@ -2,11 +2,12 @@
 
 On by default (``ContextMemory(inclusion_log=True)``): each `ContextMemory.assemble` hands its
 result to `InclusionLog.log`, which takes what it needs of the result (ids, tiers, scores,
-reasons and their details, figures: no content unless `InclusionLogConfig.keep_context`
-asks for the query and the context as sent) and queues the record for the store's background writer
-(`ctxbudget.store.context_log`). Building the record's document, counting the included items'
-tokens and writing happen there, off the call's critical path: the call itself pays a few
-tenths of a millisecond (docs/benchmarks.md, "Inclusion log"). An assembly that fails with a
+reasons and their details, figures: no content unless `InclusionLogConfig.keep_context` asks
+for the query and the context as sent) and queues the record for the store's background
+writer (`ctxbudget.store.context_log`). Building the record (its pruned entries too:
+`ctxbudget.memory.log.queued`), counting the included items' tokens and writing happen there,
+off the call's critical path: the call itself pays a few tenths of a millisecond
+(docs/benchmarks.md, "Inclusion log"). An assembly that fails with a
 `BudgetExceededError` is logged too, with the error.
 
 Reading: `ContextMemory.contexts` (a session's records, newest first), `budget_stats` (the
@@ -20,29 +21,29 @@ dropped and logged (`ctxbudget.store.context_log`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
-import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctxbudget.core.budget import Budget
-from ctxbudget.core.ids import internal_id
 from ctxbudget.core.items import ContextItem
 from ctxbudget.core.render import Format
-from ctxbudget.core.report import AssembledContext, PrunedItem
+from ctxbudget.core.report import AssembledContext
 from ctxbudget.errors import BudgetExceededError, ConfigurationError, StoreError
 from ctxbudget.memory.log.access import AccessCounts, boosted
 from ctxbudget.memory.log.analytics import BudgetStats, access_counts, budget_stats
 from ctxbudget.memory.log.entries import (
     ContextRecord,
     decode_record,
-    encode_record,
     error_record,
-    success_record,
+)
+from ctxbudget.memory.log.queued import (
+    content_of,
+    document_of,
+    record_key,
+    success_later,
 )
 from ctxbudget.memory.policy.config import MemoryConfig
 from ctxbudget.memory.reading.candidates import Candidates
@@ -122,12 +123,14 @@ class InclusionLog:
         generation counts this assembly too, and the record is written only while the session
         keeps it (`ctxbudget.store.context_log`).
         """
-        key, now = _key()
+        key, now = record_key()
         self.access.add(session_id, generation, ((it.id, int(it.tier)) for it in result.included))
         keep = self.config.keep_context
-        query, sent = _content(result) if keep else (None, None)
+        query, sent = content_of(result) if keep else (None, None)
         build = functools.partial(
-            success_record,
+            success_later,
+            result.pruned_later(),
+            keep,
             key=key,
             session_id=session_id,
             user_id=user_id,
@@ -137,7 +140,6 @@ class InclusionLog:
             budget=result.budget,
             tokens_used=result.tokens_used,
             included=tuple(result.included),
-            pruned=tuple(result.pruned if keep else map(_without_text, result.pruned)),
             tiers=dict(result.tiers),
             counter=counter,
             query=query,
@@ -157,7 +159,7 @@ class InclusionLog:
         generation: str = "",
     ) -> None:
         """Queue the record of an assembly that failed: its never-pruned items did not fit."""
-        key, now = _key()
+        key, now = record_key()
         build = functools.partial(
             error_record,
             key=key,
@@ -181,7 +183,7 @@ class InclusionLog:
         build: Callable[[], ContextRecord],
         generation: str,
     ) -> None:
-        document = functools.partial(_document, build)
+        document = functools.partial(document_of, build)
         config = self.config
         entry = LogEntry(
             self.namespace, session_id, user_id, key, now, document, config.retain, generation
@@ -213,34 +215,6 @@ class InclusionLog:
     def access_counts(self, session_id: str) -> dict[str, int]:
         """How many of the session's retained assemblies included each item."""
         return access_counts(self.records(session_id))
-
-
-_QUERY = internal_id("query")
-
-
-def _content(result: AssembledContext) -> tuple[str | None, str | list[dict[str, Any]]]:
-    """The query's text and the context as sent (`InclusionLogConfig.keep_context`)."""
-    query = next((it.text for it in result.included if it.id == _QUERY), None)
-    return query, result.to_messages() if result.format == "messages" else result.render()
-
-
-def _without_text(pruned: PrunedItem) -> PrunedItem:
-    """``pruned`` with a detail that quotes no text (a duplicate's names the kept item only)."""
-    kept = pruned.duplicate_of
-    quoted = "" if kept is None else f": {kept.text.replace(chr(10), ' ')[:40]!r}"
-    if not quoted or not pruned.detail.endswith(quoted):  # what `Duplicate.detail` appends
-        return pruned
-    return dataclasses.replace(pruned, detail=pruned.detail[: -len(quoted)])
-
-
-def _key() -> tuple[str, float]:
-    """A record id that sorts by time (then at random within a nanosecond), and the time."""
-    now = time.time_ns()
-    return f"{now:020d}-{uuid.uuid4().hex[:8]}", now / 1e9
-
-
-def _document(build: Callable[[], ContextRecord]) -> str:
-    return encode_record(build())
 
 
 class ContextLogging:
