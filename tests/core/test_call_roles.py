@@ -4,18 +4,33 @@ Providers refuse tool calls anywhere else (tests/conformance/conversation.py). T
 refuses them, the memory refuses to store them, and a turn stored before that rule is sent
 without them (its calls were never valid); a model's arguments holding numpy's numbers are
 written as JSON's.
+
+Arguments are strict JSON, as providers read them: NaN or an infinity given in a mapping is
+refused, and text holding a bare ``NaN``, ``Infinity`` or ``-Infinity`` (or ``1e999``) is not a
+JSON object, kept as the model produced it like any malformed arguments: `parse_arguments`
+never returns NaN or an infinity (until 2026-12-02 it did, and the LangChain adapter, which
+refuses them, refused a history read back from such a record).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxbudget import ContextAssembler, ContextItem, ContextMemory, TokenCounter
 from ctxbudget.core.items import Tier
-from ctxbudget.core.toolcalls import normalize_tool_calls, tool_call
+from ctxbudget.core.toolcalls import (
+    canonical_arguments,
+    normalize_tool_calls,
+    parse_arguments,
+    tool_call,
+)
 from ctxbudget.errors import InvalidItemError, StoreInputError
 from ctxbudget.memory.reading.record_items import history_item
 from ctxbudget.store.records import Record
@@ -80,3 +95,61 @@ def test_numpy_numbers_in_arguments_are_written_as_json() -> None:
     assert call["function"]["arguments"] == '{"a": 1.5, "b": [0, 1], "c": 3}'
     with pytest.raises(InvalidItemError, match="cannot be written as JSON"):
         tool_call("c1", "f", {"a": object()})
+
+
+NOT_JSON_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1E400"]
+
+
+@pytest.mark.parametrize("token", NOT_JSON_NUMBERS)
+def test_arguments_text_holding_nan_or_infinity_is_kept_but_is_not_json(token: str) -> None:
+    text = f'{{"q": "lisbon", "x": {token}}}'
+    given = [{"id": "c1", "function": {"name": "f", "arguments": text}}]
+    assert normalize_tool_calls(given, "m")[0]["function"]["arguments"] == text  # as produced
+    assert tool_call("c1", "f", text)["function"]["arguments"] == text
+    assert parse_arguments(text) is None  # as for '{"q": ' (was {'q': 'lisbon', 'x': nan})
+    assert parse_arguments(f'{{"x": [1, {{"y": {token}}}]}}') is None  # nested too
+    assert canonical_arguments(text) == text  # shown as the text it is, not re-encoded
+    assert parse_arguments(f'{{"x": "{token}"}}') == {"x": token}  # a string is JSON
+    assert parse_arguments('{"x": 1e308, "y": -0.5}') == {"x": 1e308, "y": -0.5}
+
+
+def test_arguments_text_nested_too_deep_is_not_json_and_raises_nothing() -> None:
+    for text in ("[" * 100_000, '{"a": ' * 100_000, "[" * 100_000 + "]" * 100_000):
+        assert parse_arguments(text) is None  # was a RecursionError
+
+
+def finite(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(finite(v) for v in value)
+    return True
+
+
+floats = st.floats() | st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -0.0])
+values = st.recursive(
+    floats | st.integers() | st.text("ab", max_size=2),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text("xy", max_size=2), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.dictionaries(st.text("abc", min_size=1, max_size=3), values, max_size=3))
+def test_float_arguments_given_as_a_mapping_or_as_text_agree(args: dict[str, object]) -> None:
+    # Python's json writes NaN and the infinities bare: the text a careless writer produces.
+    text = json.dumps(args)
+    parsed = parse_arguments(text)
+    assert tool_call("c1", "f", text)["function"]["arguments"] == text  # text: always kept
+    if finite(args):
+        assert parsed == args
+        assert parse_arguments(tool_call("c1", "f", args)["function"]["arguments"]) == args
+    else:
+        assert parsed is None  # not JSON, as a provider reads it: an invalid call
+        with pytest.raises(InvalidItemError, match=r"tool call 'f' hold NaN or infinity.*null"):
+            tool_call("c1", "f", args)
+    if parsed is not None:  # what every adapter accepts: its check is exactly this
+        assert finite(parsed)
+        json.dumps(parsed, allow_nan=False)

@@ -298,7 +298,7 @@ WRITE_CASES = [
         "name-an-int",
         msg(name=5),
         StoreInputError,
-        "message 0: name must be a non-empty str, got 5",
+        'message 0: name must be a str, the speaker\'s name (None or "": none), got 5',
     ),
     case(
         "name-surrogate",

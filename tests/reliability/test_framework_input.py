@@ -18,7 +18,8 @@ What is promised, and checked here against a count made independently from the r
   leaves an ``[image]``-style mark in the stored text (so a turn of only an image is not lost)
   and a logged warning; thinking blocks are left out (logged). Every role (``function``,
   ``tool``, ``chatbot``, ``model``, ``developer``) maps to a provider role, and a tool call
-  without a name or an id raises `InvalidItemError` with nothing written. What `get` returns,
+  without a name or an id, or a tool result without a ``tool_call_id``, raises
+  `InvalidItemError` with nothing written. What `get` returns,
   counted from its messages, is never above ``token_limit``.
 """
 
@@ -600,7 +601,6 @@ def test_llamaindex_roles_and_tool_calls(context_memory: ContextMemory) -> None:
             LIChatMessage(
                 role=MessageRole.TOOL, content="Sunny", additional_kwargs={"tool_call_id": "c1"}
             ),
-            LIChatMessage(role=MessageRole.FUNCTION, content="orphan result"),
             LIChatMessage(role=MessageRole.MODEL, content="It is sunny."),
             LIChatMessage(role=MessageRole.USER, content="Thanks"),
         ]
@@ -639,6 +639,12 @@ def test_llamaindex_roles_and_tool_calls(context_memory: ContextMemory) -> None:
             )
         context_memory.flush()
         assert context_memory.store.count(namespace=context_memory.namespace) == stored
+    # A result that names no call (until 2026-12-02 stored, then pruned as an orphan).
+    orphan = LIChatMessage(role=MessageRole.FUNCTION, content="orphan result")
+    with pytest.raises(InvalidItemError, match=r"message 1 is a tool result \(function role\)"):
+        memory.put_messages([LIChatMessage(role=MessageRole.USER, content="again"), orphan])
+    context_memory.flush()
+    assert context_memory.store.count(namespace=context_memory.namespace) == stored
 
 
 def test_llamaindex_random_blocks_fit(context_memory: ContextMemory, tmp_path: Path) -> None:

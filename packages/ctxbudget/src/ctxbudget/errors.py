@@ -140,11 +140,13 @@ class SessionOwnerError(CtxBudgetError, PermissionError):
     Raised by the doors that serve users (MCP, the LangChain middleware, the LlamaIndex
     memory), never by `ContextMemory` itself, which still takes several users in one session
     (a group chat). The message names the session, its owner and what to do (give each user
-    their own session or thread id).
+    their own session or thread id). Also raised when a call with a user would change (delete,
+    edit, unpin in) a session started without a user, which may hold other users' messages
+    (``owner`` is then "").
 
     Attributes:
         session_id: the session.
-        owner: the user who started it.
+        owner: the user who started it ("": it was started without a user).
         user_id: the user of the refused call.
     """
 

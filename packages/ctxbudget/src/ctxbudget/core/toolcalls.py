@@ -10,16 +10,24 @@ call in ``invalid_tool_calls``). `parse_arguments` says whether the text is a JS
 readers turn a call whose arguments are not one into their framework's invalid-call type
 instead of failing.
 
+JSON is strict JSON here, as providers read it: text holding a bare ``NaN``, ``Infinity`` or
+``-Infinity`` (Python's ``json`` reads them, no provider does), or a number too large for a
+float (``1e999``), is not a JSON object. Such text is kept as the model produced it, like any
+other malformed arguments, so `parse_arguments` never returns NaN or an infinity and every
+adapter reads it back as an invalid call; arguments given as a mapping holding NaN or an
+infinity are refused (`InvalidItemError`), as the adapters refuse them.
+
 >>> call = tool_call("call_1", "search", {"q": "lisbon"})
 >>> call["function"]["arguments"], parse_arguments(call["function"]["arguments"])
 ('{"q": "lisbon"}', {'q': 'lisbon'})
->>> parse_arguments('{"q": ') is None
-True
+>>> parse_arguments('{"q": ') is None, parse_arguments('{"x": NaN}') is None
+(True, True)
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,17 +51,39 @@ def tool_call(call_id: str, name: str, arguments: Mapping[str, Any] | str) -> di
 
 
 def parse_arguments(arguments: str) -> dict[str, Any] | None:
-    """The arguments as a dict, or None when the text is not a JSON object.
+    """The arguments as a dict, or None when the text is not a strict JSON object.
 
-    Empty text counts as no arguments (``{}``), as the OpenAI API treats it.
+    Empty text counts as no arguments (``{}``), as the OpenAI API treats it. ``NaN``,
+    ``Infinity``, ``-Infinity`` and numbers no float holds (``1e999``) make the text not JSON
+    (None): providers refuse them, and the value returned never holds NaN or an infinity.
+    Text nested too deep for Python's parser is not a JSON object either (None, not a
+    RecursionError).
+
+    >>> parse_arguments('{"x": 1.5}'), parse_arguments('{"x": -Infinity}'), parse_arguments("")
+    ({'x': 1.5}, None, {})
     """
     if not arguments.strip():
         return {}
     try:
-        value = json.loads(arguments)
-    except ValueError:
+        value = json.loads(arguments, parse_constant=_no_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError):  # the hooks' InvalidItemError is a ValueError
         return None
     return value if isinstance(value, dict) else None
+
+
+def _no_constant(token: str) -> object:
+    """``json.loads``' hook for ``NaN``, ``Infinity`` and ``-Infinity``: not JSON."""
+    msg = f"{token} is not a JSON value"
+    raise InvalidItemError(msg)
+
+
+def _finite_float(token: str) -> float:
+    """A JSON number with a fraction or exponent as a float; one no float holds is refused."""
+    value = float(token)
+    if not math.isfinite(value):
+        msg = f"{token} is too large for a float"
+        raise InvalidItemError(msg)
+    return value
 
 
 def canonical_arguments(arguments: object) -> str:

@@ -118,7 +118,9 @@ def build_server(
         role: Annotated[Any, _arg("who said it", {"type": "string", "enum": list(ROLES)})],
         text: Text,
         user_id: UserId = None,
-        name: Annotated[Any, _arg("the speaker's name, if any", _OPTIONAL_TEXT)] = None,
+        name: Annotated[
+            Any, _arg('the speaker\'s name; leave out, null or "" for none', _OPTIONAL_TEXT)
+        ] = None,
         id: RecordId = None,  # noqa: A002 - the tool's argument name
         timestamp: Annotated[
             Any,

@@ -14,7 +14,10 @@ each call (``session_id``), and a user (``user_id``). A server started for one u
 (``ctxbudget mcp --user U``) uses U on every call and refuses another user id, so its client can
 neither write as nor search another user. A call with a user never continues a session another
 user started (`ctxbudget.memory.writing.owners`): a write claims a new session for its user
-first, so of two users starting one session id at once, one is refused.
+first, so of two users starting one session id at once, one is refused. A call with a user
+deletes, edits or unpins only in a session that user started: a session started without a user
+(a group chat of the app's, perhaps with other users' messages) is read and written to, never
+changed.
 
 >>> tools = MemoryTools(ContextMemory(path=tmp_path), user="maya")  # doctest: +SKIP
 >>> tools.remember("s1", "user", "My cat is Miso.")["user_id"]  # doctest: +SKIP
@@ -30,7 +33,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from ctxbudget.core.explain import context_document
 from ctxbudget.core.numbers import shown
 from ctxbudget.errors import ConfigurationError
-from ctxbudget.memory.writing.owners import check_session_owner, claim_session
+from ctxbudget.memory.writing.owners import (
+    check_session_changer,
+    check_session_owner,
+    claim_session,
+)
 from ctxbudget.store.records import require_name, scope_of
 from ctxbudget.store.search import search_k
 
@@ -231,7 +238,8 @@ class MemoryTools:
     # -- forgetting --------------------------------------------------------------------------
     def forget_session(self, session_id: str) -> dict[str, Any]:
         """Delete every record of a session: its messages, pinned facts and summaries."""
-        removed = self.memory.delete_session(self._session(session_id, self.user))
+        session = self._session(session_id, self.user, change="delete the session")
+        removed = self.memory.delete_session(session)
         return {"session_id": session_id, "removed": removed, "namespace": self.memory.namespace}
 
     def edit_message(
@@ -248,7 +256,7 @@ class MemoryTools:
         ``context`` or ``recall`` offers it.
         """
         user = self._user(user_id)
-        session = self._session(session_id, user)
+        session = self._session(session_id, user, change="edit a message")
         stored = self.memory.replace_message(session, id, text, user_id=user)
         return {"id": stored, "session_id": session_id, "namespace": self.memory.namespace}
 
@@ -256,7 +264,8 @@ class MemoryTools:
         self, session_id: str, ids: list[str], *, user_id: str | None = None
     ) -> dict[str, Any]:
         """Delete some messages of a session, and what quoted them; how many there were."""
-        removed = self.memory.delete_messages(self._session(session_id, self._user(user_id)), ids)
+        session = self._session(session_id, self._user(user_id), change="delete messages")
+        removed = self.memory.delete_messages(session, ids)
         return {"session_id": session_id, "removed": removed, "namespace": self.memory.namespace}
 
     def forget_fact(
@@ -269,7 +278,8 @@ class MemoryTools:
         """Remove a pinned fact of a session (``session_id``) or of a user (``user_id``)."""
         user = self._user(user_id)
         if session_id is not None:
-            removed = self.memory.unpin(id, session_id=self._session(session_id, user))
+            session = self._session(session_id, user, change="remove a pinned fact")
+            removed = self.memory.unpin(id, session_id=session)
         elif user is not None:
             removed = self.memory.unpin(id, user_id=user)
         else:
@@ -281,21 +291,33 @@ class MemoryTools:
         return {"id": id, "scope": _scope(session_id, user), "removed": removed}
 
     # -- scoping -----------------------------------------------------------------------------
-    def _session(self, session_id: str, user: str | None, *, write: bool = False) -> str:
+    def _session(
+        self, session_id: str, user: str | None, *, write: bool = False, change: str = ""
+    ) -> str:
         """A session of a call for ``user``: never one another user started.
 
         A write claims a new session for ``user`` first (`claim_session`: of two users writing
         one new session id at once, one is refused); a read checks the owner the session's
-        stamp names. A session id is no key to another user's conversation.
+        stamp names; a ``change`` (what a delete, edit or unpin would do) is made only in a
+        session ``user`` started (`check_session_changer`: not in one started without a user).
+        A session id is no key to another user's conversation.
         """
         require_name("session_id", session_id)
         if user is None:
             return session_id
-        memory = self.memory
+        memory, door = self.memory, self._door
         if write:
-            claim_session(memory, session_id, user_id=user, door=self._door)
+            claim_session(memory, session_id, user_id=user, door=door)
+        elif change:
+            instead = (
+                "make the change from a call without a user (a ctxbudget mcp server started "
+                "without --user, and no user_id) or with ContextMemory directly"
+            )
+            check_session_changer(
+                memory, session_id, user_id=user, door=door, change=change, instead=instead
+            )
         else:
-            check_session_owner(memory, session_id, user_id=user, door=self._door)
+            check_session_owner(memory, session_id, user_id=user, door=door)
         return session_id
 
     @property

@@ -143,16 +143,24 @@ def input_text(value: str | ChatMessage | None) -> str | None:
 def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | None:
     """A message as `ContextMemory.add_messages` takes it; None when it holds nothing to keep.
 
-    A tool result with no output is stored empty: its call needs it to be sent.
+    A tool result with no output is stored empty: its call needs it to be sent. A tool result
+    (role ``tool`` or ``function``) must name the call it answers in
+    ``additional_kwargs["tool_call_id"]``: without one it could never be sent (no provider
+    takes a result that answers no call), so it is refused, not stored to be pruned as an
+    orphan on every ``get``.
 
     Raises:
-        InvalidItemError: a tool call without a name, arguments that are not JSON, or other
+        InvalidItemError: a tool call without a name, arguments that are not JSON (NaN or
+            infinity among them), a tool result without a ``tool_call_id``, or other
             ``additional_kwargs`` JSON cannot hold (a circular reference).
     """
     role = role_of(message)
     text = text_of(message)
     calls = _tool_calls(message, index)
     kwargs = message.additional_kwargs or {}
+    call_id = kwargs.get("tool_call_id")
+    if role == "tool":
+        _check_answers(message, call_id, index)
     empty = not text.strip()
     if empty and not calls and role != "tool":
         return None
@@ -170,13 +178,30 @@ def to_record_payload(message: ChatMessage, index: int = 0) -> dict[str, Any] | 
     stored: dict[str, Any] = {"role": role, "text": text, "metadata": metadata}
     if calls:
         stored["tool_calls"] = calls
-    call_id = kwargs.get("tool_call_id")
-    if role == "tool" and call_id:
+    if role == "tool":
         stored["tool_call_id"] = str(call_id)
     name = kwargs.get("name")
     if isinstance(name, str) and name:
         stored["name"] = name
     return stored
+
+
+def _check_answers(message: ChatMessage, call_id: object, index: int) -> None:
+    """Refuse a tool result without a ``tool_call_id`` (missing, None or ``""``).
+
+    Before 2026-12-02 it was stored, then pruned as an orphan from every ``get``: it answers
+    no call, and no provider takes such a result.
+    """
+    if call_id is not None and not (isinstance(call_id, str) and not call_id):
+        return
+    msg = (
+        f"message {index} is a tool result ({MessageRole(message.role).value} role) without a "
+        "tool_call_id, so it answers no call and would never be sent; give it "
+        'additional_kwargs={"tool_call_id": ...} with the id of the assistant\'s tool call it '
+        "answers (that call's ToolCallBlock tool_call_id). None of the messages given with it "
+        "was stored"
+    )
+    raise InvalidItemError(msg)
 
 
 def _json_value(value: object) -> object:
@@ -240,13 +265,25 @@ def _call(
 
     Only LlamaIndex's own convention is here: dict kwargs are written as LlamaIndex LLMs
     serialize them (``json.dumps`` with its defaults), so read back and sent again the
-    arguments are the very text that was counted.
+    arguments are the very text that was counted. NaN and infinity are refused, as the core
+    and the LangChain adapter refuse them: ``json.dumps`` would write a bare ``NaN``, which
+    no provider reads (until 2026-12-02 it was stored and sent so).
     """
     if isinstance(arguments, Mapping):
+        where = f"message {index}: the arguments of tool call {name!r} (id {call_id!r})"
         try:
-            arguments = json.dumps(dict(arguments))
+            arguments = json.dumps(dict(arguments), allow_nan=False)
         except (TypeError, ValueError) as exc:
-            msg = f"message {index}: the arguments of tool call {name!r} are not JSON: {exc}"
+            if "not JSON compliant" in str(exc):
+                msg = (
+                    f"{where} hold NaN or infinity, which JSON cannot write and providers "
+                    "refuse; give null or a string for that value"
+                )
+            else:
+                msg = (
+                    f"{where} are not JSON: {exc}; give them as JSON values (str, int, float, "
+                    "bool, None, lists and dicts)"
+                )
             raise InvalidItemError(msg) from exc
     entry = {
         "id": None if call_id is None else str(call_id),

@@ -65,7 +65,13 @@ def message_record(
         metadata["_status"] = status
     name = message.get("name")
     if name is not None and name != "":  # None or "": a message without a speaker's name
-        metadata["_name"] = require_name(f"message {index}: name", name)
+        if not isinstance(name, str):
+            msg = (
+                f'message {index}: name must be a str, the speaker\'s name (None or "": '
+                f"none), got {shown(name)}"
+            )
+            raise StoreInputError(msg)
+        metadata["_name"] = require_name(f"message {index}: name", name)  # Unicode checked
     if not text.strip() and not call_ids and not (role == "tool" and message.get("tool_call_id")):
         msg = (
             f"message {index} has empty text; store only messages with content (a turn "

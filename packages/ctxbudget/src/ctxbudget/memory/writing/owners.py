@@ -9,6 +9,9 @@ started by one user is never silently continued by another:
 - `check_owner`: refuse a call whose user is not the owner of a stamp the door already read
   (no extra read).
 - `check_session_owner`: before a read, read the session's stamp and check it.
+- `check_session_changer`: before a change (a delete, an edit, an unpin) in an existing
+  session, read its stamp and refuse a user who does not own it: another user's session, and a
+  session started without a user too (it may hold other users' messages, a group chat).
 - `claim_session`: before a write, make the user the owner of a new session (the entry is
   created with Chroma's ``add``, first write wins, and read back), then check. Of two users
   writing a new session id at the same moment (two processes on one server), one owns it and
@@ -33,7 +36,10 @@ if TYPE_CHECKING:
     from ctxbudget.memory.context import ContextMemory
     from ctxbudget.store.sessions import Stamp
 
-__all__ = ["check_owner", "check_session_owner", "claim_session"]
+__all__ = ["check_owner", "check_session_changer", "check_session_owner", "claim_session"]
+
+# What `check_session_changer` tells a user refused a change in a session without an owner.
+_WITHOUT_A_USER = "make the change from a call without a user, or with ContextMemory directly"
 
 
 def check_owner(
@@ -103,6 +109,55 @@ def check_session_owner(
         return None
     stamp = _settled_stamp(memory, session_id)
     namespace = memory.namespace
+    check_owner(stamp, namespace=namespace, session_id=session_id, user_id=user_id, door=door)
+    return stamp
+
+
+def check_session_changer(
+    memory: ContextMemory,
+    session_id: str,
+    *,
+    user_id: str | None,
+    door: str,
+    change: str,
+    instead: str = _WITHOUT_A_USER,
+) -> Stamp | None:
+    """Before a change in a session (a delete, an edit, an unpin): only its owner may make it.
+
+    A read or a new message may go to a session started without a user (a group chat, several
+    users' messages); a change may not, for a call with a user: it could delete or rewrite
+    another user's messages there. One read by id. A session with no entry (none, or deleted)
+    is not refused: there is nothing of anyone's to change. Without a user, nothing is read or
+    checked (`ContextMemory`'s own rule).
+
+    Args:
+        memory: the memory the change is made in.
+        session_id: the session.
+        user_id: the call's user (None: no user, nothing to check).
+        door: what the caller used, named in the message (``"ctxbudget mcp --user maya"``).
+        change: what the call would do, named in the message (``"delete messages"``).
+        instead: how to make the change at this door, named in the message (the default:
+            a call without a user, or `ContextMemory` directly).
+
+    Returns:
+        The session's stamp (None: no user, nothing read; or no such session).
+
+    Raises:
+        SessionOwnerError: the session was started by another user, or without a user
+            (``owner`` is then ""); nothing was changed.
+    """
+    if user_id is None:
+        return None
+    stamp = _settled_stamp(memory, session_id)
+    namespace = memory.namespace
+    if stamp is not None and not stamp.owner:
+        msg = (
+            f"session {session_id!r} (namespace {namespace!r}) was started without a user, so "
+            f"it may hold other users' messages (a group chat): {door} does not let user "
+            f"{user_id!r} {change} there (only a session's owner may delete, edit or unpin in "
+            f"it), so nothing was changed; {instead}"
+        )
+        raise SessionOwnerError(msg, session_id=session_id, owner="", user_id=user_id)
     check_owner(stamp, namespace=namespace, session_id=session_id, user_id=user_id, door=door)
     return stamp
 
