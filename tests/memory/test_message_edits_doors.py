@@ -122,7 +122,11 @@ REFUSED = [
     case("ts-huge", rep("gym", "q1", NEW, timestamp=np.float32(1e30)), "years 1 and 9999"),
     case("ts-bool", rep("gym", "q1", NEW, timestamp=True), "timestamp must be a number"),
     case("ts-text", rep("gym", "q1", NEW, timestamp="yesterday"), "timestamp"),
-    case("name-int", rep("gym", "q1", NEW, name=3), "name must be a non-empty str"),
+    case(
+        "name-int",
+        rep("gym", "q1", NEW, name=3),
+        'name must be a str, the speaker\'s name (None or "": none), got 3',
+    ),
     case("name-surrogate", rep("gym", "q1", NEW, name="\udc00"), "name holds a lone surrogate"),
     case("user-other", rep("gym", "q1", NEW, user_id="bob"), "stored by user 'ana'"),
     case("user-empty", rep("gym", "q1", NEW, user_id=""), "user_id must be a non-empty str"),
