@@ -137,3 +137,42 @@ def test_a_summary_goes_with_its_author_not_with_an_id(memory: ContextMemory) ->
     left = memory.store.find(namespace=memory.namespace, kinds=["summary"], session_id="bobs")
     assert [(r.summary_of, r.user_id) for r in left] == [(("m1", "m2"), "bob")]
     assert [r.id for r in memory.history("bobs")] == ["b0", "m2"]
+
+
+@pytest.mark.parametrize("write_behind", [True, False])
+def test_the_owner_is_the_first_calls_user_however_soon_another_follows(
+    tmp_path: Path, embedder: Any, write_behind: bool
+) -> None:
+    """Write-behind stores calls made within its 50 ms together: the first call still decides.
+
+    A session started without a user has no owner, also when a user's call follows at once
+    (it made that user the owner, and the home theirs, when the two were stored in one store
+    call: the store takes the first user a write names; `store_groups` now keeps such a call
+    apart). Within one call, the first user named decides (a system message has none).
+    """
+    memory = ContextMemory(path=tmp_path / "db", embedder=embedder, write_behind=write_behind)
+    try:
+        memory.add_message("group", "user", "Welcome, everyone.")
+        memory.add_message("group", "user", "Hi, I am Bob.", user_id="bob")
+        memory.add_message("bobs", "user", "Bob's own notes.", user_id="bob")
+        memory.add_message("bobs", "user", "Alice drops by.", user_id="alice")
+        memory.add_messages(
+            "chat",
+            [
+                {"role": "system", "content": "Be kind."},
+                {"role": "user", "content": "Hi", "user_id": "carol"},
+            ],
+        )
+        memory.flush()
+        assert stamp(memory, "group").owner == ""
+        assert stamp(memory, "bobs").owner == "bob"
+        assert stamp(memory, "chat").owner == "carol"
+        assert texts(memory, "group") == ["Welcome, everyone.", "Hi, I am Bob."]
+    finally:
+        memory.close()
+
+
+def stamp(memory: ContextMemory, session: str) -> Any:
+    found = memory.store.session_stamp(namespace=memory.namespace, session_id=session)
+    assert found is not None
+    return found

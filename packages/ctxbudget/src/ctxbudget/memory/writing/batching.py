@@ -2,9 +2,14 @@
 
 `ctxbudget.memory.writing.behind` stores its queue a few batches per store call; two versions
 of one record never share a call (the store would see one id twice), so they keep their order.
+Nor does a batch that names a user for a session after an earlier batch of the call wrote to it
+without one: the store gives a new session the first user its write names (home and owner), and
+that must be the first call's, whether its calls were stored one by one or together.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ctxbudget.store.journal import JournalBatch
 from ctxbudget.store.records import Record, record_key, scope_of
@@ -22,12 +27,30 @@ def store_groups(work: list[JournalBatch], size: int) -> list[list[JournalBatch]
     groups: list[list[JournalBatch]] = []
     keys: set[str] = set()
     count = 0
+    users: dict[tuple[str, str], str | None] = {}  # the group's sessions: the first user named
     for batch in work:
         mine = {pending_key(r) for r in batch.records}
-        if not groups or count + len(batch.records) > size or keys & mine:
+        named = _users(batch.records)
+        late = any(user is not None and users.get(s, user) is None for s, user in named.items())
+        if not groups or count + len(batch.records) > size or keys & mine or late:
             groups.append([])
-            keys, count = set(), 0
+            keys, count, users = set(), 0, {}
         groups[-1].append(batch)
         keys |= mine
         count += len(batch.records)
+        for session, user in named.items():
+            if users.get(session) is None:
+                users[session] = user
     return groups
+
+
+def _users(records: Sequence[Record]) -> dict[tuple[str, str], str | None]:
+    """Each session's first user named in ``records`` (None: none named), as the store reads it."""
+    named: dict[tuple[str, str], str | None] = {}
+    for record in records:
+        if record.session_id is None:
+            continue
+        session = (record.namespace, record.session_id)
+        if named.get(session) is None:
+            named[session] = record.user_id
+    return named
