@@ -31,7 +31,7 @@ from ctxbudget.embed.onnx import (
     OnnxEmbedder,
 )
 from ctxbudget.embed.onnx_graph import Graph
-from ctxbudget.errors import MissingDependencyError
+from ctxbudget.errors import ConfigurationError, MissingDependencyError
 from ctxbudget.store.chroma_store import ChromaStore, Record
 
 LONG = " ".join(f"sentence {i} of a long note about trains, budgets and Lisbon." for i in range(60))
@@ -185,6 +185,21 @@ def test_int8_graph_rewrites_every_product_of_the_pinned_file() -> None:
     assert ops["SimplifiedLayerNormalization"] == 13 and ops["LayerNormalization"] == 0
     original = Counter(node.op_type for node in Graph(model).nodes)
     assert original["Cast"] > ops["Cast"]  # the int8 -> fp32 weight copies are gone
+
+
+@pytest.mark.parametrize("levels", [0, 256, -1])
+def test_int8_graph_refuses_activation_steps_a_uint8_row_cannot_hold(levels: int) -> None:
+    with pytest.raises(ConfigurationError, match="levels must be 1 to 255"):
+        int8_graph(installed_model().read_bytes(), levels=levels)
+
+
+def test_int8_graph_with_7_bit_activations_differs_only_in_the_step() -> None:
+    """``levels=127`` (benchmarks/bench_activation_bits.py): the same graph, another step."""
+    model = installed_model().read_bytes()
+    eight, seven = Graph(int8_graph(model)[0]), Graph(int8_graph(model, levels=127)[0])
+    assert [n.op_type for n in eight.nodes] == [n.op_type for n in seven.nodes]
+    assert eight.scalar("q8/1_255") == pytest.approx(1 / 255)
+    assert seven.scalar("q8/1_127") == pytest.approx(1 / 127)
 
 
 def test_a_graph_without_int8_weights_is_left_to_fp32() -> None:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ctxbudget.embed.onnx_graph import INT8, UINT8, Graph
+from ctxbudget.errors import ConfigurationError
 
 __all__ = ["OPSET", "exact_int8", "int8_graph"]
 
@@ -63,17 +64,22 @@ OPSET = 21
 _MS = "com.microsoft"
 
 
-def int8_graph(model: bytes) -> tuple[bytes, int]:
+def int8_graph(model: bytes, *, levels: int = 255) -> tuple[bytes, int]:
     """The model with int8 matrix products, and how many ``MatMul``s were rewritten.
 
     A ``MatMul`` whose weights are not an int8 initializer with per-column scales is left as
-    it is, so a float export comes back with fp32 products (and 0).
+    it is, so a float export comes back with fp32 products (and 0). ``levels``: the steps of a
+    row's quantized range (255: 8 bits; 127, 7 bits, is exact without VNNI too, and is measured
+    by ``benchmarks/bench_activation_bits.py``, not used).
     """
+    if not 1 <= levels <= 255:
+        msg = f"levels must be 1 to 255 (the steps of a uint8 row), got {levels!r}"
+        raise ConfigurationError(msg)
     graph = Graph(model)
     _swap_layer_norms(graph)
     _swap_gelus(graph)
     graph.commit()
-    count = _quantize_matmuls(graph)
+    count = _quantize_matmuls(graph, levels)
     return graph.serialize(opset=OPSET), count
 
 
@@ -152,13 +158,15 @@ def _int8_weights(graph: Graph, matmul: Any) -> tuple[str, Any, Any] | None:
     return cast.input[0], weights, scales.reshape(-1).astype(np.float32)
 
 
-def _quantize_rows(graph: Graph, x: str, width: int, anchor: Any) -> tuple[str, str, str]:
+def _quantize_rows(
+    graph: Graph, x: str, width: int, anchor: Any, levels: int
+) -> tuple[str, str, str]:
     """Nodes quantizing tensor ``x`` per row; returns (uint8 values, scales, offset lhs)."""
     p = f"{x}/q8"
     axes = graph.constant("q8/axes", np.array([-1], dtype=np.int64))
     zero = graph.constant("q8/zero", np.array(0.0, dtype=np.float32))
     tiny = graph.constant("q8/tiny", np.array(1e-12, dtype=np.float32))
-    step = graph.constant("q8/1_255", np.array(1 / 255, dtype=np.float32))
+    step = graph.constant(f"q8/1_{levels}", np.array(1 / levels, dtype=np.float32))
     one = graph.constant("q8/one", np.array(1.0, dtype=np.float32))
     node = graph.node
     graph.insert_before(
@@ -192,7 +200,7 @@ def _quantize_rows(graph: Graph, x: str, width: int, anchor: Any) -> tuple[str, 
     return f"{p}/values", f"{p}/scale", f"{p}/lhs"
 
 
-def _quantize_matmuls(graph: Graph) -> int:
+def _quantize_matmuls(graph: Graph, levels: int) -> int:
     rows: dict[str, tuple[str, str, str]] = {}
     count = 0
     for matmul in graph.nodes:
@@ -204,7 +212,7 @@ def _quantize_matmuls(graph: Graph) -> int:
         name, weights, scales = found
         x = matmul.input[0]
         if x not in rows:  # Q, K and V read the same rows: quantize them once
-            rows[x] = _quantize_rows(graph, x, int(weights.shape[0]), matmul)
+            rows[x] = _quantize_rows(graph, x, int(weights.shape[0]), matmul, levels)
         values, row_scales, lhs = rows[x]
         out = matmul.output[0]
         bias = np.zeros(weights.shape[1], dtype=np.float32)

@@ -155,10 +155,11 @@ class AsyncRunner:
         """``func(*args, **kwargs)`` on a worker thread, in a copy of the caller's context.
 
         Cancelled, it has no effect (not started yet) or returns once ``func`` ended. An async
-        reranker it calls is awaited on the caller's loop (`mark_caller_loop`).
+        reranker it calls is awaited on the caller's loop (`mark_caller_loop`), and cancelled
+        with it (`CallCancel`).
         """
         context = contextvars.copy_context()
-        mark_caller_loop(context)
+        cancel = mark_caller_loop(context)
         call = functools.partial(context.run, func, *args, **kwargs)
         started = self._submit(call)
         running = asyncio.wrap_future(started)
@@ -166,6 +167,7 @@ class AsyncRunner:
             result = await asyncio.shield(running)
         except asyncio.CancelledError:
             if not started.cancel():  # running already: it cannot be cut, so let it end first
+                cancel.cancel()  # but what it awaits on this loop can (an async reranker)
                 await _until_done(running)
             raise
         if isinstance(result, _Stopped):

@@ -191,31 +191,52 @@ def reranker_scores(
         ConfigurationTypeError: ``answer`` is no sequence (None, a str, a dict, one number) or
             holds something other than numbers (a str, a bool, a row of two).
         ConfigurationError: another count than ``size``, a shape other than ``(size,)`` or
-            ``(size, 1)``, a NaN or an infinity. Each names the reranker, the answer and ``todo``.
+            ``(size, 1)`` (a length that says ``size`` but yields another count too), a NaN,
+            an infinity, or an answer whose reading raises (its items, ``.shape``,
+            ``.tolist()`` or ``float()``; chained). Each names the reranker, the answer and
+            ``todo``. Nothing else escapes: what a reranker returns never fails the caller.
 
     >>> reranker_scores([[0.5], [2]], 2, reranker="mine")
     [0.5, 2.0]
     """
-    values, why, typed = _values(answer, size)
-    out: list[float] = []
-    for n, value in enumerate(values):
-        number, what = _score(value)
-        if number is None:
-            why, typed = f"{what} at {n}", what not in ("NaN", "inf", "-inf")
-            break
-        out.append(number)
+    cause: Exception | None = None
+    try:
+        out, why, typed = _read(answer, size)
+    except Exception as exc:  # noqa: BLE001 - an answer that cannot be read is refused by name
+        # A lazy sequence, a computed .shape, a tensor on the meta device, a number whose
+        # float() raises: until 2026-12-02 that escaped and failed the memory's whole call.
+        out, why, typed, cause = [], f"reading it raised {shown(exc)}", False, exc
     if why:
         said = " ".join(shown(answer).split())  # an array's repr spans lines
         msg = (
             f"the reranker {reranker} {returned} {said}, not one finite number per text "
             f"({why}): {todo}"
         )
-        raise (ConfigurationTypeError if typed else ConfigurationError)(msg)
+        raise (ConfigurationTypeError if typed else ConfigurationError)(msg) from cause
     return out
+
+
+def _read(answer: object, size: int) -> tuple[list[float], str, bool]:
+    """(``answer`` as floats, "", False) or ([], why not, whether its type is wrong)."""
+    values, why, typed = _values(answer, size)
+    out: list[float] = []
+    for n, value in enumerate(values):
+        number, what = _score(value)
+        if number is None:
+            return [], f"{what} at {n}", what not in ("NaN", "inf", "-inf")
+        out.append(number)
+    return out, why, typed
 
 
 def _values(answer: object, size: int) -> tuple[list[Any], str, bool]:
     """(``answer``'s ``size`` scores, "", False) or ([], why not, whether its type is wrong)."""
+    values, why, typed = _listed(answer, size)
+    if not why and len(values) != size:  # a length that lies: len() said ``size``
+        return [], f"{len(values)} scores for {size} texts", False
+    return values, why, typed
+
+
+def _listed(answer: object, size: int) -> tuple[list[Any], str, bool]:
     shape = getattr(answer, "shape", None)
     if shape is not None and callable(getattr(answer, "tolist", None)):  # numpy, torch...
         dims = tuple(shape)

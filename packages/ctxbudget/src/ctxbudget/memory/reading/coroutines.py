@@ -46,7 +46,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 __all__ = [
+    "CallCancel",
     "awaited",
+    "call_cancelled",
     "called_async",
     "closing_here",
     "give_up_here",
@@ -67,13 +69,70 @@ _caller: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.
 _given_up: dict[threading.Thread, asyncio.AbstractEventLoop] = {}  # waits a close ends (above)
 
 
-def mark_caller_loop(context: contextvars.Context) -> None:
+class CallCancel:
+    """An async call's cancellation, as its worker thread sees it; thread-safe.
+
+    `cancel` (the caller's coroutine was cancelled while the call ran) cancels the reranker
+    coroutines the call awaits on the caller's loop (`awaited`), so the call ends at once
+    instead of after ``reranker_timeout``, and no coroutine is left running there. A sync
+    reranker cannot be cut: it is still waited for, as before.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._hooks: list[Callable[[], object]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        """True once `cancel` was called."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Cancel what the call awaits (each hook `on_cancel` gave, once)."""
+        with self._lock:
+            self._cancelled = True
+            hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
+
+    def on_cancel(self, hook: Callable[[], object]) -> Callable[[], None]:
+        """Run ``hook`` on `cancel` (at once when already cancelled); returns its removal."""
+        with self._lock:
+            if not self._cancelled:
+                self._hooks.append(hook)
+                return lambda: self._forget(hook)
+        hook()
+        return lambda: None
+
+    def _forget(self, hook: Callable[[], object]) -> None:
+        with self._lock:
+            if hook in self._hooks:
+                self._hooks.remove(hook)
+
+
+_cancel: contextvars.ContextVar[CallCancel | None] = contextvars.ContextVar(
+    "ctxbudget_call_cancel", default=None
+)
+
+
+def mark_caller_loop(context: contextvars.Context) -> CallCancel:
     """Mark ``context`` as an async caller's: its rerankers are awaited on the running loop.
 
     Called from a coroutine, on the copy of its context a worker thread runs the call in
     (`ctxbudget.memory.awaitable.AsyncRunner.run`); the caller's own context is not changed.
+    Returns the call's `CallCancel`: cancel it when the caller is cancelled.
     """
+    cancel = CallCancel()
     context.run(_caller.set, asyncio.get_running_loop())
+    context.run(_cancel.set, cancel)
+    return cancel
+
+
+def call_cancelled() -> bool:
+    """True on a call's threads once its async caller was cancelled (`CallCancel.cancel`)."""
+    cancel = _cancel.get()
+    return cancel is not None and cancel.cancelled
 
 
 def called_async() -> bool:
@@ -119,7 +178,14 @@ def awaited(out: Awaitable[Any]) -> Any:
         except RuntimeError:  # it closed just now: the shared loop instead
             wrapper.close()
         else:
-            return _result(future, loop)
+            cancel = _cancel.get()
+            if cancel is None:
+                return _result(future, loop)
+            forget = cancel.on_cancel(future.cancel)  # its coroutine is cancelled on the loop
+            try:
+                return _result(future, loop)
+            finally:
+                forget()
     return asyncio.run_coroutine_threadsafe(_awaited(out), _shared_loop()).result()
 
 

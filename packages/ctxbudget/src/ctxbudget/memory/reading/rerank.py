@@ -40,10 +40,13 @@ The memory's ``close`` waits for those threads (`RerankWarnings.close`, bounded 
 `ctxbudget.memory.closing.MODEL_WAIT`).
 A reranker that raises (``failed``), is late (``timeout``) or returns something other than one
 finite number per text (``invalid``: the one rule, `ranking.reranker_scores`, takes numbers or
-an array or tensor of shape ``(n,)`` or ``(n, 1)``) leaves the candidates as they were: the
-call never fails for it. Each kind of failure is logged once
+an array or tensor of shape ``(n,)`` or ``(n, 1)``; an answer whose reading raises too, and
+it is read on the reranker's thread, within the timeout) leaves the candidates as they were:
+the call never fails for it. Each kind of failure is logged once
 per memory (`RerankWarnings`); every call records ``ctxbudget.rerank.status`` (``ok``,
-``failed``, ``timeout``, ``invalid``) on the ``ctxbudget.candidates`` span.
+``failed``, ``timeout``, ``invalid``; ``cancelled``, not logged, when an async call is
+cancelled while its async reranker runs: that coroutine is cancelled on the caller's loop, and
+the call ends at once) on the ``ctxbudget.candidates`` span.
 """
 
 from __future__ import annotations
@@ -68,7 +71,12 @@ from ctxbudget.memory.policy.ranking import (
     register_converter,
     reranker_scores,
 )
-from ctxbudget.memory.reading.coroutines import awaited, closing_here, give_up_here
+from ctxbudget.memory.reading.coroutines import (
+    awaited,
+    call_cancelled,
+    closing_here,
+    give_up_here,
+)
 from ctxbudget.telemetry.operations import note_on_span
 
 if TYPE_CHECKING:
@@ -183,7 +191,7 @@ def rerank(
     status, scores, detail = _run(reranker, query, texts, config.reranker_timeout, warnings)
     note_on_span({"ctxbudget.rerank.status": status, "ctxbudget.rerank.candidates": len(top)})
     if scores is None:
-        if warnings.first(status):
+        if status != "cancelled" and warnings.first(status):  # a cancel is the caller's
             logger.warning(
                 "%s; the candidates keep their own ranking (logged once per memory for this "
                 "kind of failure)",
@@ -321,9 +329,15 @@ def _run(
             out: Any = reranker(query, list(texts))
             if inspect.isawaitable(out):  # an async reranker: on the one loop (coroutines)
                 out = awaited(out)
-            box["scores"] = out
         except Exception as exc:  # noqa: BLE001 - whatever it raises, the call goes on
             box["error"] = exc
+        else:
+            # Read here too, within the timeout: an answer slow to read (a tensor its device
+            # still computes) held the caller past it until 2026-12-02.
+            try:  # the one rule for what a reranker returns (ranking.reranker_scores)
+                box["scores"] = reranker_scores(out, len(texts), reranker=_name(reranker))
+            except ConfigurationError as refused:
+                box["refused"] = refused
         finally:
             done.set()
 
@@ -337,14 +351,14 @@ def _run(
         return "timeout", None, f"{name} took longer than reranker_timeout={timeout:g}s"
     if "error" in box:
         error = box["error"]
+        if call_cancelled():  # its async caller was cancelled (`awaited` stopped waiting)
+            return "cancelled", None, f"{name} was cancelled with its call"
         return "failed", None, f"{name} raised {type(error).__name__}: {_said(error)}"
+    if "refused" in box:
+        return "invalid", None, str(box["refused"])
     if "scores" not in box:
         return "failed", None, f"{name} ended without a result"
-    try:  # the one rule for what a reranker returns (ranking.reranker_scores)
-        scores = reranker_scores(box["scores"], len(texts), reranker=_name(reranker))
-    except ConfigurationError as refused:
-        return "invalid", None, str(refused)
-    return "ok", scores, ""
+    return "ok", box["scores"], ""
 
 
 def _name(reranker: Reranker) -> str:
