@@ -189,7 +189,7 @@ class SlowToRead:
         self.release = release
 
     def tolist(self) -> list[float]:
-        self.release.wait(10)
+        self.release.wait(60)
         return [0.0] * self.shape[0]
 
 
@@ -210,7 +210,7 @@ def test_an_answer_slow_to_read_is_waited_for_at_most_the_timeout(store: ChromaS
     finally:
         release.set()
     assert ctx.tokens_used <= 200
-    assert took < 5.0  # it took the answer's 10 seconds
+    assert took < 20.0  # it took the answer's 60 seconds (a bound far from both, not a speed)
     mem.close()
 
 
@@ -223,20 +223,20 @@ async def test_a_cancelled_async_call_cancels_its_reranker_and_the_next_call_rer
         seen["calls"] += 1
         if seen["calls"] == 1:  # the first call hangs until cancelled
             try:
-                await asyncio.sleep(30)
+                await asyncio.sleep(120)
             except asyncio.CancelledError:
                 seen["cancelled"] += 1
                 raise
         return [float(n) for n in range(len(texts))]
 
-    mem = memory(store, scorer, reranker_timeout=5.0)
+    mem = memory(store, scorer, reranker_timeout=60.0)
     session = session_of(mem)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(mem.aassemble(session, QUERY, budget=200), 0.3)
         took = time.monotonic() - started
-        assert took < 3.0  # it waited out the whole reranker_timeout (5 s)
+        assert took < 20.0  # it waited out the whole reranker_timeout (60 s)
         assert seen["cancelled"] == 1  # the reranker's coroutine was left running
         await mem.acandidates(session, QUERY, budget=200)
     assert seen["calls"] == 2  # the next call was not skipped as "still running"
