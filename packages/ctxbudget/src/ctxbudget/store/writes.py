@@ -28,7 +28,7 @@ from ctxbudget.store.sessions import Session, SessionEntry, Sessions, partition_
 from ctxbudget.store.validate import bad_record, check_record, same_write
 from ctxbudget.store.vectors import Vectors
 
-__all__ = ["EMBEDDED_WRITE_BATCH", "Vanished", "Writer", "check_batch", "unwritten"]
+__all__ = ["EMBEDDED_WRITE_BATCH", "Vanished", "Writer", "check_batch", "first_users", "unwritten"]
 
 EMBEDDED_WRITE_BATCH: int | None = None
 """At most this many records per Chroma call of a write on an embedded store (None: Chroma's
@@ -37,6 +37,17 @@ maximum, as on a server).
 Off: each call also holds the lock for a fixed part (its commit: 5 ms alone, 18 ms at load 5),
 so 16 records a call halved the longest stall of an ingest (360 to 180 ms) but stalled the loop
 1.5 to 2 times as long in all (docs/benchmarks.md, issue 40; ``bench_async.py --ingest``)."""
+
+
+def first_users(records: Sequence[Record]) -> dict[Session, str | None]:
+    """Each session's first user named in ``records`` (None: none): a new one's home and owner."""
+    firsts: dict[Session, str | None] = {}
+    for record in records:
+        if record.session_id is not None:
+            session = (record.namespace, record.session_id)
+            if firsts.get(session) is None:
+                firsts[session] = record.user_id
+    return firsts
 
 
 def check_batch(records: Sequence[Record]) -> None:
@@ -111,12 +122,7 @@ class Writer:
         """
         cols, vectors_of = self._collections, self._vectors
         keys = [record_key(r.namespace, scope_of(r), r.id) for r in batch]
-        firsts: dict[Session, str | None] = {}
-        for record in batch:
-            if record.session_id is not None:
-                session = (record.namespace, record.session_id)
-                if firsts.get(session) is None:
-                    firsts[session] = record.user_id
+        firsts = first_users(batch)
         # Embedding is the slow part: do it before taking the lock, then plan again under it.
         vectors: dict[str, list[float]] = {}
         with unwritten():

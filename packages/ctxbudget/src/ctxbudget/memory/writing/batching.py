@@ -9,10 +9,9 @@ that must be the first call's, whether its calls were stored one by one or toget
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ctxbudget.store.journal import JournalBatch
 from ctxbudget.store.records import Record, record_key, scope_of
+from ctxbudget.store.writes import first_users
 
 __all__ = ["pending_key", "store_groups"]
 
@@ -30,7 +29,7 @@ def store_groups(work: list[JournalBatch], size: int) -> list[list[JournalBatch]
     users: dict[tuple[str, str], str | None] = {}  # the group's sessions: the first user named
     for batch in work:
         mine = {pending_key(r) for r in batch.records}
-        named = _users(batch.records)
+        named = first_users(batch.records)
         late = any(user is not None and users.get(s, user) is None for s, user in named.items())
         if not groups or count + len(batch.records) > size or keys & mine or late:
             groups.append([])
@@ -42,15 +41,3 @@ def store_groups(work: list[JournalBatch], size: int) -> list[list[JournalBatch]
             if users.get(session) is None:
                 users[session] = user
     return groups
-
-
-def _users(records: Sequence[Record]) -> dict[tuple[str, str], str | None]:
-    """Each session's first user named in ``records`` (None: none named), as the store reads it."""
-    named: dict[tuple[str, str], str | None] = {}
-    for record in records:
-        if record.session_id is None:
-            continue
-        session = (record.namespace, record.session_id)
-        if named.get(session) is None:
-            named[session] = record.user_id
-    return named
